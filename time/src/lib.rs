@@ -1,0 +1,175 @@
+//! Time for granary. This crate is the only place that reads the system clock: everything
+//! else is handed a [`Clock`], so tests (and later the simulator) drive time by hand.
+//!
+//! It owns:
+//! - [`Timestamp`]: wall-clock seconds + nanoseconds since the Unix epoch, as file times
+//!   are stored and sent on the wire;
+//! - [`Clock`]: a source of wall-clock stamps and of monotonic instants;
+//! - [`SystemClock`] (the real one) and [`ManualClock`] (tests).
+//!
+//! The multigrain timestamp clock (seed 000) and the timer wheels (seed 002) live here too
+//! as they arrive.
+#![forbid(unsafe_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A wall-clock time: seconds and nanoseconds since 1970-01-01T00:00:00Z.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp {
+    pub seconds: i64,
+    /// Always `< 1_000_000_000`.
+    pub nanos: u32,
+}
+
+impl Timestamp {
+    pub const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+    /// Builds a timestamp from nanoseconds since the epoch.
+    #[must_use]
+    pub fn from_nanos(nanos_since_epoch: u64) -> Self {
+        Self {
+            seconds: i64::try_from(nanos_since_epoch / Self::NANOS_PER_SEC).unwrap_or(i64::MAX),
+            nanos: u32::try_from(nanos_since_epoch % Self::NANOS_PER_SEC).unwrap_or(0),
+        }
+    }
+
+    /// Nanoseconds since the epoch (saturating; times before 1970 map to 0).
+    #[must_use]
+    pub fn as_nanos(self) -> u64 {
+        let secs = u64::try_from(self.seconds).unwrap_or(0);
+        secs.saturating_mul(Self::NANOS_PER_SEC)
+            .saturating_add(u64::from(self.nanos))
+    }
+}
+
+/// A source of time. Implementations must be cheap to call from every request.
+pub trait Clock: Send + Sync + 'static {
+    /// The current wall-clock time, used for file timestamps.
+    fn now(&self) -> Timestamp;
+
+    /// Monotonic time since an arbitrary fixed origin, used for timeouts and ages.
+    fn monotonic(&self) -> Duration;
+}
+
+/// The operating system's clocks.
+#[derive(Debug)]
+pub struct SystemClock {
+    origin: Instant,
+}
+
+impl SystemClock {
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+        }
+    }
+
+    /// A shared handle, as most users want one.
+    #[must_use]
+    pub fn shared() -> Arc<dyn Clock> {
+        Arc::new(Self::new())
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp {
+            seconds: i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
+            nanos: since.subsec_nanos(),
+        }
+    }
+
+    fn monotonic(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// A clock that moves only when told to. Wall time and monotonic time advance together.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    wall_nanos: AtomicU64,
+    mono_nanos: AtomicU64,
+}
+
+impl ManualClock {
+    /// Starts at `start` wall time and zero monotonic time.
+    #[must_use]
+    pub fn new(start: Timestamp) -> Self {
+        Self {
+            wall_nanos: AtomicU64::new(start.as_nanos()),
+            mono_nanos: AtomicU64::new(0),
+        }
+    }
+
+    /// Moves both clocks forward.
+    pub fn advance(&self, by: Duration) {
+        let nanos = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        self.wall_nanos.fetch_add(nanos, Ordering::SeqCst);
+        self.mono_nanos.fetch_add(nanos, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(self.wall_nanos.load(Ordering::SeqCst))
+    }
+
+    fn monotonic(&self) -> Duration {
+        Duration::from_nanos(self.mono_nanos.load(Ordering::SeqCst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nanos_round_trip() {
+        let t = Timestamp {
+            seconds: 1_700_000_000,
+            nanos: 123_456_789,
+        };
+        assert_eq!(Timestamp::from_nanos(t.as_nanos()), t);
+    }
+
+    #[test]
+    fn manual_clock_moves_only_when_told() {
+        let c = ManualClock::new(Timestamp {
+            seconds: 10,
+            nanos: 0,
+        });
+        assert_eq!(
+            c.now(),
+            Timestamp {
+                seconds: 10,
+                nanos: 0
+            }
+        );
+        c.advance(Duration::from_millis(1500));
+        assert_eq!(
+            c.now(),
+            Timestamp {
+                seconds: 11,
+                nanos: 500_000_000
+            }
+        );
+        assert_eq!(c.monotonic(), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn system_clock_is_after_2020() {
+        assert!(SystemClock::new().now().seconds > 1_577_836_800);
+    }
+}

@@ -1,0 +1,482 @@
+//! XDR (RFC 4506): the byte layout every ONC RPC protocol uses.
+//!
+//! This crate owns the primitive codec: big-endian 32/64-bit integers, booleans, fixed and
+//! variable-length opaque data padded to four bytes, and optional values. It promises:
+//!
+//! - decoding never panics and never reads past the buffer: every shortfall is a
+//!   [`DecodeError`], which the RPC layer answers with `GARBAGE_ARGS`;
+//! - every variable-length item is decoded against an explicit maximum, so a length field
+//!   claiming gigabytes is refused before anything is allocated;
+//! - opaque data is returned as [`Bytes`] slices of the request buffer (no copy).
+//!
+//! Protocol crates describe their structures with [`Encode`] and [`Decode`], usually via
+//! the [`xdr_struct!`] macro.
+#![forbid(unsafe_code)]
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// Why a byte string could not be decoded. Permanent for that request: the client sent
+/// bytes that do not match the procedure's argument layout, and sees `GARBAGE_ARGS`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The buffer ended before the item did.
+    #[error("truncated: {needed} bytes needed at offset {offset}, {available} available")]
+    Truncated {
+        offset: usize,
+        needed: usize,
+        available: usize,
+    },
+    /// A length prefix is larger than the item's limit.
+    #[error("{what}: length {len} exceeds the limit of {max}")]
+    TooLong {
+        what: &'static str,
+        len: u32,
+        max: u32,
+    },
+    /// An enum or union discriminant has no meaning.
+    #[error("{what}: invalid discriminant {value}")]
+    BadDiscriminant { what: &'static str, value: u32 },
+    /// A boolean that is neither 0 nor 1.
+    #[error("invalid boolean {0}")]
+    BadBool(u32),
+}
+
+/// Reads XDR items from one buffer, front to back.
+#[derive(Debug, Clone)]
+pub struct Decoder {
+    buf: Bytes,
+    pos: usize,
+}
+
+/// Rounds `len` up to the next multiple of four (XDR's unit).
+#[must_use]
+pub const fn padded(len: usize) -> usize {
+    (len + 3) & !3
+}
+
+impl Decoder {
+    #[must_use]
+    pub fn new(buf: Bytes) -> Self {
+        Self { buf, pos: 0 }
+    }
+
+    /// Bytes not yet consumed.
+    #[must_use]
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// Offset of the next byte to decode.
+    #[must_use]
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The unconsumed tail, without consuming it.
+    #[must_use]
+    pub fn rest(&self) -> Bytes {
+        self.buf.slice(self.pos..)
+    }
+
+    fn take(&mut self, n: usize) -> Result<Bytes, DecodeError> {
+        if self.remaining() < n {
+            return Err(DecodeError::Truncated {
+                offset: self.pos,
+                needed: n,
+                available: self.remaining(),
+            });
+        }
+        let out = self.buf.slice(self.pos..self.pos + n);
+        self.pos += n;
+        Ok(out)
+    }
+
+    fn take_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let bytes = self.take(N)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(&bytes);
+        Ok(out)
+    }
+
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.take_array::<4>()?))
+    }
+
+    pub fn i32(&mut self) -> Result<i32, DecodeError> {
+        Ok(i32::from_be_bytes(self.take_array::<4>()?))
+    }
+
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.take_array::<8>()?))
+    }
+
+    pub fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(i64::from_be_bytes(self.take_array::<8>()?))
+    }
+
+    pub fn bool(&mut self) -> Result<bool, DecodeError> {
+        match self.u32()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(DecodeError::BadBool(other)),
+        }
+    }
+
+    /// Fixed-length opaque data of `len` bytes plus its padding.
+    pub fn fixed_opaque(&mut self, len: usize) -> Result<Bytes, DecodeError> {
+        let data = self.take(len)?;
+        self.take(padded(len) - len)?;
+        Ok(data)
+    }
+
+    /// Fixed-length opaque data into an array (verifiers, cookie verifiers).
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let out = self.take_array::<N>()?;
+        self.take(padded(N) - N)?;
+        Ok(out)
+    }
+
+    /// A length prefix checked against `max`: for arrays and opaque data.
+    pub fn length(&mut self, what: &'static str, max: u32) -> Result<u32, DecodeError> {
+        let len = self.u32()?;
+        if len > max {
+            return Err(DecodeError::TooLong { what, len, max });
+        }
+        Ok(len)
+    }
+
+    /// Variable-length opaque data (or a string) of at most `max` bytes.
+    pub fn opaque(&mut self, what: &'static str, max: u32) -> Result<Bytes, DecodeError> {
+        let len = self.length(what, max)?;
+        self.fixed_opaque(len as usize)
+    }
+}
+
+/// Appends XDR items to a growing buffer.
+#[derive(Debug, Default)]
+pub struct Encoder {
+    buf: BytesMut,
+}
+
+impl Encoder {
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    #[must_use]
+    pub fn with_capacity(capacity_bytes: usize) -> Self {
+        Self {
+            buf: BytesMut::with_capacity(capacity_bytes),
+        }
+    }
+
+    /// Continues encoding at the end of `buf` (e.g. after a reserved record header).
+    #[must_use]
+    pub fn from_buf(buf: BytesMut) -> Self {
+        Self { buf }
+    }
+
+    /// Bytes written so far.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    pub fn u32(&mut self, v: u32) {
+        self.buf.put_u32(v);
+    }
+
+    pub fn i32(&mut self, v: i32) {
+        self.buf.put_i32(v);
+    }
+
+    pub fn u64(&mut self, v: u64) {
+        self.buf.put_u64(v);
+    }
+
+    pub fn i64(&mut self, v: i64) {
+        self.buf.put_i64(v);
+    }
+
+    pub fn bool(&mut self, v: bool) {
+        self.buf.put_u32(u32::from(v));
+    }
+
+    /// Fixed-length opaque data: the bytes and zero padding, no length prefix.
+    pub fn fixed_opaque(&mut self, data: &[u8]) {
+        self.buf.put_slice(data);
+        self.buf.put_bytes(0, padded(data.len()) - data.len());
+    }
+
+    /// Variable-length opaque data or string: length prefix, bytes, padding.
+    ///
+    /// # Panics
+    /// If `data` is 4 GiB or longer, which no caller can build from a bounded request.
+    pub fn opaque(&mut self, data: &[u8]) {
+        let len = u32::try_from(data.len()).expect("XDR opaque longer than u32::MAX");
+        self.u32(len);
+        self.fixed_opaque(data);
+    }
+
+    /// Overwrites a u32 previously written at `offset` (e.g. a length known only later).
+    ///
+    /// # Panics
+    /// If `offset + 4` is past the end of what was written.
+    pub fn patch_u32(&mut self, offset: usize, v: u32) {
+        self.buf[offset..offset + 4].copy_from_slice(&v.to_be_bytes());
+    }
+
+    #[must_use]
+    pub fn into_bytes(self) -> Bytes {
+        self.buf.freeze()
+    }
+
+    #[must_use]
+    pub fn into_inner(self) -> BytesMut {
+        self.buf
+    }
+}
+
+/// A value with an XDR encoding.
+pub trait Encode {
+    fn encode(&self, e: &mut Encoder);
+
+    /// Convenience: the encoding as a fresh buffer.
+    fn to_xdr(&self) -> Bytes {
+        let mut e = Encoder::new();
+        self.encode(&mut e);
+        e.into_bytes()
+    }
+}
+
+/// A value that can be decoded from XDR. Every variable-length part has a limit.
+pub trait Decode: Sized {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError>;
+
+    /// Convenience: decode from a whole buffer (trailing bytes are ignored, as RFC 5531
+    /// servers commonly do).
+    fn from_xdr(buf: Bytes) -> Result<Self, DecodeError> {
+        Self::decode(&mut Decoder::new(buf))
+    }
+}
+
+macro_rules! primitive {
+    ($ty:ty, $method:ident) => {
+        impl Encode for $ty {
+            fn encode(&self, e: &mut Encoder) {
+                e.$method(*self);
+            }
+        }
+        impl Decode for $ty {
+            fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+                d.$method()
+            }
+        }
+    };
+}
+
+primitive!(u32, u32);
+primitive!(i32, i32);
+primitive!(u64, u64);
+primitive!(i64, i64);
+primitive!(bool, bool);
+
+impl<const N: usize> Encode for [u8; N] {
+    fn encode(&self, e: &mut Encoder) {
+        e.fixed_opaque(self);
+    }
+}
+
+impl<const N: usize> Decode for [u8; N] {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        d.array::<N>()
+    }
+}
+
+/// XDR optional data (`T *x`): a boolean, then the value if true.
+impl<T: Encode> Encode for Option<T> {
+    fn encode(&self, e: &mut Encoder) {
+        match self {
+            None => e.bool(false),
+            Some(v) => {
+                e.bool(true);
+                v.encode(e);
+            }
+        }
+    }
+}
+
+impl<T: Decode> Decode for Option<T> {
+    fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
+        if d.bool()? {
+            Ok(Some(T::decode(d)?))
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// Declares a struct whose XDR encoding is its fields in order.
+///
+/// Every field type must implement [`Encode`] and [`Decode`].
+#[macro_export]
+macro_rules! xdr_struct {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty ),*
+        }
+
+        impl $crate::Encode for $name {
+            fn encode(&self, e: &mut $crate::Encoder) {
+                $( $crate::Encode::encode(&self.$field, e); )*
+            }
+        }
+
+        impl $crate::Decode for $name {
+            fn decode(d: &mut $crate::Decoder) -> ::core::result::Result<Self, $crate::DecodeError> {
+                Ok(Self { $( $field: $crate::Decode::decode(d)?, )* })
+            }
+        }
+    };
+}
+
+/// Declares a C-like enum encoded as its u32 discriminant; unknown values fail to decode.
+#[macro_export]
+macro_rules! xdr_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $value:expr ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[repr(u32)]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant = $value ),*
+        }
+
+        impl $name {
+            /// The variant for a wire value, if there is one.
+            #[must_use]
+            pub fn from_u32(v: u32) -> Option<Self> {
+                match v {
+                    $( $value => Some(Self::$variant), )*
+                    _ => None,
+                }
+            }
+        }
+
+        impl $crate::Encode for $name {
+            fn encode(&self, e: &mut $crate::Encoder) {
+                e.u32(*self as u32);
+            }
+        }
+
+        impl $crate::Decode for $name {
+            fn decode(d: &mut $crate::Decoder) -> ::core::result::Result<Self, $crate::DecodeError> {
+                let v = d.u32()?;
+                Self::from_u32(v).ok_or($crate::DecodeError::BadDiscriminant {
+                    what: stringify!($name),
+                    value: v,
+                })
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn opaque_is_padded_to_four_bytes() {
+        let mut e = Encoder::new();
+        e.opaque(b"abcde");
+        assert_eq!(
+            &e.into_bytes()[..],
+            &[0, 0, 0, 5, b'a', b'b', b'c', b'd', b'e', 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn huge_length_is_refused_before_allocation() {
+        let mut d = Decoder::new(Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]));
+        assert_eq!(
+            d.opaque("name", 255),
+            Err(DecodeError::TooLong {
+                what: "name",
+                len: u32::MAX,
+                max: 255
+            })
+        );
+    }
+
+    #[test]
+    fn truncated_opaque_reports_offset() {
+        let mut d = Decoder::new(Bytes::from_static(&[0, 0, 0, 8, 1, 2]));
+        assert_eq!(
+            d.opaque("data", 100),
+            Err(DecodeError::Truncated {
+                offset: 4,
+                needed: 8,
+                available: 2
+            })
+        );
+    }
+
+    #[test]
+    fn bad_bool_is_an_error() {
+        let mut d = Decoder::new(Bytes::from_static(&[0, 0, 0, 2]));
+        assert_eq!(d.bool(), Err(DecodeError::BadBool(2)));
+    }
+
+    xdr_struct! {
+        #[derive(Debug, PartialEq, Eq, Clone)]
+        pub struct Sample {
+            pub a: u32,
+            pub b: Option<u64>,
+            pub c: [u8; 8],
+            pub d: i64,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn struct_round_trips(a: u32, b: Option<u64>, c: [u8; 8], d: i64) {
+            let s = Sample { a, b, c, d };
+            let bytes = s.to_xdr();
+            prop_assert_eq!(bytes.len() % 4, 0);
+            prop_assert_eq!(Sample::from_xdr(bytes).unwrap(), s);
+        }
+
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(data: Vec<u8>) {
+            let _ = Sample::from_xdr(Bytes::from(data.clone()));
+            let mut d = Decoder::new(Bytes::from(data));
+            let _ = d.opaque("x", 1 << 20);
+        }
+
+        #[test]
+        fn opaque_round_trips(data: Vec<u8>) {
+            let mut e = Encoder::new();
+            e.opaque(&data);
+            let mut d = Decoder::new(e.into_bytes());
+            prop_assert_eq!(&d.opaque("x", u32::MAX).unwrap()[..], &data[..]);
+            prop_assert_eq!(d.remaining(), 0);
+        }
+    }
+}

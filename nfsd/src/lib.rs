@@ -1,1 +1,37 @@
+//! The NFSv3 and MOUNT v3 servers: procedure tables and handlers over the vfs seam.
+//!
+//! - [`nfs3proc`]: the 22 NFSv3 procedures, one table;
+//! - [`mountproc`]: the 6 MOUNT v3 procedures, one table;
+//! - [`convert`]: vfs ⇄ wire types, and the one `FsError` → `nfsstat3` mapping;
+//! - [`readdir`]: filling READDIR/READDIRPLUS replies within the client's limits;
+//! - [`state`]: exports, write verifier, mount list, handle resolution.
 #![forbid(unsafe_code)]
+
+pub mod convert;
+pub mod limits;
+pub mod mountproc;
+pub mod nfs3proc;
+pub mod readdir;
+pub mod state;
+
+use std::sync::Arc;
+
+use rpc::{Dispatcher, Service};
+
+pub use state::NfsState;
+
+/// Registers NFS v3 and MOUNT v3 on `dispatcher`, both served from `state`.
+pub fn register(dispatcher: &mut Dispatcher, state: &Arc<NfsState>) {
+    dispatcher.register(Box::new(Service {
+        program: nfs3proc::PROGRAM,
+        version: nfs3proc::VERSION,
+        procedures: &nfs3proc::PROCEDURES,
+        state: Arc::clone(state),
+    }));
+    dispatcher.register(Box::new(Service {
+        program: mountproc::PROGRAM,
+        version: mountproc::VERSION,
+        procedures: &mountproc::PROCEDURES,
+        state: Arc::clone(state),
+    }));
+}

@@ -1,1 +1,20 @@
+//! ONC RPC version 2 (RFC 5531) for granary's servers and its client.
+//!
+//! - [`msg`]: call and reply headers, AUTH_NONE and AUTH_SYS;
+//! - [`record`]: record marking on TCP, with size, fragment and time limits;
+//! - [`dispatch`]: procedure tables and the dispatcher that answers RPC-level errors;
+//! - [`conn`]: one pipelined server connection;
+//! - [`limits`]: every limit of this layer.
 #![forbid(unsafe_code)]
+
+pub mod conn;
+pub mod dispatch;
+pub mod limits;
+pub mod msg;
+pub mod record;
+
+pub use dispatch::{CacheClass, CallContext, Dispatcher, ProcError, Procedure, Program, Service};
+pub use msg::{Auth, AuthSys};
+
+#[doc(hidden)]
+pub use xdr as __xdr;

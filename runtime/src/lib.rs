@@ -1,1 +1,200 @@
+//! Per-core workers: one thread per core, each running its own single-threaded event loop
+//! (a tokio current-thread runtime), pinned to its core where the OS allows.
+//!
+//! A connection is handed to one worker and stays there for its whole life, so its
+//! state, buffers and (later) timers and caches stay in one core's cache and are never
+//! contended. Work that can block for long (host `fsync`, large reads from disk) must not
+//! run on a worker: it is offloaded explicitly with `tokio::task::spawn_blocking` by the
+//! code that knows it blocks, so a worker's other connections keep being served.
+//!
+//! The runtime promises: [`Workers::submit`] runs the future on the chosen worker;
+//! [`Workers::least_loaded`] picks the worker with the fewest live jobs; shutdown waits
+//! for every submitted job to finish (the jobs themselves watch the server's shutdown
+//! signal) up to a deadline.
 #![forbid(unsafe_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+type Job = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+struct Worker {
+    jobs: mpsc::UnboundedSender<Job>,
+    live: Arc<AtomicUsize>,
+    thread: JoinHandle<()>,
+}
+
+/// The set of workers of one server.
+pub struct Workers {
+    workers: Vec<Worker>,
+}
+
+/// Most workers one server starts; beyond this, threads only add contention.
+pub const MAX_WORKERS: usize = 1024;
+
+impl Workers {
+    /// Starts `count` workers named `{name}-{i}`, pinned to cores round-robin.
+    /// `drain` bounds how long a worker waits for its jobs to finish at shutdown.
+    ///
+    /// # Errors
+    /// If a thread or an event loop cannot be created.
+    pub fn start(count: usize, name: &str, drain: Duration) -> std::io::Result<Self> {
+        assert!((1..=MAX_WORKERS).contains(&count), "worker count {count} out of range");
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let mut workers = Vec::with_capacity(count);
+        for i in 0..count {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let live = Arc::new(AtomicUsize::new(0));
+            let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let thread = std::thread::Builder::new()
+                .name(format!("{name}-{i}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        if !core_affinity::set_for_current(core) {
+                            tracing::debug!(worker = i, "could not pin worker to its core");
+                        }
+                    }
+                    let local = tokio::task::LocalSet::new();
+                    local.block_on(&rt, run_worker(rx, drain));
+                })?;
+            workers.push(Worker { jobs: tx, live, thread });
+        }
+        Ok(Self { workers })
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.workers.is_empty()
+    }
+
+    /// The worker with the fewest live jobs (lowest index on ties).
+    #[must_use]
+    pub fn least_loaded(&self) -> usize {
+        (0..self.workers.len())
+            .min_by_key(|&i| self.workers[i].live.load(Ordering::Relaxed))
+            .unwrap_or(0)
+    }
+
+    /// Live jobs per worker (for logs and tests).
+    #[must_use]
+    pub fn load(&self) -> Vec<usize> {
+        self.workers.iter().map(|w| w.live.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Runs the future made by `make` on worker `index`. `make` runs on that worker, so
+    /// the future may use worker-local resources (e.g. register a socket with its loop).
+    ///
+    /// # Panics
+    /// If `index` is out of range.
+    pub fn submit<F, Fut>(&self, index: usize, make: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let worker = &self.workers[index];
+        let live = Arc::clone(&worker.live);
+        live.fetch_add(1, Ordering::Relaxed);
+        let job: Job = Box::new(move || {
+            Box::pin(async move {
+                make().await;
+                live.fetch_sub(1, Ordering::Relaxed);
+            })
+        });
+        if worker.jobs.send(job).is_err() {
+            tracing::error!(worker = index, "worker has stopped; job dropped");
+        }
+    }
+
+    /// Stops taking jobs and waits for every worker to finish its jobs (up to the drain
+    /// deadline given at start).
+    pub fn join(self) {
+        let threads: Vec<_> = self
+            .workers
+            .into_iter()
+            .map(|w| {
+                drop(w.jobs);
+                w.thread
+            })
+            .collect();
+        for t in threads {
+            if t.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
+        }
+    }
+}
+
+async fn run_worker(mut rx: mpsc::UnboundedReceiver<Job>, drain: Duration) {
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            job = rx.recv() => match job {
+                Some(job) => { tasks.spawn_local(job()); }
+                None => break,
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    let drained = tokio::time::timeout(drain, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(left = tasks.len(), "shutdown deadline passed; abandoning jobs");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn jobs_run_on_their_worker_thread_and_join_waits() {
+        let workers = Workers::start(2, "test", Duration::from_secs(5)).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        for i in 0..4 {
+            let seen = Arc::clone(&seen);
+            workers.submit(i % 2, move || async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let name = std::thread::current().name().unwrap().to_string();
+                seen.lock().unwrap().push((i, name));
+            });
+        }
+        workers.join();
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort();
+        let expect: Vec<_> = (0..4).map(|i| (i, format!("test-{}", i % 2))).collect();
+        assert_eq!(seen, expect);
+    }
+
+    #[test]
+    fn least_loaded_prefers_idle_workers() {
+        let workers = Workers::start(2, "load", Duration::from_secs(5)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rx = Arc::new(Mutex::new(rx));
+        let hold = Arc::clone(&rx);
+        workers.submit(0, move || async move {
+            while hold.lock().unwrap().try_recv().is_err() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        assert_eq!(workers.load(), vec![1, 0]);
+        assert_eq!(workers.least_loaded(), 1);
+        tx.send(()).unwrap();
+        workers.join();
+    }
+}

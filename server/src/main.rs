@@ -1,1 +1,160 @@
-fn main() {}
+//! `granary`: the command-line entry point.
+#![forbid(unsafe_code)]
+
+mod config;
+mod portmap;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// A userspace NFS server: NFSv3 + MOUNT over TCP.
+#[derive(Debug, Parser)]
+#[command(name = "granary", version, about, long_about = None)]
+struct Cli {
+    /// Log filter, RUST_LOG syntax (e.g. "info", "debug", "rpc=debug,info").
+    /// The RUST_LOG environment variable is used when this is not given.
+    #[arg(long, global = true)]
+    log: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve exports over NFSv3. With no arguments: an empty in-memory export "/" on
+    /// 127.0.0.1:2049.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Address and port for NFS and MOUNT (both on the same port). Port 0 picks a free one.
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<String>,
+
+    /// TOML file with exports and limits (see docs/CONFIG.md). Flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Worker threads (event loops), one per core by default.
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+
+    /// Size cap of the default in-memory export, in bytes (no effect with --config).
+    #[arg(long, value_name = "BYTES")]
+    mem_capacity_bytes: Option<u64>,
+
+    /// Serve the default export read-only (no effect with --config).
+    #[arg(long)]
+    read_only: bool,
+
+    /// Identity squashing of the default export: none, root (default) or all
+    /// (no effect with --config).
+    #[arg(long, value_name = "MODE")]
+    squash: Option<String>,
+
+    /// Most open client connections; more are closed at once.
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+
+    /// Largest request record in bytes; larger ones close the connection.
+    #[arg(long, value_name = "BYTES")]
+    max_record_bytes: Option<u32>,
+
+    /// Most requests in progress per connection.
+    #[arg(long, value_name = "N")]
+    max_in_flight: Option<usize>,
+
+    /// Close connections idle this long, in seconds.
+    #[arg(long, value_name = "SECS")]
+    idle_timeout_secs: Option<u64>,
+
+    /// Drop clients that stall this long inside a request, in seconds.
+    #[arg(long, value_name = "SECS")]
+    record_timeout_secs: Option<u64>,
+
+    /// Do not register with a local portmapper/rpcbind.
+    #[arg(long)]
+    no_portmap: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log.as_deref());
+    let result = match cli.command {
+        Command::Serve(args) => build_config(args).and_then(|c| serve::run(c).map_err(|e| e.to_string())),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("granary: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(filter: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = filter
+        .map(EnvFilter::new)
+        .or_else(|| EnvFilter::try_from_default_env().ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+}
+
+fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
+    let mut c = match &args.config {
+        Some(path) => config::load_file(path).map_err(|e| e.0)?,
+        None => config::ServerConfig::defaults(),
+    };
+    if args.config.is_none() {
+        let export = &mut c.exports[0];
+        if let Some(bytes) = args.mem_capacity_bytes {
+            export.backend = config::BackendConfig::Mem { capacity_bytes: bytes };
+        }
+        export.options.read_only = args.read_only;
+        if let Some(s) = &args.squash {
+            export.options.squash = config::parse_squash(s).map_err(|m| format!("--squash: {m}"))?;
+        }
+    }
+    if let Some(listen) = &args.listen {
+        c.listen = config::parse_listen(listen).map_err(|m| format!("--listen: {m}"))?;
+    }
+    if let Some(n) = args.workers {
+        c.workers = config::check_workers(n).map_err(|m| format!("--workers: {m}"))?;
+    }
+    apply_limit_flags(&mut c.limits, &args)?;
+    c.portmap &= !args.no_portmap;
+    Ok(c)
+}
+
+fn apply_limit_flags(l: &mut config::Limits, args: &ServeArgs) -> Result<(), String> {
+    let positive = |v: u64, flag: &str| {
+        if v == 0 {
+            Err(format!("{flag} must be at least 1"))
+        } else {
+            Ok(v)
+        }
+    };
+    if let Some(n) = args.max_connections {
+        l.max_connections = usize::try_from(positive(n as u64, "--max-connections")?).unwrap_or(usize::MAX);
+    }
+    if let Some(n) = args.max_record_bytes {
+        l.max_record_bytes = config::check_record_bytes(n).map_err(|m| format!("--max-record-bytes: {m}"))?;
+    }
+    if let Some(n) = args.max_in_flight {
+        l.max_in_flight = usize::try_from(positive(n as u64, "--max-in-flight")?).unwrap_or(usize::MAX);
+    }
+    if let Some(s) = args.idle_timeout_secs {
+        l.idle_timeout = std::time::Duration::from_secs(positive(s, "--idle-timeout-secs")?);
+    }
+    if let Some(s) = args.record_timeout_secs {
+        l.record_timeout = std::time::Duration::from_secs(positive(s, "--record-timeout-secs")?);
+    }
+    Ok(())
+}

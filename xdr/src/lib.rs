@@ -233,6 +233,12 @@ impl Encoder {
         self.buf[offset..offset + 4].copy_from_slice(&v.to_be_bytes());
     }
 
+    /// Drops everything after the first `len` bytes (e.g. a half-encoded reply body that
+    /// is replaced by an error).
+    pub fn truncate(&mut self, len: usize) {
+        self.buf.truncate(len);
+    }
+
     #[must_use]
     pub fn into_bytes(self) -> Bytes {
         self.buf.freeze()

@@ -1,0 +1,31 @@
+//! Limits the NFSv3 server announces (FSINFO) and enforces.
+
+/// Largest READ and WRITE (FSINFO rtmax/wtmax), as Linux nfsd offers on 64-bit hosts.
+pub const MAX_IO_BYTES: u32 = vfs::limits::MAX_IO_BYTES;
+
+/// Preferred READ/WRITE size (FSINFO rtpref/wtpref): the maximum, since larger transfers
+/// cost fewer round trips and the server has no smaller sweet spot.
+pub const PREF_IO_BYTES: u32 = MAX_IO_BYTES;
+
+/// Suggested multiple of READ/WRITE sizes (FSINFO rtmult/wtmult): a page.
+pub const IO_MULTIPLE_BYTES: u32 = 4096;
+
+/// Preferred READDIR reply size (FSINFO dtpref).
+pub const PREF_READDIR_BYTES: u32 = 64 << 10;
+
+/// Largest READDIR/READDIRPLUS reply the server builds, whatever the client asks.
+pub const MAX_READDIR_BYTES: u32 = 1 << 20;
+
+/// Directory entries fetched from the backend per batch while filling a READDIR reply.
+pub const READDIR_BATCH: usize = 256;
+
+/// Mount-list (MOUNT DUMP) entries kept; the oldest are forgotten past this. The list is
+/// informational only (RFC 1813 says so), so forgetting costs nothing but a stale DUMP.
+pub const MAX_MOUNT_ENTRIES: usize = 4096;
+
+/// Seconds for which FSSTAT figures stay valid (`invarsec`): 0, they change any time.
+pub const FSSTAT_INVARSEC: u32 = 0;
+
+const _: () = assert!(MAX_IO_BYTES <= nfs3::limits::MAX_DATA);
+const _: () = assert!(PREF_READDIR_BYTES <= MAX_READDIR_BYTES);
+const _: () = assert!(PREF_IO_BYTES <= MAX_IO_BYTES && IO_MULTIPLE_BYTES <= PREF_IO_BYTES);

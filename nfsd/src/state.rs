@@ -1,0 +1,105 @@
+//! State shared by every NFS and MOUNT call of one server, and handle resolution.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use nfs3::nfs::{NfsFh3, Nfsstat3};
+use rpc::{Auth, CallContext};
+use vfs::{Attr, Cred, Export, ExportTable, FileId, FsError};
+
+use crate::convert::status_of;
+use crate::limits::MAX_MOUNT_ENTRIES;
+
+/// One server's exports, write verifier and mount list.
+pub struct NfsState {
+    pub exports: ExportTable,
+    /// Sent with every WRITE and COMMIT reply. It is random per server start, so a client
+    /// that wrote UNSTABLE data before a restart sees a new verifier and writes again.
+    pub write_verifier: [u8; 8],
+    mounts: Mutex<VecDeque<MountEntry>>,
+}
+
+/// One MNT, remembered for MOUNT DUMP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    pub host: String,
+    pub path: String,
+}
+
+/// A resolved handle: the export, the file, and who the caller is on that export.
+pub struct Target<'s> {
+    pub export: &'s Arc<Export>,
+    pub id: FileId,
+    pub cred: Cred,
+}
+
+impl NfsState {
+    #[must_use]
+    pub fn new(exports: ExportTable, write_verifier: [u8; 8]) -> Self {
+        Self { exports, write_verifier, mounts: Mutex::new(VecDeque::new()) }
+    }
+
+    /// Verifies a client's handle: MAC, export, file still existing, client address
+    /// allowed by the export. Then maps the caller's credential by the export's squash rules.
+    ///
+    /// # Errors
+    /// `BADHANDLE` for a malformed or forged handle, `STALE` for one that names nothing
+    /// now, `ACCES` for a client the export does not allow.
+    pub fn resolve(&self, ctx: &CallContext, fh: &NfsFh3) -> Result<Target<'_>, Nfsstat3> {
+        let (export, id) = self.exports.resolve(fh.as_bytes()).map_err(|e| {
+            match e {
+                FsError::BadHandle => tracing::warn!(
+                    peer = %ctx.peer, xid = ctx.xid, len = fh.0.len(),
+                    "refusing a malformed or forged file handle"
+                ),
+                _ => tracing::debug!(peer = %ctx.peer, xid = ctx.xid, error = %e, "handle does not resolve"),
+            }
+            status_of(e)
+        })?;
+        if !export.options.allows(ctx.peer.ip()) {
+            tracing::warn!(peer = %ctx.peer, export = %export.path, "client not allowed by the export's clients list");
+            return Err(Nfsstat3::Acces);
+        }
+        let cred = export.options.map_cred(sent_cred(&ctx.auth).as_ref());
+        Ok(Target { export, id, cred })
+    }
+
+    /// The handle of a file of `export`.
+    #[must_use]
+    pub fn handle(&self, export: &Export, attr: &Attr) -> NfsFh3 {
+        NfsFh3(bytes::Bytes::copy_from_slice(&self.exports.handle(export, attr)))
+    }
+
+    /// Records a successful MNT.
+    pub fn add_mount(&self, entry: MountEntry) {
+        let mut mounts = self.mounts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if mounts.contains(&entry) {
+            return;
+        }
+        if mounts.len() >= MAX_MOUNT_ENTRIES {
+            mounts.pop_front();
+        }
+        mounts.push_back(entry);
+    }
+
+    /// Forgets mounts of `host` (all of them, or those of `path`).
+    pub fn remove_mounts(&self, host: &str, path: Option<&str>) {
+        let mut mounts = self.mounts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        mounts.retain(|m| m.host != host || path.is_some_and(|p| p != m.path));
+    }
+
+    #[must_use]
+    pub fn mounts(&self) -> Vec<MountEntry> {
+        let mounts = self.mounts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        mounts.iter().cloned().collect()
+    }
+}
+
+/// The credential a call carries: AUTH_SYS ids, or none for AUTH_NONE.
+#[must_use]
+pub fn sent_cred(auth: &Auth) -> Option<Cred> {
+    match auth {
+        Auth::None => None,
+        Auth::Sys(sys) => Some(Cred { uid: sys.uid, gid: sys.gid, groups: sys.gids.clone() }),
+    }
+}

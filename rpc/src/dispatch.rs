@@ -1,0 +1,281 @@
+//! Turning one request record into one reply record.
+//!
+//! A program version is a static table of [`Procedure`] rows ({name, run, max reply size,
+//! cache class}); adding a procedure is adding a row. The [`Dispatcher`] owns every
+//! registered program version and answers the RPC-level errors itself: RPC_MISMATCH,
+//! AUTH_ERROR, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, GARBAGE_ARGS and SYSTEM_ERR.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use xdr::{Decode, DecodeError, Decoder, Encoder};
+
+use crate::msg::{
+    encode_accepted, encode_denied, AcceptStat, Auth, Denial, OpaqueAuth, MSG_CALL, RPC_VERSION,
+};
+use crate::record::{seal, start_record};
+
+/// What the server knows about one call while running it.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    pub xid: u32,
+    pub peer: SocketAddr,
+    pub auth: Auth,
+    pub procedure: u32,
+}
+
+/// Whether running a procedure twice is harmless (for the duplicate request cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheClass {
+    /// Reads and lookups: a retransmission may simply run again.
+    Idempotent,
+    /// Changes: a retransmission must get the first reply, not run again.
+    NonIdempotent,
+}
+
+/// How a procedure body ended, when not with a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcError {
+    /// The arguments did not decode: GARBAGE_ARGS.
+    Garbage(DecodeError),
+    /// The server failed (a bug or an unrecoverable state): SYSTEM_ERR.
+    System(&'static str),
+}
+
+impl From<DecodeError> for ProcError {
+    fn from(e: DecodeError) -> Self {
+        Self::Garbage(e)
+    }
+}
+
+/// One row of a program's procedure table. `S` is the program's shared state.
+pub struct Procedure<S> {
+    pub name: &'static str,
+    /// Decodes the arguments, runs the procedure, encodes the results.
+    pub run: fn(&S, &CallContext, &mut Decoder, &mut Encoder) -> Result<(), ProcError>,
+    /// Upper bound of the encoded results, to size the reply buffer.
+    pub max_reply_bytes: usize,
+    pub cache: CacheClass,
+}
+
+/// Builds a [`Procedure`] row from a handler `fn(&S, &CallContext, Args) -> Res`.
+#[macro_export]
+macro_rules! procedure {
+    ($name:literal, $handler:path, $max_reply:expr, $cache:expr) => {
+        $crate::dispatch::Procedure {
+            name: $name,
+            run: |state, ctx, d, e| {
+                let args = $crate::__xdr::Decode::decode(d)?;
+                let res = $handler(state, ctx, args);
+                $crate::__xdr::Encode::encode(&res, e);
+                Ok(())
+            },
+            max_reply_bytes: $max_reply,
+            cache: $cache,
+        }
+    };
+}
+
+/// One version of one RPC program.
+pub trait Program: Send + Sync {
+    fn program(&self) -> u32;
+    fn version(&self) -> u32;
+    /// The row for `procedure`, if the table has one.
+    fn procedure_name(&self, procedure: u32) -> Option<&'static str>;
+    /// Runs a procedure; `None` if the table has no such row.
+    fn call(&self, ctx: &CallContext, d: &mut Decoder, e: &mut Encoder)
+        -> Option<Result<(), ProcError>>;
+    /// Reply-size bound for `procedure` (0 if unknown).
+    fn max_reply_bytes(&self, procedure: u32) -> usize;
+}
+
+/// A procedure table bound to its state.
+pub struct Service<S: 'static> {
+    pub program: u32,
+    pub version: u32,
+    pub procedures: &'static [Procedure<S>],
+    pub state: Arc<S>,
+}
+
+impl<S: Send + Sync + 'static> Service<S> {
+    fn row(&self, procedure: u32) -> Option<&'static Procedure<S>> {
+        self.procedures.get(usize::try_from(procedure).ok()?)
+    }
+}
+
+impl<S: Send + Sync + 'static> Program for Service<S> {
+    fn program(&self) -> u32 {
+        self.program
+    }
+
+    fn version(&self) -> u32 {
+        self.version
+    }
+
+    fn procedure_name(&self, procedure: u32) -> Option<&'static str> {
+        self.row(procedure).map(|p| p.name)
+    }
+
+    fn call(&self, ctx: &CallContext, d: &mut Decoder, e: &mut Encoder) -> Option<Result<(), ProcError>> {
+        self.row(ctx.procedure).map(|p| (p.run)(&self.state, ctx, d, e))
+    }
+
+    fn max_reply_bytes(&self, procedure: u32) -> usize {
+        self.row(procedure).map_or(0, |p| p.max_reply_bytes)
+    }
+}
+
+/// Why a record got no reply at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unanswerable {
+    #[error("record of {0} bytes is too short to hold a call header")]
+    TooShort(usize),
+    #[error("message type {0} is not a call")]
+    NotACall(u32),
+}
+
+/// Every program version a server offers, on one port.
+#[derive(Default)]
+pub struct Dispatcher {
+    programs: Vec<Box<dyn Program>>,
+}
+
+/// Reply body budget when a procedure's own bound is unknown (errors only).
+const ERROR_REPLY_BYTES: usize = 64;
+
+impl Dispatcher {
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a program version.
+    ///
+    /// # Panics
+    /// If the same program and version is registered twice.
+    pub fn register(&mut self, program: Box<dyn Program>) {
+        assert!(
+            !self.programs.iter().any(|p| p.program() == program.program() && p.version() == program.version()),
+            "program {} version {} registered twice",
+            program.program(),
+            program.version()
+        );
+        self.programs.push(program);
+    }
+
+    /// (program, version) pairs, for portmapper registration.
+    pub fn offered(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.programs.iter().map(|p| (p.program(), p.version()))
+    }
+
+    /// Handles one request record and returns the reply record, record mark included.
+    ///
+    /// # Errors
+    /// Records that cannot be answered at all (no xid, or not a call); the caller logs
+    /// and drops them, as RFC 5531 servers do.
+    pub fn handle(&self, record: Bytes, peer: SocketAddr) -> Result<Bytes, Unanswerable> {
+        let len = record.len();
+        let mut d = Decoder::new(record);
+        let (Ok(xid), Ok(mtype)) = (d.u32(), d.u32()) else {
+            return Err(Unanswerable::TooShort(len));
+        };
+        if mtype != MSG_CALL {
+            return Err(Unanswerable::NotACall(mtype));
+        }
+        Ok(seal(self.handle_call(xid, &mut d, peer)))
+    }
+
+    fn handle_call(&self, xid: u32, d: &mut Decoder, peer: SocketAddr) -> BytesMut {
+        let header = match decode_call_rest(d) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(%peer, xid, error = %e, "GARBAGE_ARGS: malformed call header");
+                return accepted_only(xid, AcceptStat::GarbageArgs);
+            }
+        };
+        let (rpcvers, program, version, procedure, cred) = header;
+        if rpcvers != RPC_VERSION {
+            tracing::warn!(%peer, xid, rpcvers, "RPC_MISMATCH: unsupported RPC version");
+            return denied(xid, Denial::RpcMismatch { low: RPC_VERSION, high: RPC_VERSION });
+        }
+        let auth = match Auth::from_cred(&cred) {
+            Ok(a) => a,
+            Err(stat) => {
+                tracing::warn!(%peer, xid, flavor = cred.flavor, ?stat, "AUTH_ERROR: credential refused");
+                return denied(xid, Denial::Auth(stat));
+            }
+        };
+        let Some(prog) = self.find(program, version) else {
+            return self.program_error(xid, program, version, peer);
+        };
+        let ctx = CallContext { xid, peer, auth, procedure };
+        run(prog, &ctx, d)
+    }
+
+    fn find(&self, program: u32, version: u32) -> Option<&dyn Program> {
+        self.programs.iter().find(|p| p.program() == program && p.version() == version).map(|p| &**p)
+    }
+
+    fn program_error(&self, xid: u32, program: u32, version: u32, peer: SocketAddr) -> BytesMut {
+        let versions = self.programs.iter().filter(|p| p.program() == program).map(|p| p.version());
+        let (low, high) = versions.fold((u32::MAX, 0), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        if low > high {
+            tracing::debug!(%peer, xid, program, "PROG_UNAVAIL");
+            return accepted_only(xid, AcceptStat::ProgUnavail);
+        }
+        tracing::debug!(%peer, xid, program, version, low, high, "PROG_MISMATCH");
+        accepted_only(xid, AcceptStat::ProgMismatch { low, high })
+    }
+}
+
+type CallRest = (u32, u32, u32, u32, OpaqueAuth);
+
+fn decode_call_rest(d: &mut Decoder) -> Result<CallRest, DecodeError> {
+    let rpcvers = d.u32()?;
+    let program = d.u32()?;
+    let version = d.u32()?;
+    let procedure = d.u32()?;
+    let cred = OpaqueAuth::decode(d)?;
+    let _verf = OpaqueAuth::decode(d)?;
+    Ok((rpcvers, program, version, procedure, cred))
+}
+
+fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> BytesMut {
+    let budget = prog.max_reply_bytes(ctx.procedure).max(ERROR_REPLY_BYTES);
+    let mut e = Encoder::from_buf(start_record(budget + 64));
+    encode_accepted(&mut e, ctx.xid, AcceptStat::Success);
+    let body_start = e.len();
+    let stat = match prog.call(ctx, d, &mut e) {
+        Some(Ok(())) => return e.into_inner(),
+        None => {
+            tracing::debug!(peer = %ctx.peer, xid = ctx.xid, procedure = ctx.procedure, "PROC_UNAVAIL");
+            AcceptStat::ProcUnavail
+        }
+        Some(Err(ProcError::Garbage(err))) => {
+            let name = prog.procedure_name(ctx.procedure).unwrap_or("?");
+            tracing::warn!(peer = %ctx.peer, xid = ctx.xid, procedure = name, error = %err, "GARBAGE_ARGS");
+            AcceptStat::GarbageArgs
+        }
+        Some(Err(ProcError::System(why))) => {
+            tracing::error!(peer = %ctx.peer, xid = ctx.xid, why, "SYSTEM_ERR");
+            AcceptStat::SystemErr
+        }
+    };
+    // Rewrite the reply: header with the error status, no body.
+    e.truncate(body_start - 4);
+    e.u32(stat.code());
+    e.into_inner()
+}
+
+fn accepted_only(xid: u32, stat: AcceptStat) -> BytesMut {
+    let mut e = Encoder::from_buf(start_record(ERROR_REPLY_BYTES));
+    encode_accepted(&mut e, xid, stat);
+    e.into_inner()
+}
+
+fn denied(xid: u32, denial: Denial) -> BytesMut {
+    let mut e = Encoder::from_buf(start_record(ERROR_REPLY_BYTES));
+    encode_denied(&mut e, xid, denial);
+    e.into_inner()
+}

@@ -1,0 +1,210 @@
+//! Record marking over TCP (RFC 5531 section 11): each message is a record of one or more
+//! fragments, each fragment prefixed by a 4-byte header holding a last-fragment bit and a
+//! 31-bit length.
+//!
+//! Reading promises: the declared length is checked against the limit before any buffer
+//! is grown; a record whose fragments add up past the limit, or that has too many
+//! fragments, is refused; a client that starts a record and stalls is timed out.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Bit set in a fragment header when the fragment ends the record.
+pub const LAST_FRAGMENT: u32 = 1 << 31;
+
+/// Most fragments one record may have. Real clients send one; the bound stops a client
+/// from sending zero-length fragments forever.
+pub const MAX_FRAGMENTS: usize = 1024;
+
+/// Why no record could be read. Every variant ends the connection.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// The peer closed the connection between records (normal).
+    #[error("connection closed")]
+    Closed,
+    /// The peer closed the connection inside a record.
+    #[error("connection closed mid-record after {received} bytes")]
+    Truncated { received: usize },
+    /// The record is larger than the limit (the client is buggy or hostile).
+    #[error("record of at least {claimed} bytes exceeds the limit of {max} bytes")]
+    TooLarge { claimed: u64, max: u32 },
+    /// The record has more than `MAX_FRAGMENTS` fragments.
+    #[error("record has more than {MAX_FRAGMENTS} fragments")]
+    TooManyFragments,
+    /// No request arrived for the idle timeout.
+    #[error("idle for {0:?}")]
+    Idle(Duration),
+    /// The record started but did not complete in time.
+    #[error("client stalled mid-record for {0:?}")]
+    Stalled(Duration),
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Time limits for reading one record.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordTimeouts {
+    /// Wait for the first byte of a record.
+    pub idle: Duration,
+    /// Wait for the rest of a record once it started.
+    pub record: Duration,
+}
+
+/// Reads one whole record of at most `max_bytes`.
+///
+/// # Errors
+/// See [`RecordError`].
+pub async fn read_record<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_bytes: u32,
+    timeouts: RecordTimeouts,
+) -> Result<Bytes, RecordError> {
+    let mut first = [0u8; 1];
+    let n = tokio::time::timeout(timeouts.idle, r.read(&mut first))
+        .await
+        .map_err(|_| RecordError::Idle(timeouts.idle))??;
+    if n == 0 {
+        return Err(RecordError::Closed);
+    }
+    tokio::time::timeout(timeouts.record, read_rest(r, first[0], max_bytes))
+        .await
+        .map_err(|_| RecordError::Stalled(timeouts.record))?
+}
+
+async fn read_rest<R: AsyncRead + Unpin>(
+    r: &mut R,
+    first_byte: u8,
+    max_bytes: u32,
+) -> Result<Bytes, RecordError> {
+    let mut buf = BytesMut::new();
+    let mut header = [first_byte, 0, 0, 0];
+    let mut have_first = true;
+    for _ in 0..MAX_FRAGMENTS {
+        let from = usize::from(have_first);
+        have_first = false;
+        r.read_exact(&mut header[from..]).await.map_err(|e| eof_as_truncated(e, buf.len()))?;
+        let word = u32::from_be_bytes(header);
+        let len = word & !LAST_FRAGMENT;
+        let total = buf.len() as u64 + u64::from(len);
+        if total > u64::from(max_bytes) {
+            return Err(RecordError::TooLarge { claimed: total, max: max_bytes });
+        }
+        let start = buf.len();
+        buf.resize(start + len as usize, 0);
+        r.read_exact(&mut buf[start..]).await.map_err(|e| eof_as_truncated(e, start))?;
+        if word & LAST_FRAGMENT != 0 {
+            return Ok(buf.freeze());
+        }
+    }
+    Err(RecordError::TooManyFragments)
+}
+
+fn eof_as_truncated(e: std::io::Error, received: usize) -> RecordError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        RecordError::Truncated { received }
+    } else {
+        RecordError::Io(e)
+    }
+}
+
+/// A buffer with room for a record mark at the front; pass it to `xdr::Encoder::from_buf`
+/// and finish with [`seal`].
+#[must_use]
+pub fn start_record(capacity_bytes: usize) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(capacity_bytes + 4);
+    buf.extend_from_slice(&[0, 0, 0, 0]);
+    buf
+}
+
+/// Writes the record mark of a buffer made by [`start_record`]: one last fragment.
+///
+/// # Panics
+/// If the buffer is shorter than its mark or longer than a fragment can say.
+#[must_use]
+pub fn seal(mut buf: BytesMut) -> Bytes {
+    let len = u32::try_from(buf.len() - 4).expect("record length fits 31 bits");
+    assert!(len < LAST_FRAGMENT, "record too large for one fragment");
+    buf[..4].copy_from_slice(&(LAST_FRAGMENT | len).to_be_bytes());
+    buf.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: RecordTimeouts =
+        RecordTimeouts { idle: Duration::from_secs(5), record: Duration::from_secs(5) };
+
+    fn fragment(data: &[u8], last: bool) -> Vec<u8> {
+        let mut out = (u32::try_from(data.len()).unwrap() | if last { LAST_FRAGMENT } else { 0 })
+            .to_be_bytes()
+            .to_vec();
+        out.extend_from_slice(data);
+        out
+    }
+
+    #[tokio::test]
+    async fn multi_fragment_record_is_joined() {
+        let mut wire = fragment(b"abc", false);
+        wire.extend(fragment(b"", false));
+        wire.extend(fragment(b"defg", true));
+        wire.extend(fragment(b"next", true));
+        let mut r = &wire[..];
+        assert_eq!(&read_record(&mut r, 100, T).await.unwrap()[..], b"abcdefg");
+        assert_eq!(&read_record(&mut r, 100, T).await.unwrap()[..], b"next");
+        assert!(matches!(read_record(&mut r, 100, T).await, Err(RecordError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn huge_header_is_refused_without_allocating() {
+        let wire = 0xffff_ffffu32.to_be_bytes();
+        let mut r = &wire[..];
+        let err = read_record(&mut r, 1 << 20, T).await.unwrap_err();
+        assert!(matches!(err, RecordError::TooLarge { claimed: 0x7fff_ffff, .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn fragments_adding_past_the_limit_are_refused() {
+        let mut wire = fragment(&[1; 60], false);
+        wire.extend(fragment(&[2; 60], true));
+        let mut r = &wire[..];
+        let err = read_record(&mut r, 100, T).await.unwrap_err();
+        assert!(matches!(err, RecordError::TooLarge { claimed: 120, max: 100 }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn endless_empty_fragments_are_refused() {
+        let wire: Vec<u8> = (0..=MAX_FRAGMENTS).flat_map(|_| fragment(b"", false)).collect();
+        let mut r = &wire[..];
+        assert!(matches!(read_record(&mut r, 100, T).await, Err(RecordError::TooManyFragments)));
+    }
+
+    #[tokio::test]
+    async fn eof_inside_a_record_is_truncation() {
+        let wire = fragment(b"abcdef", true);
+        let mut r = &wire[..7];
+        assert!(matches!(
+            read_record(&mut r, 100, T).await,
+            Err(RecordError::Truncated { received: 0 })
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stalled_record_times_out() {
+        let (mut client, mut server) = tokio::io::duplex(64);
+        tokio::io::AsyncWriteExt::write_all(&mut client, &[0x80, 0, 0, 10, 1, 2]).await.unwrap();
+        let err = read_record(&mut server, 100, T).await.unwrap_err();
+        assert!(matches!(err, RecordError::Stalled(_)), "{err}");
+        drop(client);
+    }
+
+    #[test]
+    fn seal_writes_last_fragment_mark() {
+        let mut buf = start_record(8);
+        buf.extend_from_slice(b"hello");
+        assert_eq!(&seal(buf)[..], &[0x80, 0, 0, 5, b'h', b'e', b'l', b'l', b'o']);
+    }
+}

@@ -1,0 +1,374 @@
+//! The server's configuration: CLI flags, an optional TOML file, and their validation.
+//!
+//! A bad configuration fails at start with one message that names the file, the line,
+//! what is wrong and how to fix it.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Everything `granary serve` needs, after CLI and file are merged.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub workers: usize,
+    pub limits: Limits,
+    pub exports: Vec<ExportConfig>,
+    /// Register with a local portmapper/rpcbind if one runs.
+    pub portmap: bool,
+}
+
+/// Connection limits (defaults in `rpc::limits`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub max_record_bytes: u32,
+    pub max_in_flight: usize,
+    pub idle_timeout: Duration,
+    pub record_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let conn = rpc::conn::ConnLimits::default();
+        Self {
+            max_connections: rpc::limits::DEFAULT_MAX_CONNECTIONS,
+            max_record_bytes: conn.max_record_bytes,
+            max_in_flight: conn.max_in_flight,
+            idle_timeout: conn.idle_timeout,
+            record_timeout: conn.record_timeout,
+        }
+    }
+}
+
+/// Which backend serves an export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendConfig {
+    Mem { capacity_bytes: u64 },
+}
+
+/// One export.
+#[derive(Debug, Clone)]
+pub struct ExportConfig {
+    pub path: String,
+    pub backend: BackendConfig,
+    pub options: vfs::ExportOptions,
+}
+
+/// Default size cap of a mem export.
+pub const DEFAULT_MEM_CAPACITY_BYTES: u64 = 1 << 30;
+
+/// A configuration error, already phrased for a person.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<Spanned<String>>,
+    workers: Option<Spanned<usize>>,
+    portmap: Option<bool>,
+    #[serde(default)]
+    limits: FileLimits,
+    #[serde(default, rename = "export")]
+    exports: Vec<FileExport>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    max_connections: Option<Spanned<usize>>,
+    max_record_bytes: Option<Spanned<u32>>,
+    max_in_flight: Option<Spanned<usize>>,
+    idle_timeout_secs: Option<Spanned<u64>>,
+    record_timeout_secs: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileExport {
+    path: Spanned<String>,
+    #[serde(default = "default_backend")]
+    backend: Spanned<String>,
+    capacity_bytes: Option<u64>,
+    #[serde(default)]
+    read_only: bool,
+    clients: Option<Vec<Spanned<String>>>,
+    squash: Option<Spanned<String>>,
+    anon_uid: Option<u32>,
+    anon_gid: Option<u32>,
+}
+
+fn default_backend() -> Spanned<String> {
+    Spanned::new(0..0, "mem".to_string())
+}
+
+/// Reads and validates a TOML configuration file.
+///
+/// # Errors
+/// A message naming the file, line and fix.
+pub fn load_file(path: &Path) -> Result<ServerConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError(format!("cannot read config file {}: {e}", path.display()))
+    })?;
+    parse(&text, &path.display().to_string())
+}
+
+/// Parses configuration text; `origin` names it in messages.
+///
+/// # Errors
+/// A message naming the origin, line and fix.
+pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
+    let file: FileConfig = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(String::new(), |s| format!(" line {}", line_of(text, &s)));
+        ConfigError(format!("{origin}:{line}: {}", e.message().trim()))
+    })?;
+    let at = |span: &Range<usize>, msg: String| {
+        ConfigError(format!("{origin}: line {}: {msg}", line_of(text, span)))
+    };
+    let mut config = ServerConfig::defaults();
+    if let Some(listen) = &file.listen {
+        config.listen = parse_listen(listen.get_ref()).map_err(|m| at(&listen.span(), m))?;
+    }
+    if let Some(workers) = &file.workers {
+        config.workers = check_workers(*workers.get_ref()).map_err(|m| at(&workers.span(), m))?;
+    }
+    config.portmap = file.portmap.unwrap_or(true);
+    apply_limits(&mut config.limits, &file.limits, &at)?;
+    config.exports = Vec::new();
+    for export in &file.exports {
+        let parsed = parse_export(export, &at)?;
+        if let Some(dup) = config.exports.iter().find(|e| e.path == parsed.path) {
+            let msg = format!("export path {:?} is defined twice; give each export its own path", dup.path);
+            return Err(at(&export.path.span(), msg));
+        }
+        config.exports.push(parsed);
+    }
+    if config.exports.is_empty() {
+        return Err(ConfigError(format!(
+            "{origin}: no exports defined; add at least one [[export]] table with a path, e.g.\n\n[[export]]\npath = \"/\"\nbackend = \"mem\"\n"
+        )));
+    }
+    Ok(config)
+}
+
+type At<'a> = &'a dyn Fn(&Range<usize>, String) -> ConfigError;
+
+fn apply_limits(limits: &mut Limits, file: &FileLimits, at: At<'_>) -> Result<(), ConfigError> {
+    if let Some(v) = &file.max_connections {
+        limits.max_connections = check_positive(*v.get_ref(), "max_connections").map_err(|m| at(&v.span(), m))?;
+    }
+    if let Some(v) = &file.max_record_bytes {
+        limits.max_record_bytes = check_record_bytes(*v.get_ref()).map_err(|m| at(&v.span(), m))?;
+    }
+    if let Some(v) = &file.max_in_flight {
+        limits.max_in_flight = check_positive(*v.get_ref(), "max_in_flight").map_err(|m| at(&v.span(), m))?;
+    }
+    if let Some(v) = &file.idle_timeout_secs {
+        let secs = check_positive(*v.get_ref(), "idle_timeout_secs").map_err(|m| at(&v.span(), m))?;
+        limits.idle_timeout = Duration::from_secs(secs);
+    }
+    if let Some(v) = &file.record_timeout_secs {
+        let secs = check_positive(*v.get_ref(), "record_timeout_secs").map_err(|m| at(&v.span(), m))?;
+        limits.record_timeout = Duration::from_secs(secs);
+    }
+    Ok(())
+}
+
+fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigError> {
+    let path = check_export_path(export.path.get_ref()).map_err(|m| at(&export.path.span(), m))?;
+    let backend = match export.backend.get_ref().as_str() {
+        "mem" => BackendConfig::Mem {
+            capacity_bytes: export.capacity_bytes.unwrap_or(DEFAULT_MEM_CAPACITY_BYTES),
+        },
+        other => {
+            let msg = format!("unknown backend {other:?}; this version supports backend = \"mem\"");
+            return Err(at(&export.backend.span(), msg));
+        }
+    };
+    let mut options = vfs::ExportOptions { read_only: export.read_only, ..Default::default() };
+    if let Some(clients) = &export.clients {
+        options.clients = clients
+            .iter()
+            .map(|c| parse_client(c.get_ref()).map_err(|m| at(&c.span(), m)))
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(squash) = &export.squash {
+        options.squash = parse_squash(squash.get_ref()).map_err(|m| at(&squash.span(), m))?;
+    }
+    options.anon_uid = export.anon_uid.unwrap_or(options.anon_uid);
+    options.anon_gid = export.anon_gid.unwrap_or(options.anon_gid);
+    Ok(ExportConfig { path, backend, options })
+}
+
+fn line_of(text: &str, span: &Range<usize>) -> usize {
+    text[..span.start.min(text.len())].matches('\n').count() + 1
+}
+
+impl ServerConfig {
+    /// `granary serve` with no arguments: one empty mem export `/` on 127.0.0.1:2049.
+    #[must_use]
+    pub fn defaults() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 2049)),
+            workers: default_workers(),
+            limits: Limits::default(),
+            exports: vec![ExportConfig {
+                path: "/".to_string(),
+                backend: BackendConfig::Mem { capacity_bytes: DEFAULT_MEM_CAPACITY_BYTES },
+                options: vfs::ExportOptions::default(),
+            }],
+            portmap: true,
+        }
+    }
+}
+
+/// One worker per core.
+#[must_use]
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// Parses `ADDR:PORT` (IPv6 in brackets).
+///
+/// # Errors
+/// A message with an example.
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!("invalid listen address {s:?}; use ADDR:PORT such as 127.0.0.1:2049 or [::1]:2049")
+    })
+}
+
+/// # Errors
+/// Out of range.
+pub fn check_workers(n: usize) -> Result<usize, String> {
+    if (1..=runtime::MAX_WORKERS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("workers = {n} is out of range; use 1 to {}", runtime::MAX_WORKERS))
+    }
+}
+
+fn check_positive<T: PartialEq + Default + std::fmt::Display>(v: T, name: &str) -> Result<T, String> {
+    if v == T::default() {
+        Err(format!("{name} must be at least 1"))
+    } else {
+        Ok(v)
+    }
+}
+
+/// # Errors
+/// Outside the range the RPC layer can work with.
+pub fn check_record_bytes(v: u32) -> Result<u32, String> {
+    let (lo, hi) = (rpc::limits::MIN_MAX_RECORD_BYTES, 1u32 << 30);
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("max_record_bytes = {v} is out of range; use {lo} to {hi} (default {})", rpc::limits::DEFAULT_MAX_RECORD_BYTES))
+    }
+}
+
+fn check_export_path(p: &str) -> Result<String, String> {
+    let ok = p.starts_with('/')
+        && !p.split('/').any(|c| c == "." || c == "..")
+        && !p.contains('\0')
+        && (p == "/" || !p.ends_with('/'));
+    if ok {
+        Ok(p.to_string())
+    } else {
+        Err(format!("export path {p:?} must be absolute, without '.', '..' or a trailing '/', e.g. \"/\" or \"/data\""))
+    }
+}
+
+/// Parses a client network: a CIDR (`10.0.0.0/8`) or a single address.
+///
+/// # Errors
+/// A message with examples.
+pub fn parse_client(s: &str) -> Result<IpNet, String> {
+    if let Ok(net) = s.parse::<IpNet>() {
+        return Ok(net);
+    }
+    if let Ok(addr) = s.parse::<std::net::IpAddr>() {
+        return Ok(IpNet::from(addr));
+    }
+    Err(format!("invalid client network {s:?}; use CIDR notation such as \"127.0.0.0/8\", \"10.1.2.3\" or \"::1/128\""))
+}
+
+/// # Errors
+/// A message listing the choices.
+pub fn parse_squash(s: &str) -> Result<vfs::Squash, String> {
+    match s {
+        "none" => Ok(vfs::Squash::None),
+        "root" => Ok(vfs::Squash::Root),
+        "all" => Ok(vfs::Squash::All),
+        _ => Err(format!("invalid squash {s:?}; use \"none\", \"root\" (the default) or \"all\"")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_config_parses() {
+        let text = r#"
+listen = "127.0.0.1:3049"
+workers = 3
+[limits]
+max_connections = 10
+idle_timeout_secs = 5
+[[export]]
+path = "/"
+[[export]]
+path = "/ro"
+read_only = true
+clients = ["127.0.0.0/8", "::1"]
+squash = "all"
+anon_uid = 1000
+capacity_bytes = 4096
+"#;
+        let c = parse(text, "t.toml").unwrap();
+        assert_eq!(c.listen, "127.0.0.1:3049".parse().unwrap());
+        assert_eq!(c.workers, 3);
+        assert_eq!(c.limits.max_connections, 10);
+        assert_eq!(c.limits.idle_timeout, Duration::from_secs(5));
+        assert_eq!(c.exports.len(), 2);
+        let ro = &c.exports[1];
+        assert!(ro.options.read_only);
+        assert_eq!(ro.options.squash, vfs::Squash::All);
+        assert_eq!(ro.options.anon_uid, 1000);
+        assert_eq!(ro.options.clients.len(), 2);
+        assert_eq!(ro.backend, BackendConfig::Mem { capacity_bytes: 4096 });
+    }
+
+    fn error_of(text: &str) -> String {
+        parse(text, "t.toml").unwrap_err().0
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_fix() {
+        let e = error_of("[[export]]\npath = \"/\"\nclients = [\"10.0.0.0/33\"]\n");
+        assert!(e.starts_with("t.toml: line 3: invalid client network"), "{e}");
+        assert!(e.contains("CIDR"), "{e}");
+        let e = error_of("[[export]]\npath = \"/\"\n[[export]]\npath = \"/\"\n");
+        assert!(e.contains("line 4") && e.contains("defined twice"), "{e}");
+        let e = error_of("[[export]]\npath = \"/\"\nsquahs = \"all\"\n");
+        assert!(e.contains("line 3") && e.contains("unknown field"), "{e}");
+        let e = error_of("[[export]]\npath = \"data\"\n");
+        assert!(e.contains("line 2") && e.contains("must be absolute"), "{e}");
+        let e = error_of("[[export]]\npath = \"/\"\nbackend = \"zfs\"\n");
+        assert!(e.contains("line 3") && e.contains("unknown backend"), "{e}");
+        let e = error_of("listen = \"localhost\"\n[[export]]\npath = \"/\"\n");
+        assert!(e.contains("line 1") && e.contains("ADDR:PORT"), "{e}");
+        let e = error_of("workers = 0\n[[export]]\npath = \"/\"\n");
+        assert!(e.contains("line 1") && e.contains("out of range"), "{e}");
+        let e = error_of("");
+        assert!(e.contains("no exports"), "{e}");
+    }
+}

@@ -1,0 +1,98 @@
+//! Registration with a local portmapper (rpcbind, program 100000 version 2) so clients
+//! that ask it for NFS and MOUNT find granary's port. Optional: without a portmapper the
+//! server serves anyway and says so.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rpc::msg::{decode_reply_header, AcceptStat, CallHeader, OpaqueAuth, ReplyStatus};
+use xdr::{Decoder, Encoder};
+
+const PMAP_PROGRAM: u32 = 100_000;
+const PMAP_VERSION: u32 = 2;
+const PMAPPROC_SET: u32 = 1;
+const PMAPPROC_UNSET: u32 = 2;
+const IPPROTO_TCP: u32 = 6;
+const PORTMAP_ADDR: ([u8; 4], u16) = ([127, 0, 0, 1], 111);
+const TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Why a registration did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum PortmapError {
+    #[error("no portmapper on 127.0.0.1:111 ({0})")]
+    Absent(std::io::Error),
+    #[error("portmapper I/O failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("portmapper sent an unreadable reply")]
+    BadReply,
+    #[error("portmapper refused the request")]
+    Refused,
+}
+
+/// Registers each (program, version) on TCP `port`, replacing older registrations.
+///
+/// # Errors
+/// When no portmapper runs or it refuses.
+pub fn register(offered: &[(u32, u32)], port: u16) -> Result<(), PortmapError> {
+    let mut conn = connect()?;
+    for &(program, version) in offered {
+        call(&mut conn, PMAPPROC_UNSET, program, version, 0)?;
+        if !call(&mut conn, PMAPPROC_SET, program, version, port)? {
+            return Err(PortmapError::Refused);
+        }
+    }
+    Ok(())
+}
+
+/// Removes the registrations made by [`register`].
+///
+/// # Errors
+/// When the portmapper is gone or refuses.
+pub fn unregister(offered: &[(u32, u32)]) -> Result<(), PortmapError> {
+    let mut conn = connect()?;
+    for &(program, version) in offered {
+        call(&mut conn, PMAPPROC_UNSET, program, version, 0)?;
+    }
+    Ok(())
+}
+
+fn connect() -> Result<TcpStream, PortmapError> {
+    let addr = SocketAddr::from(PORTMAP_ADDR);
+    let conn = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(PortmapError::Absent)?;
+    conn.set_read_timeout(Some(TIMEOUT))?;
+    conn.set_write_timeout(Some(TIMEOUT))?;
+    Ok(conn)
+}
+
+fn call(conn: &mut TcpStream, procedure: u32, program: u32, version: u32, port: u16) -> Result<bool, PortmapError> {
+    let mut e = Encoder::from_buf(rpc::record::start_record(96));
+    let header = CallHeader {
+        xid: rand::random(),
+        program: PMAP_PROGRAM,
+        version: PMAP_VERSION,
+        procedure,
+        cred: OpaqueAuth::default(),
+        verf: OpaqueAuth::default(),
+    };
+    header.encode(&mut e);
+    for v in [program, version, IPPROTO_TCP, u32::from(port)] {
+        e.u32(v);
+    }
+    conn.write_all(&rpc::record::seal(e.into_inner()))?;
+    let mut mark = [0u8; 4];
+    conn.read_exact(&mut mark)?;
+    let len = (u32::from_be_bytes(mark) & !rpc::record::LAST_FRAGMENT) as usize;
+    if len > 1024 {
+        return Err(PortmapError::BadReply);
+    }
+    let mut body = vec![0u8; len];
+    conn.read_exact(&mut body)?;
+    let mut d = Decoder::new(Bytes::from(body));
+    match decode_reply_header(&mut d) {
+        Ok((_, ReplyStatus::Accepted(AcceptStat::Success))) => d.bool().map_err(|_| PortmapError::BadReply),
+        Ok(_) => Err(PortmapError::Refused),
+        Err(_) => Err(PortmapError::BadReply),
+    }
+}

@@ -1,0 +1,204 @@
+//! `granary serve`: build the exports, bind, hand connections to the per-core workers,
+//! and shut down cleanly on SIGINT/SIGTERM.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rpc::conn::{serve_connection, ConnLimits};
+use rpc::Dispatcher;
+use tokio::sync::watch;
+use vfs::{Export, ExportId, ExportTable, HandleKey};
+
+use crate::config::{BackendConfig, ExportConfig, ServerConfig};
+use crate::portmap;
+
+/// How long shutdown waits for in-flight requests before exiting anyway.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Pending connections the kernel queues before `accept`.
+const LISTEN_BACKLOG: i32 = 1024;
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}; pick another port with --listen ADDR:PORT (port 0 picks a free one)")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot start workers: {0}")]
+    Workers(std::io::Error),
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs the server until a shutdown signal.
+///
+/// # Errors
+/// Start-up failures; see [`ServeError`].
+pub fn run(config: ServerConfig) -> Result<(), ServeError> {
+    let exports = build_exports(&config.exports);
+    let state = Arc::new(nfsd::NfsState::new(exports, rand::random()));
+    let mut dispatcher = Dispatcher::new();
+    nfsd::register(&mut dispatcher, &state);
+    let dispatcher = Arc::new(dispatcher);
+    let listener = bind(config.listen, config.limits.max_connections)?;
+    let local = listener.local_addr()?;
+    announce(local, &config);
+    let offered: Vec<(u32, u32)> = dispatcher.offered().collect();
+    let registered = config.portmap && register_portmap(&offered, local.port());
+    let workers = runtime::Workers::start(config.workers, "granary-worker", DRAIN_DEADLINE)
+        .map_err(ServeError::Workers)?;
+    let main_rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let limits = ConnLimits {
+        max_record_bytes: config.limits.max_record_bytes,
+        max_in_flight: config.limits.max_in_flight,
+        record_timeout: config.limits.record_timeout,
+        idle_timeout: config.limits.idle_timeout,
+    };
+    let acceptor = Acceptor {
+        workers: &workers,
+        dispatcher,
+        limits,
+        stop: stop_rx,
+        live: Arc::new(AtomicUsize::new(0)),
+        max_connections: config.limits.max_connections,
+    };
+    main_rt.block_on(acceptor.run(listener))?;
+    tracing::info!("shutting down: no new connections; finishing requests in progress");
+    let _ = stop_tx.send(true);
+    workers.join();
+    if registered {
+        if let Err(e) = portmap::unregister(&offered) {
+            tracing::warn!(error = %e, "could not unregister from the portmapper");
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn build_exports(configs: &[ExportConfig]) -> ExportTable {
+    let clock = gtime::SystemClock::shared();
+    let exports = configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let backend: Arc<dyn vfs::Backend> = match c.backend {
+                BackendConfig::Mem { capacity_bytes } => {
+                    let mem = backend_mem::MemConfig { capacity_bytes, ..Default::default() };
+                    Arc::new(backend_mem::MemFs::new(mem, Arc::clone(&clock)))
+                }
+            };
+            let id = ExportId(u32::try_from(i + 1).expect("fewer than 2^32 exports"));
+            Export::new(id, c.path.clone(), c.options.clone(), backend)
+        })
+        .collect();
+    // Handles of mem exports die with the server, so a fresh key and instance per run
+    // makes an old handle STALE rather than naming a different file.
+    ExportTable::new(exports, HandleKey::new(rand::random(), rand::random()))
+}
+
+fn bind(addr: SocketAddr, max_connections: usize) -> Result<TcpListener, ServeError> {
+    use socket2::{Domain, Socket, Type};
+    let bind_err = |source| ServeError::Bind { addr, source };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(bind_err)?;
+    socket.set_reuse_address(true).map_err(bind_err)?;
+    socket.bind(&addr.into()).map_err(bind_err)?;
+    let backlog = LISTEN_BACKLOG.min(i32::try_from(max_connections).unwrap_or(i32::MAX));
+    socket.listen(backlog).map_err(bind_err)?;
+    socket.set_nonblocking(true).map_err(bind_err)?;
+    Ok(socket.into())
+}
+
+fn announce(local: SocketAddr, config: &ServerConfig) {
+    let host = match local.ip() {
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+    };
+    let port = local.port();
+    tracing::info!(%local, workers = config.workers, "serving NFSv3 and MOUNT v3 over TCP");
+    println!("granary: serving NFSv3 + MOUNT v3 on {local} ({} workers)", config.workers);
+    for e in &config.exports {
+        let mode = if e.options.read_only { "ro" } else { "rw" };
+        let BackendConfig::Mem { capacity_bytes } = e.backend;
+        println!("  export {} (mem, {} MiB cap, {mode})", e.path, capacity_bytes >> 20);
+        println!("    {}", client_url(&host, port, &e.path));
+    }
+    println!("  kernel client: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {host}:{} /mnt", config.exports[0].path);
+}
+
+/// The libnfs URL of an export. `auto-traverse-mounts=0` because libnfs (4.x) otherwise
+/// asks for the export list after MNT and refuses a mount path that is empty, which is
+/// what it derives for a file directly under `/` (e.g. `nfs-cp x nfs://host/x`).
+fn client_url(host: &str, port: u16, path: &str) -> String {
+    format!("nfs://{host}{path}?version=3&nfsport={port}&mountport={port}&auto-traverse-mounts=0")
+}
+
+fn register_portmap(offered: &[(u32, u32)], port: u16) -> bool {
+    match portmap::register(offered, port) {
+        Ok(()) => {
+            tracing::info!(port, "registered NFS and MOUNT with the portmapper");
+            true
+        }
+        Err(portmap::PortmapError::Absent(e)) => {
+            tracing::info!(error = %e, "no portmapper running; serving without it (clients must be given the port)");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "portmapper registration failed; serving without it");
+            false
+        }
+    }
+}
+
+struct Acceptor<'w> {
+    workers: &'w runtime::Workers,
+    dispatcher: Arc<Dispatcher>,
+    limits: ConnLimits,
+    stop: watch::Receiver<bool>,
+    live: Arc<AtomicUsize>,
+    max_connections: usize,
+}
+
+impl Acceptor<'_> {
+    async fn run(self, listener: TcpListener) -> Result<(), ServeError> {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        loop {
+            let accepted = tokio::select! {
+                _ = tokio::signal::ctrl_c() => break,
+                _ = sigterm.recv() => break,
+                a = listener.accept() => a,
+            };
+            match accepted {
+                Ok((stream, peer)) => self.hand_off(stream, peer),
+                Err(e) => {
+                    // EMFILE and friends: log, back off, keep serving existing clients.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn hand_off(&self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        let open = self.live.load(Ordering::Relaxed);
+        if open >= self.max_connections {
+            tracing::warn!(%peer, open, limit = self.max_connections, "refusing connection: too many open connections (raise --max-connections)");
+            return;
+        }
+        let Ok(stream) = stream.into_std() else { return };
+        self.live.fetch_add(1, Ordering::Relaxed);
+        let (live, dispatcher, limits, stop) =
+            (Arc::clone(&self.live), Arc::clone(&self.dispatcher), self.limits, self.stop.clone());
+        let worker = self.workers.least_loaded();
+        tracing::debug!(%peer, worker, "connection accepted");
+        self.workers.submit(worker, move || async move {
+            if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
+                serve_connection(stream, peer, dispatcher, limits, stop).await;
+            }
+            live.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}

@@ -18,8 +18,27 @@ const C: u64 = CHUNK_BYTES;
 const CAPACITY_BYTES: u64 = 6 * C;
 const MAX_FILES: u64 = 10;
 const NAMES: [&str; 4] = ["a", "b", "c", "d"];
-/// Directory paths operations start from; they resolve only if the tree has them.
-const DIRS: [&[&str]; 5] = [&[], &["a"], &["b"], &["a", "b"], &["b", "a"]];
+/// Directory paths that may or may not exist (or be directories) when an operation runs.
+const FIXED_DIRS: [&[&str]; 5] = [&[], &["a"], &["b"], &["a", "b"], &["b", "a", "c"]];
+/// Range of directory selectors: three in four pick an existing directory (so operations
+/// mostly do something), one in four a fixed path (so path walking fails too).
+const DIR_SELECTORS: usize = 64;
+
+/// The directory paths a step may start from, fixed before the step runs.
+#[derive(Debug, Default)]
+struct Dirs {
+    existing: Vec<Vec<String>>,
+}
+
+impl Dirs {
+    fn path(&self, selector: usize) -> Vec<String> {
+        if selector % 4 == 0 || self.existing.is_empty() {
+            let fixed = FIXED_DIRS[(selector / 4) % FIXED_DIRS.len()];
+            return fixed.iter().map(|&c| c.to_owned()).collect();
+        }
+        self.existing[(selector / 4) % self.existing.len()].clone()
+    }
+}
 
 type Res<T> = Result<T, FsError>;
 
@@ -79,7 +98,7 @@ struct Shape {
 }
 
 fn at() -> impl Strategy<Value = At> {
-    (0..DIRS.len(), 0..NAMES.len()).prop_map(|(d, n)| At(d, n))
+    (0..DIR_SELECTORS, 0..NAMES.len()).prop_map(|(d, n)| At(d, n))
 }
 
 fn offset() -> impl Strategy<Value = u64> {
@@ -130,7 +149,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (at(), at()).prop_map(|(a, b)| Op::Rename(a, b)),
         2 => (at(), at()).prop_map(|(a, b)| Op::Link(a, b)),
         2 => (at(), offset(), 0..(2 * C as u32)).prop_map(|(a, o, c)| Op::Read(a, o, c)),
-        1 => (0..DIRS.len()).prop_map(Op::Readdir),
+        1 => (0..DIR_SELECTORS).prop_map(Op::Readdir),
         1 => at().prop_map(Op::Getattr),
     ]
 }
@@ -178,6 +197,7 @@ struct Model {
     next: NodeId,
     used_bytes: u64,
     files: u64,
+    dirs: Dirs,
 }
 
 impl Model {
@@ -194,7 +214,26 @@ impl Model {
             next: 1,
             used_bytes: 0,
             files: 1,
+            dirs: Dirs::default(),
         }
+    }
+
+    /// Fixes the directories the next step may pick.
+    fn refresh_dirs(&mut self) {
+        let mut existing = vec![Vec::new()];
+        let mut pending = vec![(Vec::new(), ROOT)];
+        while let Some((path, dir)) = pending.pop() {
+            for (name, &id) in self.entries(dir).expect("directory") {
+                if self.is_dir(id) {
+                    let mut child: Vec<String> = path.clone();
+                    child.push(name.clone());
+                    existing.push(child.clone());
+                    pending.push((child, id));
+                }
+            }
+        }
+        existing.sort();
+        self.dirs = Dirs { existing };
     }
 
     fn node(&self, id: NodeId) -> &Node {
@@ -224,7 +263,8 @@ impl Model {
     }
 
     fn resolve(&self, dir: usize) -> Res<NodeId> {
-        DIRS[dir]
+        self.dirs
+            .path(dir)
             .iter()
             .try_fold(ROOT, |current, name| self.lookup(current, name))
     }
@@ -547,14 +587,14 @@ impl Model {
 // ----------------------------------------------------------------------------------------
 // The same operations on `MemFs`.
 
-fn resolve(fs: &MemFs, dir: usize) -> Res<FileId> {
-    DIRS[dir]
+fn resolve(fs: &MemFs, dirs: &Dirs, dir: usize) -> Res<FileId> {
+    dirs.path(dir)
         .iter()
         .try_fold(fs.root(), |current, name| fs.lookup(current, &n(name)))
 }
 
-fn resolve_at(fs: &MemFs, At(dir, name): At) -> Res<FileId> {
-    fs.lookup(resolve(fs, dir)?, &n(NAMES[name]))
+fn resolve_at(fs: &MemFs, dirs: &Dirs, At(dir, name): At) -> Res<FileId> {
+    fs.lookup(resolve(fs, dirs, dir)?, &n(NAMES[name]))
 }
 
 fn shape(fs: &MemFs, id: FileId) -> Shape {
@@ -593,26 +633,26 @@ fn size_attr(size: Option<u64>) -> SetAttr {
     }
 }
 
-fn real_create(fs: &MemFs, At(d, name): At, how: How) -> Res<FileId> {
+fn real_create(fs: &MemFs, dirs: &Dirs, At(d, name): At, how: How) -> Res<FileId> {
     let mode = match how {
         How::Guarded(size) => CreateMode::Guarded(size_attr(size)),
         How::Unchecked(size) => CreateMode::Unchecked(size_attr(size)),
         How::Exclusive(v) => CreateMode::Exclusive([v; 8]),
     };
-    fs.create(resolve(fs, d)?, &n(NAMES[name]), &mode, OWNER)
+    fs.create(resolve(fs, dirs, d)?, &n(NAMES[name]), &mode, OWNER)
 }
 
-fn real_make(fs: &MemFs, op: &Op) -> Res<FileId> {
+fn real_make(fs: &MemFs, dirs: &Dirs, op: &Op) -> Res<FileId> {
     let none = SetAttr::default();
     match *op {
-        Op::Mkdir(At(d, name)) => fs.mkdir(resolve(fs, d)?, &n(NAMES[name]), &none, OWNER),
+        Op::Mkdir(At(d, name)) => fs.mkdir(resolve(fs, dirs, d)?, &n(NAMES[name]), &none, OWNER),
         Op::Symlink(At(d, name), len) => {
             let target = vec![b't'; len];
-            fs.symlink(resolve(fs, d)?, &n(NAMES[name]), &target, &none, OWNER)
+            fs.symlink(resolve(fs, dirs, d)?, &n(NAMES[name]), &target, &none, OWNER)
         }
         Op::Mknod(At(d, name)) => {
             let fifo = SpecialFile::Fifo;
-            fs.mknod(resolve(fs, d)?, &n(NAMES[name]), fifo, &none, OWNER)
+            fs.mknod(resolve(fs, dirs, d)?, &n(NAMES[name]), fifo, &none, OWNER)
         }
         _ => unreachable!("not a make operation"),
     }
@@ -622,10 +662,10 @@ fn done<T>(_: T) -> Out {
     Out::Done
 }
 
-fn real_apply(fs: &MemFs, op: &Op) -> Res<Out> {
+fn real_apply(fs: &MemFs, dirs: &Dirs, op: &Op) -> Res<Out> {
     match *op {
-        Op::Create(at, how) => real_create(fs, at, how).map(done),
-        Op::Mkdir(_) | Op::Symlink(..) | Op::Mknod(_) => real_make(fs, op).map(done),
+        Op::Create(at, how) => real_create(fs, dirs, at, how).map(done),
+        Op::Mkdir(_) | Op::Symlink(..) | Op::Mknod(_) => real_make(fs, dirs, op).map(done),
         Op::Write {
             at,
             offset,
@@ -634,34 +674,34 @@ fn real_apply(fs: &MemFs, op: &Op) -> Res<Out> {
             zero_head,
         } => {
             let data = write_data(len, byte, zero_head);
-            let reply = fs.write(resolve_at(fs, at)?, offset, &data, Stability::FileSync)?;
+            let reply = fs.write(resolve_at(fs, dirs, at)?, offset, &data, Stability::FileSync)?;
             assert_eq!(reply.count as usize, len);
             Ok(Out::Done)
         }
         Op::Truncate(at, size) => {
-            let attr = fs.setattr(resolve_at(fs, at)?, &size_attr(Some(size)), None)?;
+            let attr = fs.setattr(resolve_at(fs, dirs, at)?, &size_attr(Some(size)), None)?;
             assert_eq!(attr.size_bytes, size);
             Ok(Out::Done)
         }
-        Op::Remove(At(d, name)) => fs.remove(resolve(fs, d)?, &n(NAMES[name])).map(done),
-        Op::Rmdir(At(d, name)) => fs.rmdir(resolve(fs, d)?, &n(NAMES[name])).map(done),
+        Op::Remove(At(d, name)) => fs.remove(resolve(fs, dirs, d)?, &n(NAMES[name])).map(done),
+        Op::Rmdir(At(d, name)) => fs.rmdir(resolve(fs, dirs, d)?, &n(NAMES[name])).map(done),
         Op::Rename(At(fd, f), At(td, t)) => {
-            let (from_dir, to_dir) = (resolve(fs, fd)?, resolve(fs, td)?);
+            let (from_dir, to_dir) = (resolve(fs, dirs, fd)?, resolve(fs, dirs, td)?);
             fs.rename(from_dir, &n(NAMES[f]), to_dir, &n(NAMES[t])).map(done)
         }
         Op::Link(source, At(td, t)) => {
-            let id = resolve_at(fs, source)?;
-            fs.link(id, resolve(fs, td)?, &n(NAMES[t])).map(done)
+            let id = resolve_at(fs, dirs, source)?;
+            fs.link(id, resolve(fs, dirs, td)?, &n(NAMES[t])).map(done)
         }
         Op::Read(at, offset, count) => {
-            let reply = fs.read(resolve_at(fs, at)?, offset, count)?;
+            let reply = fs.read(resolve_at(fs, dirs, at)?, offset, count)?;
             Ok(Out::Data(reply.data.to_vec(), reply.eof))
         }
         Op::Readdir(d) => {
-            let names = listing(fs, resolve(fs, d)?)?;
+            let names = listing(fs, resolve(fs, dirs, d)?)?;
             Ok(Out::Names(names.into_keys().collect()))
         }
-        Op::Getattr(at) => Ok(Out::Attr(shape(fs, resolve_at(fs, at)?))),
+        Op::Getattr(at) => Ok(Out::Attr(shape(fs, resolve_at(fs, dirs, at)?))),
     }
 }
 
@@ -752,7 +792,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
-    fn mem_matches_the_model(ops in proptest::collection::vec(op(), 1..40)) {
+    fn mem_matches_the_model(ops in proptest::collection::vec(op(), 1..48)) {
         let fx = Fx::with(MemConfig {
             capacity_bytes: CAPACITY_BYTES,
             max_files: MAX_FILES,
@@ -760,9 +800,11 @@ proptest! {
         });
         let mut model = Model::new();
         for (step, op) in ops.iter().enumerate() {
+            model.refresh_dirs();
             let want = model.apply(op);
-            let got = real_apply(&fx.fs, op);
+            let got = real_apply(&fx.fs, &model.dirs, op);
             prop_assert_eq!(&got, &want, "step {} {:?}", step, op);
+            eprintln!("STAT {:?} {:?}", std::mem::discriminant(op), got.as_ref().map(|_| ()).map_err(|e| *e));
             check_trees(&fx.fs, &model);
         }
         check_contents(&fx, &model);

@@ -6,6 +6,19 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// Address and URL of a server whose process is owned elsewhere.
+pub struct Pending {
+    pub addr: SocketAddr,
+    pub url: String,
+}
+
+impl Pending {
+    /// Takes ownership of the process: it is killed when the `Server` is dropped.
+    pub fn adopt(self, child: Child) -> Server {
+        Server { child, addr: self.addr, url: self.url }
+    }
+}
+
 /// A running `granary serve`, killed (by its PID) when dropped.
 pub struct Server {
     pub child: Child,
@@ -25,6 +38,12 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start granary");
+        Self::from_child(&mut child).adopt(child)
+    }
+
+    /// Waits for a started `granary serve` (stdout piped) to print its address. The
+    /// returned value does not own the process until [`Server::adopt`].
+    pub fn from_child(child: &mut Child) -> Pending {
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let mut addr = None;
@@ -42,7 +61,7 @@ impl Server {
         }
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Server { child, addr: addr.expect("granary printed no address"), url: url.expect("granary printed no URL") }
+        Pending { addr: addr.expect("granary printed no address"), url: url.expect("granary printed no URL") }
     }
 
     /// The URL of `path` (a file or directory below the first export).

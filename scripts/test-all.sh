@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs everything granary's tests need on a fresh Debian/Ubuntu machine, then runs
+# every test. This is the command README gives and .ci/run calls.
+#
+#   scripts/test-all.sh            # install missing packages, lint, run all tests
+#   GRANARY_SKIP_INSTALL=1 ...     # do not touch packages
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(libnfs-utils libnfs-dev rpcbind)
+
+log() { printf '\n== %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+install_packages() {
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        log "test packages present: ${packages[*]}"
+        return
+    fi
+    log "installing ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+if [ "${GRANARY_SKIP_INSTALL:-0}" != 1 ]; then
+    install_packages
+fi
+
+if ! command -v cargo >/dev/null; then
+    echo "cargo not found: install Rust (https://rustup.rs) and run this again" >&2
+    exit 1
+fi
+
+start=$(date +%s)
+log "cargo fmt --check"
+cargo fmt --all -- --check
+log "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+log "cargo test (unit, property, wire, libnfs-utils and integration tests)"
+cargo test --workspace --quiet
+log "all tests passed in $(( $(date +%s) - start )) s"

@@ -2,12 +2,12 @@
 //! others. Nothing survives a restart; the server's write verifier announces that.
 //!
 //! It owns the whole file system in memory:
-//! - [`inode`]: one file (attributes and contents) behind its own `RwLock`;
-//! - [`sparse`]: regular-file data as 64 KiB chunks, holes unallocated;
-//! - [`dir`]: directory entries with insertion-order cookies that never expire;
-//! - [`table`]: the sharded `FileId` → inode map (ids are never reused);
-//! - [`space`]: the byte and file caps (`NoSpc`, reserved before anything changes);
-//! - [`namespace`] and [`rename`]: the directory operations.
+//! - `inode`: one file (attributes and contents) behind its own `RwLock`;
+//! - `sparse`: regular-file data as 64 KiB chunks, holes unallocated;
+//! - `dir`: directory entries with insertion-order cookies that never expire;
+//! - `table`: the sharded `FileId` → inode map (ids are never reused);
+//! - `space`: the byte and file caps (`NoSpc`, reserved before anything changes);
+//! - `namespace` and `rename`: the directory operations.
 //!
 //! # Locks
 //!

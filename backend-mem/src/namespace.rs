@@ -60,7 +60,8 @@ impl MemFs {
     fn add_entry_locked(&self, dir: FileId, name: &Name, node: NewNode<'_>) -> FsResult<FileId> {
         let dir_inode = self.inode(dir)?;
         let mut dir_state = dir_inode.write()?;
-        let entries = dir_state.body.dir()?;
+        let InodeState { meta, body, .. } = &mut *dir_state;
+        let entries = body.dir_mut()?;
         if entries.get(name).is_some() {
             return Err(FsError::Exist);
         }
@@ -78,8 +79,8 @@ impl MemFs {
         let id = self.table.allocate_id();
         // In the table before it has a name, so a looked-up id always resolves.
         self.table.insert(Arc::new(Inode::new(id, state)));
-        dir_state.body.dir_mut()?.insert(name, id, is_dir);
-        dir_state.meta.touch_modified(now);
+        entries.insert(name, id, is_dir);
+        meta.touch_modified(now);
         Ok(id)
     }
 

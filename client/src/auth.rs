@@ -1,4 +1,4 @@
-//! Credentials the client sends: AUTH_NONE or AUTH_SYS, encoded once when set so that
+//! Credentials the client sends: `AUTH_NONE` or `AUTH_SYS`, encoded once when set so that
 //! each call only clones a `Bytes`.
 
 use bytes::Bytes;
@@ -7,7 +7,7 @@ use xdr::Encode;
 
 use crate::limits::DEFAULT_MACHINE_NAME;
 
-/// AUTH_SYS as `uid`, `gid` and supplementary `gids`, from machine `granary-client`.
+/// `AUTH_SYS` as `uid`, `gid` and supplementary `gids`, from machine `granary-client`.
 ///
 /// Nothing is checked: more than 16 groups or a longer machine name are sent as given, so
 /// tests can check that the server refuses them.
@@ -22,7 +22,7 @@ pub fn auth_sys(uid: u32, gid: u32, gids: &[u32]) -> Auth {
     })
 }
 
-/// The identity a new connection uses: AUTH_SYS root (uid 0, gid 0, no groups).
+/// The identity a new connection uses: `AUTH_SYS` root (uid 0, gid 0, no groups).
 #[must_use]
 pub fn default_auth() -> Auth {
     auth_sys(0, 0, &[])

@@ -49,10 +49,13 @@ pub const MAX_LIST_ENTRIES: usize = 1 << 20;
 /// memory.
 pub const MAX_READ_ALL_BYTES: u64 = 4 << 30;
 
-/// Default AUTH_SYS machine name.
+/// Default `AUTH_SYS` machine name.
 pub const DEFAULT_MACHINE_NAME: &str = "granary-client";
 
-const _: () = assert!(MAX_REPLY_BYTES > MAX_DATA + 1024, "room for READ reply headers");
+const _: () = assert!(
+    MAX_REPLY_BYTES > MAX_DATA + 1024,
+    "room for READ reply headers"
+);
 const _: () = assert!(MAX_REPLY_BYTES < (1 << 31), "fragment length is 31 bits");
 const _: () = assert!(WRITE_BATCH_RECORDS <= WRITE_QUEUE_RECORDS);
 const _: () = assert!(PIPELINE_CHUNKS <= MAX_IN_FLIGHT);

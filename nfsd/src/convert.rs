@@ -46,13 +46,19 @@ pub fn status_of(e: FsError) -> Nfsstat3 {
 /// the maximum.
 #[must_use]
 pub fn nfstime(t: Timestamp) -> Nfstime3 {
-    Nfstime3 { seconds: u32::try_from(t.seconds.max(0)).unwrap_or(u32::MAX), nseconds: t.nanos }
+    Nfstime3 {
+        seconds: u32::try_from(t.seconds.max(0)).unwrap_or(u32::MAX),
+        nseconds: t.nanos,
+    }
 }
 
 /// A client time; nanoseconds past a second are clamped (the RFC does not allow them).
 #[must_use]
 pub fn timestamp(t: Nfstime3) -> Timestamp {
-    Timestamp { seconds: i64::from(t.seconds), nanos: t.nseconds.min(999_999_999) }
+    Timestamp {
+        seconds: i64::from(t.seconds),
+        nanos: t.nseconds.min(999_999_999),
+    }
 }
 
 #[must_use]
@@ -78,7 +84,10 @@ pub fn fattr(a: &Attr) -> Fattr3 {
         gid: a.gid,
         size: a.size_bytes,
         used: a.used_bytes,
-        rdev: Specdata3 { specdata1: a.rdev.major, specdata2: a.rdev.minor },
+        rdev: Specdata3 {
+            specdata1: a.rdev.major,
+            specdata2: a.rdev.minor,
+        },
         fsid: a.fsid,
         fileid: a.fileid.0,
         atime: nfstime(a.atime),
@@ -89,7 +98,11 @@ pub fn fattr(a: &Attr) -> Fattr3 {
 
 #[must_use]
 pub fn wcc_attr(a: &Attr) -> WccAttr {
-    WccAttr { size: a.size_bytes, mtime: nfstime(a.mtime), ctime: nfstime(a.ctime) }
+    WccAttr {
+        size: a.size_bytes,
+        mtime: nfstime(a.mtime),
+        ctime: nfstime(a.ctime),
+    }
 }
 
 /// Attributes after an operation, or none if the file is gone.
@@ -107,7 +120,10 @@ pub fn pre_op(export: &Export, id: FileId) -> PreOpAttr {
 /// Before attributes and the current after attributes of `id`.
 #[must_use]
 pub fn wcc(export: &Export, id: FileId, before: PreOpAttr) -> WccData {
-    WccData { before, after: post_op(export, id) }
+    WccData {
+        before,
+        after: post_op(export, id),
+    }
 }
 
 #[must_use]
@@ -147,5 +163,8 @@ pub fn stable_how(s: Stability) -> StableHow {
 
 #[must_use]
 pub fn device(spec: Specdata3) -> DeviceNumber {
-    DeviceNumber { major: spec.specdata1, minor: spec.specdata2 }
+    DeviceNumber {
+        major: spec.specdata1,
+        minor: spec.specdata2,
+    }
 }

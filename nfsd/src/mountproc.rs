@@ -52,8 +52,14 @@ fn mnt(s: &NfsState, ctx: &CallContext, path: DirPath) -> MntRes {
     match resolve_mount(s, ctx, path.as_bytes()) {
         Ok(fhandle) => {
             tracing::info!(peer = %ctx.peer, path = %shown, "mounted");
-            s.add_mount(MountEntry { host: host_of(ctx), path: shown });
-            MntRes::Ok { fhandle, auth_flavors: vec![AUTH_SYS, AUTH_NONE] }
+            s.add_mount(MountEntry {
+                host: host_of(ctx),
+                path: shown,
+            });
+            MntRes::Ok {
+                fhandle,
+                auth_flavors: vec![AUTH_SYS, AUTH_NONE],
+            }
         }
         Err(e) => {
             tracing::info!(peer = %ctx.peer, path = %shown, error = %e, "mount refused");
@@ -110,7 +116,12 @@ fn export(s: &NfsState, _: &CallContext, _: Void) -> Exports {
             .iter()
             .map(|e| ExportNode {
                 ex_dir: DirPath(Bytes::from(e.path.clone())),
-                ex_groups: e.options.clients.iter().map(|c| MntName(Bytes::from(c.to_string()))).collect(),
+                ex_groups: e
+                    .options
+                    .clients
+                    .iter()
+                    .map(|c| MntName(Bytes::from(c.to_string())))
+                    .collect(),
             })
             .collect(),
     )

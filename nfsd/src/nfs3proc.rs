@@ -30,7 +30,12 @@ pub static PROCEDURES: [Procedure<NfsState>; 22] = [
     procedure!("lookup", lookup, SMALL, Idempotent),
     procedure!("access", access, SMALL, Idempotent),
     procedure!("readlink", readlink, SMALL + 4096, Idempotent),
-    procedure!("read", read, SMALL + limits::MAX_IO_BYTES as usize, Idempotent),
+    procedure!(
+        "read",
+        read,
+        SMALL + limits::MAX_IO_BYTES as usize,
+        Idempotent
+    ),
     procedure!("write", write, SMALL, NonIdempotent),
     procedure!("create", create, SMALL, NonIdempotent),
     procedure!("mkdir", mkdir, SMALL, NonIdempotent),
@@ -40,8 +45,18 @@ pub static PROCEDURES: [Procedure<NfsState>; 22] = [
     procedure!("rmdir", rmdir, SMALL, NonIdempotent),
     procedure!("rename", rename, SMALL, NonIdempotent),
     procedure!("link", link, SMALL, NonIdempotent),
-    procedure!("readdir", readdir, limits::PREF_READDIR_BYTES as usize, Idempotent),
-    procedure!("readdirplus", readdirplus, limits::PREF_READDIR_BYTES as usize, Idempotent),
+    procedure!(
+        "readdir",
+        readdir,
+        limits::PREF_READDIR_BYTES as usize,
+        Idempotent
+    ),
+    procedure!(
+        "readdirplus",
+        readdirplus,
+        limits::PREF_READDIR_BYTES as usize,
+        Idempotent
+    ),
     procedure!("fsstat", fsstat, SMALL, Idempotent),
     procedure!("fsinfo", fsinfo, SMALL, Idempotent),
     procedure!("pathconf", pathconf, SMALL, Idempotent),
@@ -61,7 +76,9 @@ fn getattr(s: &NfsState, ctx: &CallContext, a: GetattrArgs) -> GetattrRes {
         Err(st) => return Res3::Fail(st, Void),
     };
     match t.export.getattr(t.id) {
-        Ok(attr) => Res3::Ok(GetattrOk { obj_attributes: fattr(&attr) }),
+        Ok(attr) => Res3::Ok(GetattrOk {
+            obj_attributes: fattr(&attr),
+        }),
         Err(e) => Res3::Fail(status_of(e), Void),
     }
 }
@@ -73,9 +90,19 @@ fn setattr(s: &NfsState, ctx: &CallContext, a: SetattrArgs) -> SetattrRes {
     };
     let before = pre_op(t.export, t.id);
     let guard = a.guard.0.map(timestamp);
-    match t.export.setattr(&t.cred, t.id, &set_attr(&a.new_attributes), guard) {
-        Ok(_) => Res3::Ok(SetattrOk { obj_wcc: wcc(t.export, t.id, before) }),
-        Err(e) => Res3::Fail(status_of(e), SetattrFail { obj_wcc: wcc(t.export, t.id, before) }),
+    match t
+        .export
+        .setattr(&t.cred, t.id, &set_attr(&a.new_attributes), guard)
+    {
+        Ok(_) => Res3::Ok(SetattrOk {
+            obj_wcc: wcc(t.export, t.id, before),
+        }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            SetattrFail {
+                obj_wcc: wcc(t.export, t.id, before),
+            },
+        ),
     }
 }
 
@@ -118,7 +145,10 @@ fn readlink(s: &NfsState, ctx: &CallContext, a: ReadlinkArgs) -> ReadlinkRes {
     };
     let symlink_attributes = post_op(t.export, t.id);
     match t.export.readlink(t.id) {
-        Ok(target) => Res3::Ok(ReadlinkOk { symlink_attributes, data: NfsPath3(target) }),
+        Ok(target) => Res3::Ok(ReadlinkOk {
+            symlink_attributes,
+            data: NfsPath3(target),
+        }),
         Err(e) => Res3::Fail(status_of(e), ReadlinkFail { symlink_attributes }),
     }
 }
@@ -136,7 +166,12 @@ fn read(s: &NfsState, ctx: &CallContext, a: ReadArgs) -> ReadRes {
             eof: r.eof,
             data: r.data,
         }),
-        Err(e) => Res3::Fail(status_of(e), ReadFail { file_attributes: post_op(t.export, t.id) }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            ReadFail {
+                file_attributes: post_op(t.export, t.id),
+            },
+        ),
     }
 }
 
@@ -148,21 +183,39 @@ fn write(s: &NfsState, ctx: &CallContext, a: WriteArgs) -> WriteRes {
     let before = pre_op(t.export, t.id);
     // The count must describe the data that came with it (Linux nfsd refuses a mismatch).
     if a.data.len() != a.count as usize {
-        return Res3::Fail(Nfsstat3::Inval, WriteFail { file_wcc: wcc(t.export, t.id, before) });
+        return Res3::Fail(
+            Nfsstat3::Inval,
+            WriteFail {
+                file_wcc: wcc(t.export, t.id, before),
+            },
+        );
     }
-    match t.export.write(&t.cred, t.id, a.offset, &a.data, stability(a.stable)) {
+    match t
+        .export
+        .write(&t.cred, t.id, a.offset, &a.data, stability(a.stable))
+    {
         Ok(w) => Res3::Ok(WriteOk {
             file_wcc: wcc(t.export, t.id, before),
             count: w.count,
             committed: stable_how(w.committed),
             verf: s.write_verifier,
         }),
-        Err(e) => Res3::Fail(status_of(e), WriteFail { file_wcc: wcc(t.export, t.id, before) }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            WriteFail {
+                file_wcc: wcc(t.export, t.id, before),
+            },
+        ),
     }
 }
 
 /// The reply shared by CREATE, MKDIR, SYMLINK and MKNOD.
-fn created(s: &NfsState, dir: &Target<'_>, before: PreOpAttr, made: vfs::FsResult<FileId>) -> CreateRes {
+fn created(
+    s: &NfsState,
+    dir: &Target<'_>,
+    before: PreOpAttr,
+    made: vfs::FsResult<FileId>,
+) -> CreateRes {
     let attr = made.and_then(|id| dir.export.getattr(id));
     let dir_wcc = wcc(dir.export, dir.id, before);
     match attr {
@@ -287,8 +340,17 @@ fn rename(s: &NfsState, ctx: &CallContext, a: RenameArgs) -> RenameRes {
     let fromdir_wcc = wcc(from.export, from.id, from_before);
     let todir_wcc = wcc(to.export, to.id, to_before);
     match done {
-        Ok(()) => Res3::Ok(RenameOk { fromdir_wcc, todir_wcc }),
-        Err(e) => Res3::Fail(status_of(e), RenameFail { fromdir_wcc, todir_wcc }),
+        Ok(()) => Res3::Ok(RenameOk {
+            fromdir_wcc,
+            todir_wcc,
+        }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            RenameFail {
+                fromdir_wcc,
+                todir_wcc,
+            },
+        ),
     }
 }
 
@@ -299,15 +361,25 @@ fn link(s: &NfsState, ctx: &CallContext, a: LinkArgs) -> LinkRes {
     };
     let before = pre_op(dir.export, dir.id);
     let done = if file.export.id == dir.export.id {
-        Name::new(a.link.name.0.clone()).and_then(|n| dir.export.link(&dir.cred, file.id, dir.id, &n))
+        Name::new(a.link.name.0.clone())
+            .and_then(|n| dir.export.link(&dir.cred, file.id, dir.id, &n))
     } else {
         Err(vfs::FsError::XDev)
     };
     let file_attributes = post_op(file.export, file.id);
     let linkdir_wcc = wcc(dir.export, dir.id, before);
     match done {
-        Ok(()) => Res3::Ok(LinkOk { file_attributes, linkdir_wcc }),
-        Err(e) => Res3::Fail(status_of(e), LinkFail { file_attributes, linkdir_wcc }),
+        Ok(()) => Res3::Ok(LinkOk {
+            file_attributes,
+            linkdir_wcc,
+        }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            LinkFail {
+                file_attributes,
+                linkdir_wcc,
+            },
+        ),
     }
 }
 
@@ -321,7 +393,13 @@ fn readdir(s: &NfsState, ctx: &CallContext, a: ReaddirArgs) -> ReaddirRes {
         reply_bytes: budget.saturating_sub(READDIR3_RESOK_FIXED_SIZE),
         dir_bytes: usize::MAX,
     };
-    let listing = collect(&dir, a.cookie, a.cookieverf, |e, _| Some((entry3_size(e.name.len()), ())), budget);
+    let listing = collect(
+        &dir,
+        a.cookie,
+        a.cookieverf,
+        |e, _| Some((entry3_size(e.name.len()), ())),
+        budget,
+    );
     let dir_attributes = post_op(dir.export, dir.id);
     match listing {
         Ok(l) => Res3::Ok(ReaddirOk {
@@ -330,7 +408,11 @@ fn readdir(s: &NfsState, ctx: &CallContext, a: ReaddirArgs) -> ReaddirRes {
             entries: l
                 .entries
                 .into_iter()
-                .map(|(e, ())| Entry3 { fileid: e.fileid.0, name: Filename3(e.name), cookie: e.cookie.0 })
+                .map(|(e, ())| Entry3 {
+                    fileid: e.fileid.0,
+                    name: Filename3(e.name),
+                    cookie: e.cookie.0,
+                })
                 .collect(),
             eof: l.eof,
         }),
@@ -427,7 +509,10 @@ fn fsinfo(s: &NfsState, ctx: &CallContext, a: FsinfoArgs) -> FsinfoRes {
         wtmult: limits::IO_MULTIPLE_BYTES,
         dtpref: limits::PREF_READDIR_BYTES,
         maxfilesize: props.max_file_size,
-        time_delta: Nfstime3 { seconds: 0, nseconds: props.time_granularity_ns },
+        time_delta: Nfstime3 {
+            seconds: 0,
+            nseconds: props.time_granularity_ns,
+        },
         properties,
     })
 }
@@ -456,7 +541,15 @@ fn commit(s: &NfsState, ctx: &CallContext, a: CommitArgs) -> CommitRes {
     };
     let before = pre_op(t.export, t.id);
     match t.export.commit(t.id, a.offset, a.count) {
-        Ok(()) => Res3::Ok(CommitOk { file_wcc: wcc(t.export, t.id, before), verf: s.write_verifier }),
-        Err(e) => Res3::Fail(status_of(e), CommitFail { file_wcc: wcc(t.export, t.id, before) }),
+        Ok(()) => Res3::Ok(CommitOk {
+            file_wcc: wcc(t.export, t.id, before),
+            verf: s.write_verifier,
+        }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            CommitFail {
+                file_wcc: wcc(t.export, t.id, before),
+            },
+        ),
     }
 }

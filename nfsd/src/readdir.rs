@@ -50,7 +50,9 @@ pub fn collect<T>(
         }
         for e in page.entries {
             next = e.cookie;
-            let Some((size, extra)) = entry(&e, dir.export) else { continue };
+            let Some((size, extra)) = entry(&e, dir.export) else {
+                continue;
+            };
             let dir_size = entry3_size(e.name.len());
             // dircount is a hint: it ends a reply but never makes it TooSmall.
             let over_dir = dir_used + dir_size > budget.dir_bytes && !out.is_empty();
@@ -58,14 +60,22 @@ pub fn collect<T>(
                 if out.is_empty() {
                     return Err(FsError::TooSmall);
                 }
-                return Ok(Listing { entries: out, eof: false, verifier: current });
+                return Ok(Listing {
+                    entries: out,
+                    eof: false,
+                    verifier: current,
+                });
             }
             used += size;
             dir_used += dir_size;
             out.push((e, extra));
         }
         if page.eof {
-            return Ok(Listing { entries: out, eof: true, verifier: current });
+            return Ok(Listing {
+                entries: out,
+                eof: true,
+                verifier: current,
+            });
         }
     }
 }

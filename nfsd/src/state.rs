@@ -36,7 +36,11 @@ pub struct Target<'s> {
 impl NfsState {
     #[must_use]
     pub fn new(exports: ExportTable, write_verifier: [u8; 8]) -> Self {
-        Self { exports, write_verifier, mounts: Mutex::new(VecDeque::new()) }
+        Self {
+            exports,
+            write_verifier,
+            mounts: Mutex::new(VecDeque::new()),
+        }
     }
 
     /// Verifies a client's handle: MAC, export, file still existing, client address
@@ -67,12 +71,17 @@ impl NfsState {
     /// The handle of a file of `export`.
     #[must_use]
     pub fn handle(&self, export: &Export, attr: &Attr) -> NfsFh3 {
-        NfsFh3(bytes::Bytes::copy_from_slice(&self.exports.handle(export, attr)))
+        NfsFh3(bytes::Bytes::copy_from_slice(
+            &self.exports.handle(export, attr),
+        ))
     }
 
     /// Records a successful MNT.
     pub fn add_mount(&self, entry: MountEntry) {
-        let mut mounts = self.mounts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut mounts = self
+            .mounts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if mounts.contains(&entry) {
             return;
         }
@@ -84,13 +93,19 @@ impl NfsState {
 
     /// Forgets mounts of `host` (all of them, or those of `path`).
     pub fn remove_mounts(&self, host: &str, path: Option<&str>) {
-        let mut mounts = self.mounts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut mounts = self
+            .mounts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         mounts.retain(|m| m.host != host || path.is_some_and(|p| p != m.path));
     }
 
     #[must_use]
     pub fn mounts(&self) -> Vec<MountEntry> {
-        let mounts = self.mounts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mounts = self
+            .mounts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         mounts.iter().cloned().collect()
     }
 }
@@ -100,6 +115,10 @@ impl NfsState {
 pub fn sent_cred(auth: &Auth) -> Option<Cred> {
     match auth {
         Auth::None => None,
-        Auth::Sys(sys) => Some(Cred { uid: sys.uid, gid: sys.gid, groups: sys.gids.clone() }),
+        Auth::Sys(sys) => Some(Cred {
+            uid: sys.uid,
+            gid: sys.gid,
+            groups: sys.gids.clone(),
+        }),
     }
 }

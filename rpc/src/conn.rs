@@ -59,9 +59,14 @@ pub async fn serve_connection(
     let (tx, rx) = mpsc::unbounded_channel::<(Bytes, OwnedSemaphorePermit)>();
     let writer = tokio::spawn(write_replies(write_half, rx, peer));
     let slots = Arc::new(Semaphore::new(limits.max_in_flight));
-    let timeouts = RecordTimeouts { idle: limits.idle_timeout, record: limits.record_timeout };
+    let timeouts = RecordTimeouts {
+        idle: limits.idle_timeout,
+        record: limits.record_timeout,
+    };
     loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else { break };
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            break;
+        };
         let record = tokio::select! {
             biased;
             _ = shutdown.wait_for(|stop| *stop) => break,
@@ -76,7 +81,9 @@ pub async fn serve_connection(
         }
     }
     // Let in-flight requests finish, then close the reply channel so the writer drains.
-    let _ = slots.acquire_many(u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX)).await;
+    let _ = slots
+        .acquire_many(u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX))
+        .await;
     drop(tx);
     let _ = writer.await;
 }
@@ -104,7 +111,9 @@ fn log_end(peer: SocketAddr, e: &RecordError) {
     use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
     match e {
         RecordError::Closed => tracing::debug!(%peer, "connection closed by client"),
-        RecordError::Io(io) if matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe) => {
+        RecordError::Io(io)
+            if matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe) =>
+        {
             tracing::debug!(%peer, error = %e, "connection reset by client");
         }
         RecordError::Idle(_) => tracing::info!(%peer, error = %e, "closing idle connection"),
@@ -127,7 +136,9 @@ async fn write_replies(
         drop(permit);
         let mut batched = 1;
         while batched < limits::WRITE_BATCH {
-            let Ok((reply, permit)) = rx.try_recv() else { break };
+            let Ok((reply, permit)) = rx.try_recv() else {
+                break;
+            };
             if w.write_all(&reply).await.is_err() {
                 return;
             }

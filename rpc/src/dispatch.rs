@@ -84,8 +84,12 @@ pub trait Program: Send + Sync {
     /// The row for `procedure`, if the table has one.
     fn procedure_name(&self, procedure: u32) -> Option<&'static str>;
     /// Runs a procedure; `None` if the table has no such row.
-    fn call(&self, ctx: &CallContext, d: &mut Decoder, e: &mut Encoder)
-        -> Option<Result<(), ProcError>>;
+    fn call(
+        &self,
+        ctx: &CallContext,
+        d: &mut Decoder,
+        e: &mut Encoder,
+    ) -> Option<Result<(), ProcError>>;
     /// Reply-size bound for `procedure` (0 if unknown).
     fn max_reply_bytes(&self, procedure: u32) -> usize;
 }
@@ -117,8 +121,14 @@ impl<S: Send + Sync + 'static> Program for Service<S> {
         self.row(procedure).map(|p| p.name)
     }
 
-    fn call(&self, ctx: &CallContext, d: &mut Decoder, e: &mut Encoder) -> Option<Result<(), ProcError>> {
-        self.row(ctx.procedure).map(|p| (p.run)(&self.state, ctx, d, e))
+    fn call(
+        &self,
+        ctx: &CallContext,
+        d: &mut Decoder,
+        e: &mut Encoder,
+    ) -> Option<Result<(), ProcError>> {
+        self.row(ctx.procedure)
+            .map(|p| (p.run)(&self.state, ctx, d, e))
     }
 
     fn max_reply_bytes(&self, procedure: u32) -> usize {
@@ -156,7 +166,10 @@ impl Dispatcher {
     /// If the same program and version is registered twice.
     pub fn register(&mut self, program: Box<dyn Program>) {
         assert!(
-            !self.programs.iter().any(|p| p.program() == program.program() && p.version() == program.version()),
+            !self
+                .programs
+                .iter()
+                .any(|p| p.program() == program.program() && p.version() == program.version()),
             "program {} version {} registered twice",
             program.program(),
             program.version()
@@ -197,7 +210,13 @@ impl Dispatcher {
         let (rpcvers, program, version, procedure, cred) = header;
         if rpcvers != RPC_VERSION {
             tracing::warn!(%peer, xid, rpcvers, "RPC_MISMATCH: unsupported RPC version");
-            return denied(xid, Denial::RpcMismatch { low: RPC_VERSION, high: RPC_VERSION });
+            return denied(
+                xid,
+                Denial::RpcMismatch {
+                    low: RPC_VERSION,
+                    high: RPC_VERSION,
+                },
+            );
         }
         let auth = match Auth::from_cred(&cred) {
             Ok(a) => a,
@@ -209,16 +228,28 @@ impl Dispatcher {
         let Some(prog) = self.find(program, version) else {
             return self.program_error(xid, program, version, peer);
         };
-        let ctx = CallContext { xid, peer, auth, procedure };
+        let ctx = CallContext {
+            xid,
+            peer,
+            auth,
+            procedure,
+        };
         run(prog, &ctx, d)
     }
 
     fn find(&self, program: u32, version: u32) -> Option<&dyn Program> {
-        self.programs.iter().find(|p| p.program() == program && p.version() == version).map(|p| &**p)
+        self.programs
+            .iter()
+            .find(|p| p.program() == program && p.version() == version)
+            .map(|p| &**p)
     }
 
     fn program_error(&self, xid: u32, program: u32, version: u32, peer: SocketAddr) -> BytesMut {
-        let versions = self.programs.iter().filter(|p| p.program() == program).map(|p| p.version());
+        let versions = self
+            .programs
+            .iter()
+            .filter(|p| p.program() == program)
+            .map(|p| p.version());
         let (low, high) = versions.fold((u32::MAX, 0), |(lo, hi), v| (lo.min(v), hi.max(v)));
         if low > high {
             tracing::debug!(%peer, xid, program, "PROG_UNAVAIL");

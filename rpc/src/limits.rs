@@ -45,5 +45,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(360);
 pub const WRITE_BATCH: usize = 32;
 
 const _: () = assert!(MIN_MAX_RECORD_BYTES <= DEFAULT_MAX_RECORD_BYTES);
-const _: () = assert!(DEFAULT_MAX_RECORD_BYTES < (1 << 31), "fragment length is 31 bits");
+const _: () = assert!(
+    DEFAULT_MAX_RECORD_BYTES < (1 << 31),
+    "fragment length is 31 bits"
+);
 const _: () = assert!(WRITE_BATCH <= DEFAULT_MAX_IN_FLIGHT);

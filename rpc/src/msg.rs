@@ -55,9 +55,16 @@ pub enum AuthStat {
 impl AuthStat {
     #[must_use]
     pub fn from_u32(v: u32) -> Option<Self> {
-        [Self::Ok, Self::BadCred, Self::RejectedCred, Self::BadVerf, Self::RejectedVerf, Self::TooWeak]
-            .into_iter()
-            .find(|s| *s as u32 == v)
+        [
+            Self::Ok,
+            Self::BadCred,
+            Self::RejectedCred,
+            Self::BadVerf,
+            Self::RejectedVerf,
+            Self::TooWeak,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == v)
     }
 }
 
@@ -77,7 +84,10 @@ impl Encode for OpaqueAuth {
 
 impl Decode for OpaqueAuth {
     fn decode(d: &mut Decoder) -> Result<Self, DecodeError> {
-        Ok(Self { flavor: d.u32()?, body: d.opaque("opaque_auth", MAX_AUTH_BYTES)? })
+        Ok(Self {
+            flavor: d.u32()?,
+            body: d.opaque("opaque_auth", MAX_AUTH_BYTES)?,
+        })
     }
 }
 
@@ -112,7 +122,13 @@ impl Decode for AuthSys {
         let gid = d.u32()?;
         let n = d.length("gids", MAX_AUTH_GROUPS)?;
         let gids = (0..n).map(|_| d.u32()).collect::<Result<_, _>>()?;
-        Ok(Self { stamp, machine_name, uid, gid, gids })
+        Ok(Self {
+            stamp,
+            machine_name,
+            uid,
+            gid,
+            gids,
+        })
     }
 }
 
@@ -224,7 +240,10 @@ pub fn decode_reply_header(d: &mut Decoder) -> Result<(u32, ReplyStatus), Decode
     let xid = d.u32()?;
     let mtype = d.u32()?;
     if mtype != MSG_REPLY {
-        return Err(DecodeError::BadDiscriminant { what: "msg_type", value: mtype });
+        return Err(DecodeError::BadDiscriminant {
+            what: "msg_type",
+            value: mtype,
+        });
     }
     match d.u32()? {
         REPLY_ACCEPTED => {
@@ -232,27 +251,48 @@ pub fn decode_reply_header(d: &mut Decoder) -> Result<(u32, ReplyStatus), Decode
             let stat = match d.u32()? {
                 0 => AcceptStat::Success,
                 1 => AcceptStat::ProgUnavail,
-                2 => AcceptStat::ProgMismatch { low: d.u32()?, high: d.u32()? },
+                2 => AcceptStat::ProgMismatch {
+                    low: d.u32()?,
+                    high: d.u32()?,
+                },
                 3 => AcceptStat::ProcUnavail,
                 4 => AcceptStat::GarbageArgs,
                 5 => AcceptStat::SystemErr,
-                value => return Err(DecodeError::BadDiscriminant { what: "accept_stat", value }),
+                value => {
+                    return Err(DecodeError::BadDiscriminant {
+                        what: "accept_stat",
+                        value,
+                    })
+                }
             };
             Ok((xid, ReplyStatus::Accepted(stat)))
         }
         REPLY_DENIED => {
             let denial = match d.u32()? {
-                0 => Denial::RpcMismatch { low: d.u32()?, high: d.u32()? },
+                0 => Denial::RpcMismatch {
+                    low: d.u32()?,
+                    high: d.u32()?,
+                },
                 1 => {
                     let v = d.u32()?;
-                    let stat = AuthStat::from_u32(v)
-                        .ok_or(DecodeError::BadDiscriminant { what: "auth_stat", value: v })?;
+                    let stat = AuthStat::from_u32(v).ok_or(DecodeError::BadDiscriminant {
+                        what: "auth_stat",
+                        value: v,
+                    })?;
                     Denial::Auth(stat)
                 }
-                value => return Err(DecodeError::BadDiscriminant { what: "reject_stat", value }),
+                value => {
+                    return Err(DecodeError::BadDiscriminant {
+                        what: "reject_stat",
+                        value,
+                    })
+                }
             };
             Ok((xid, ReplyStatus::Denied(denial)))
         }
-        value => Err(DecodeError::BadDiscriminant { what: "reply_stat", value }),
+        value => Err(DecodeError::BadDiscriminant {
+            what: "reply_stat",
+            value,
+        }),
     }
 }

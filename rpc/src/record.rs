@@ -85,16 +85,23 @@ async fn read_rest<R: AsyncRead + Unpin>(
     for _ in 0..MAX_FRAGMENTS {
         let from = usize::from(have_first);
         have_first = false;
-        r.read_exact(&mut header[from..]).await.map_err(|e| eof_as_truncated(e, buf.len()))?;
+        r.read_exact(&mut header[from..])
+            .await
+            .map_err(|e| eof_as_truncated(e, buf.len()))?;
         let word = u32::from_be_bytes(header);
         let len = word & !LAST_FRAGMENT;
         let total = buf.len() as u64 + u64::from(len);
         if total > u64::from(max_bytes) {
-            return Err(RecordError::TooLarge { claimed: total, max: max_bytes });
+            return Err(RecordError::TooLarge {
+                claimed: total,
+                max: max_bytes,
+            });
         }
         let start = buf.len();
         buf.resize(start + len as usize, 0);
-        r.read_exact(&mut buf[start..]).await.map_err(|e| eof_as_truncated(e, start))?;
+        r.read_exact(&mut buf[start..])
+            .await
+            .map_err(|e| eof_as_truncated(e, start))?;
         if word & LAST_FRAGMENT != 0 {
             return Ok(buf.freeze());
         }
@@ -135,8 +142,10 @@ pub fn seal(mut buf: BytesMut) -> Bytes {
 mod tests {
     use super::*;
 
-    const T: RecordTimeouts =
-        RecordTimeouts { idle: Duration::from_secs(5), record: Duration::from_secs(5) };
+    const T: RecordTimeouts = RecordTimeouts {
+        idle: Duration::from_secs(5),
+        record: Duration::from_secs(5),
+    };
 
     fn fragment(data: &[u8], last: bool) -> Vec<u8> {
         let mut out = (u32::try_from(data.len()).unwrap() | if last { LAST_FRAGMENT } else { 0 })
@@ -155,7 +164,10 @@ mod tests {
         let mut r = &wire[..];
         assert_eq!(&read_record(&mut r, 100, T).await.unwrap()[..], b"abcdefg");
         assert_eq!(&read_record(&mut r, 100, T).await.unwrap()[..], b"next");
-        assert!(matches!(read_record(&mut r, 100, T).await, Err(RecordError::Closed)));
+        assert!(matches!(
+            read_record(&mut r, 100, T).await,
+            Err(RecordError::Closed)
+        ));
     }
 
     #[tokio::test]
@@ -163,7 +175,16 @@ mod tests {
         let wire = 0xffff_ffffu32.to_be_bytes();
         let mut r = &wire[..];
         let err = read_record(&mut r, 1 << 20, T).await.unwrap_err();
-        assert!(matches!(err, RecordError::TooLarge { claimed: 0x7fff_ffff, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                RecordError::TooLarge {
+                    claimed: 0x7fff_ffff,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[tokio::test]
@@ -172,14 +193,28 @@ mod tests {
         wire.extend(fragment(&[2; 60], true));
         let mut r = &wire[..];
         let err = read_record(&mut r, 100, T).await.unwrap_err();
-        assert!(matches!(err, RecordError::TooLarge { claimed: 120, max: 100 }), "{err}");
+        assert!(
+            matches!(
+                err,
+                RecordError::TooLarge {
+                    claimed: 120,
+                    max: 100
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[tokio::test]
     async fn endless_empty_fragments_are_refused() {
-        let wire: Vec<u8> = (0..=MAX_FRAGMENTS).flat_map(|_| fragment(b"", false)).collect();
+        let wire: Vec<u8> = (0..=MAX_FRAGMENTS)
+            .flat_map(|_| fragment(b"", false))
+            .collect();
         let mut r = &wire[..];
-        assert!(matches!(read_record(&mut r, 100, T).await, Err(RecordError::TooManyFragments)));
+        assert!(matches!(
+            read_record(&mut r, 100, T).await,
+            Err(RecordError::TooManyFragments)
+        ));
     }
 
     #[tokio::test]
@@ -195,7 +230,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn stalled_record_times_out() {
         let (mut client, mut server) = tokio::io::duplex(64);
-        tokio::io::AsyncWriteExt::write_all(&mut client, &[0x80, 0, 0, 10, 1, 2]).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut client, &[0x80, 0, 0, 10, 1, 2])
+            .await
+            .unwrap();
         let err = read_record(&mut server, 100, T).await.unwrap_err();
         assert!(matches!(err, RecordError::Stalled(_)), "{err}");
         drop(client);
@@ -205,6 +242,9 @@ mod tests {
     fn seal_writes_last_fragment_mark() {
         let mut buf = start_record(8);
         buf.extend_from_slice(b"hello");
-        assert_eq!(&seal(buf)[..], &[0x80, 0, 0, 5, b'h', b'e', b'l', b'l', b'o']);
+        assert_eq!(
+            &seal(buf)[..],
+            &[0x80, 0, 0, 5, b'h', b'e', b'l', b'l', b'o']
+        );
     }
 }

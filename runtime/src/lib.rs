@@ -46,14 +46,19 @@ impl Workers {
     /// # Errors
     /// If a thread or an event loop cannot be created.
     pub fn start(count: usize, name: &str, drain: Duration) -> std::io::Result<Self> {
-        assert!((1..=MAX_WORKERS).contains(&count), "worker count {count} out of range");
+        assert!(
+            (1..=MAX_WORKERS).contains(&count),
+            "worker count {count} out of range"
+        );
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let mut workers = Vec::with_capacity(count);
         for i in 0..count {
             let (tx, rx) = mpsc::unbounded_channel();
             let live = Arc::new(AtomicUsize::new(0));
             let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
             let thread = std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
                 .spawn(move || {
@@ -65,7 +70,11 @@ impl Workers {
                     let local = tokio::task::LocalSet::new();
                     local.block_on(&rt, run_worker(rx, drain));
                 })?;
-            workers.push(Worker { jobs: tx, live, thread });
+            workers.push(Worker {
+                jobs: tx,
+                live,
+                thread,
+            });
         }
         Ok(Self { workers })
     }
@@ -91,7 +100,10 @@ impl Workers {
     /// Live jobs per worker (for logs and tests).
     #[must_use]
     pub fn load(&self) -> Vec<usize> {
-        self.workers.iter().map(|w| w.live.load(Ordering::Relaxed)).collect()
+        self.workers
+            .iter()
+            .map(|w| w.live.load(Ordering::Relaxed))
+            .collect()
     }
 
     /// Runs the future made by `make` on worker `index`. `make` runs on that worker, so
@@ -148,12 +160,13 @@ async fn run_worker(mut rx: mpsc::UnboundedReceiver<Job>, drain: Duration) {
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
     }
-    let drained = tokio::time::timeout(drain, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
+    let drained =
+        tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
     if drained.is_err() {
-        tracing::warn!(left = tasks.len(), "shutdown deadline passed; abandoning jobs");
+        tracing::warn!(
+            left = tasks.len(),
+            "shutdown deadline passed; abandoning jobs"
+        );
     }
 }
 

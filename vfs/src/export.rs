@@ -241,7 +241,19 @@ impl Export {
         if !cred.is_root() {
             self.check_setattr_rights(cred, &attr, set)?;
         }
-        let mut attr = self.backend.setattr(id, set, guard)?;
+        let owner_changes =
+            set.uid.is_some_and(|u| u != attr.uid) || set.gid.is_some_and(|g| g != attr.gid);
+        let mut attr = if owner_changes && set.mode.is_none() && attr.file_type == FileType::Regular
+        {
+            // A file given away loses setuid (and setgid when group-executable), as on Linux.
+            let killed = SetAttr {
+                mode: Some(without_set_id(attr.mode)),
+                ..set.clone()
+            };
+            self.backend.setattr(id, &killed, guard)?
+        } else {
+            self.backend.setattr(id, set, guard)?
+        };
         attr.fsid = u64::from(self.id.0);
         Ok(attr)
     }
@@ -304,6 +316,15 @@ impl Export {
         if cred.uid != attr.uid && !mode_allows(&attr, cred, W) {
             return Err(FsError::Access);
         }
+        if !cred.is_root() && without_set_id(attr.mode) != attr.mode {
+            // Writing a set-id program drops its privilege, so a writer cannot plant code
+            // that runs as the owner.
+            let clear = SetAttr {
+                mode: Some(without_set_id(attr.mode)),
+                ..SetAttr::default()
+            };
+            self.backend.setattr(id, &clear, None)?;
+        }
         self.backend.write(id, offset_bytes, data, stable)
     }
 
@@ -323,6 +344,8 @@ impl Export {
         Owner { uid: cred.uid, gid }
     }
 
+    /// Creates a regular file. An UNCHECKED create that would truncate an existing file
+    /// needs write permission on that file, as an `open(O_CREAT|O_TRUNC)` would.
     pub fn create(
         &self,
         cred: &Cred,
@@ -331,6 +354,18 @@ impl Export {
         mode: &CreateMode,
     ) -> FsResult<FileId> {
         let dir_attr = self.writable_dir(cred, dir)?;
+        if let CreateMode::Unchecked(SetAttr {
+            size_bytes: Some(_),
+            ..
+        }) = mode
+        {
+            if let Ok(existing) = self.backend.lookup(dir, name) {
+                let attr = self.getattr(existing)?;
+                if cred.uid != attr.uid && !mode_allows(&attr, cred, W) {
+                    return Err(FsError::Access);
+                }
+            }
+        }
         self.backend
             .create(dir, name, mode, Self::owner_for(cred, &dir_attr))
     }
@@ -461,6 +496,16 @@ impl Export {
         props.read_only |= self.options.read_only;
         props
     }
+}
+
+/// `mode` without setuid, and without setgid if the group may execute (setgid without
+/// group execute means mandatory locking on some systems and is kept).
+fn without_set_id(mode: u32) -> u32 {
+    let mut m = mode & !0o4000;
+    if m & 0o2010 == 0o2010 {
+        m &= !0o2000;
+    }
+    m
 }
 
 /// Every export of a server, and the key that signs their handles.
@@ -602,6 +647,14 @@ mod tests {
         assert_eq!(opts.map_cred(Some(&sent)).uid, 1000);
         opts.squash = Squash::None;
         assert_eq!(opts.map_cred(Some(&Cred::root())), Cred::root());
+    }
+
+    #[test]
+    fn set_id_bits_are_cleared_like_linux() {
+        assert_eq!(without_set_id(0o4755), 0o755);
+        assert_eq!(without_set_id(0o2755), 0o755);
+        assert_eq!(without_set_id(0o2745), 0o2745);
+        assert_eq!(without_set_id(0o1777), 0o1777);
     }
 
     #[test]

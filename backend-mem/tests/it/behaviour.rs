@@ -24,7 +24,10 @@ fn root_and_properties() {
     assert_eq!(root, FileId(1));
     let attr = fx.fs.getattr(root).unwrap();
     assert_eq!(attr.file_type, FileType::Directory);
-    assert_eq!((attr.mode, attr.uid, attr.gid, attr.nlink), (0o1755, 7, 8, 2));
+    assert_eq!(
+        (attr.mode, attr.uid, attr.gid, attr.nlink),
+        (0o1755, 7, 8, 2)
+    );
     assert_eq!((attr.fsid, attr.generation, attr.fileid), (0, 0, root));
     assert_eq!((attr.atime, attr.mtime, attr.ctime), (START, START, START));
     assert_eq!(fx.fs.parent(root), Ok(root));
@@ -92,11 +95,17 @@ fn no_space_at_the_cap_leaves_the_file_unchanged() {
     assert_eq!(fx.fs.getattr(f).unwrap(), before);
     assert_eq!(fx.contents(f), b"keep");
     let stat = fx.fs.fsstat().unwrap();
-    assert_eq!((stat.total_bytes, stat.free_bytes, stat.avail_bytes), (2 * C, C, C));
+    assert_eq!(
+        (stat.total_bytes, stat.free_bytes, stat.avail_bytes),
+        (2 * C, C, C)
+    );
     // What fits still goes in, and removing the file gives everything back.
     fx.write(f, C, &[2; 10]);
     assert_eq!(fx.fs.fsstat().unwrap().free_bytes, 0);
-    assert_eq!(fx.fs.write(f, 3 * C, &[3], Stability::Unstable), Err(FsError::NoSpc));
+    assert_eq!(
+        fx.fs.write(f, 3 * C, &[3], Stability::Unstable),
+        Err(FsError::NoSpc)
+    );
     fx.fs.remove(fx.root(), &n("f")).unwrap();
     assert_eq!(fx.fs.fsstat().unwrap().free_bytes, 2 * C);
 }
@@ -109,7 +118,10 @@ fn symlink_targets_count_against_the_cap() {
     });
     let root = fx.root();
     let none = SetAttr::default();
-    let s = fx.fs.symlink(root, &n("s"), b"123456", &none, OWNER).unwrap();
+    let s = fx
+        .fs
+        .symlink(root, &n("s"), b"123456", &none, OWNER)
+        .unwrap();
     assert_eq!(fx.fs.getattr(s).unwrap().used_bytes, 6);
     let full = fx.fs.symlink(root, &n("t"), b"12345", &none, OWNER);
     assert_eq!(full, Err(FsError::NoSpc));
@@ -129,11 +141,20 @@ fn file_count_cap() {
     fx.create(root, "a");
     fx.mkdir(root, "d");
     let stat = fx.fs.fsstat().unwrap();
-    assert_eq!((stat.total_files, stat.free_files, stat.avail_files), (3, 0, 0));
+    assert_eq!(
+        (stat.total_files, stat.free_files, stat.avail_files),
+        (3, 0, 0)
+    );
     let mode = CreateMode::Guarded(SetAttr::default());
-    assert_eq!(fx.fs.create(root, &n("b"), &mode, OWNER), Err(FsError::NoSpc));
+    assert_eq!(
+        fx.fs.create(root, &n("b"), &mode, OWNER),
+        Err(FsError::NoSpc)
+    );
     let none = SetAttr::default();
-    assert_eq!(fx.fs.mkdir(root, &n("e"), &none, OWNER), Err(FsError::NoSpc));
+    assert_eq!(
+        fx.fs.mkdir(root, &n("e"), &none, OWNER),
+        Err(FsError::NoSpc)
+    );
     let fifo = fx.fs.mknod(root, &n("p"), SpecialFile::Fifo, &none, OWNER);
     assert_eq!(fifo, Err(FsError::NoSpc));
     // A link is a name, not a file.
@@ -204,7 +225,10 @@ fn subdirectory_limit() {
         fx.mkdir(root, &format!("d{i}"));
     }
     assert_eq!(fx.fs.getattr(root).unwrap().nlink, MAX_LINKS);
-    assert_eq!(fx.fs.mkdir(root, &n("x"), &none, OWNER), Err(FsError::MLink));
+    assert_eq!(
+        fx.fs.mkdir(root, &n("x"), &none, OWNER),
+        Err(FsError::MLink)
+    );
     let other = fx.fs.lookup(root, &n("d2")).unwrap();
     fx.mkdir(other, "moving");
     let moved = fx.fs.rename(other, &n("moving"), root, &n("x"));
@@ -392,7 +416,18 @@ fn readdir_cookies_survive_inserts_and_removes() {
         assert!(seen.contains(&survivor), "{survivor} skipped in {seen:?}");
     }
     let expected = [
-        ".", "..", "f0", "f1", "f2", "f3", "f4", "f6", "f7", "new1", "f9-renamed", "new2",
+        ".",
+        "..",
+        "f0",
+        "f1",
+        "f2",
+        "f3",
+        "f4",
+        "f6",
+        "f7",
+        "new1",
+        "f9-renamed",
+        "new2",
     ];
     assert_eq!(seen, expected);
 }
@@ -401,17 +436,28 @@ fn readdir_cookies_survive_inserts_and_removes() {
 fn exclusive_create_accepts_its_retransmission() {
     let fx = Fx::new();
     let root = fx.root();
-    let excl = |v: u8| fx.fs.create(root, &n("f"), &CreateMode::Exclusive([v; 8]), OWNER);
+    let excl = |v: u8| {
+        fx.fs
+            .create(root, &n("f"), &CreateMode::Exclusive([v; 8]), OWNER)
+    };
     let f = excl(1).unwrap();
     assert_eq!(excl(1), Ok(f));
     assert_eq!(excl(2), Err(FsError::Exist));
     let guarded = CreateMode::Guarded(SetAttr::default());
-    assert_eq!(fx.fs.create(root, &n("f"), &guarded, OWNER), Err(FsError::Exist));
+    assert_eq!(
+        fx.fs.create(root, &n("f"), &guarded, OWNER),
+        Err(FsError::Exist)
+    );
     let attr = fx.fs.getattr(f).unwrap();
-    assert_eq!((attr.mode, attr.uid, attr.gid), (0o644, OWNER.uid, OWNER.gid));
+    assert_eq!(
+        (attr.mode, attr.uid, attr.gid),
+        (0o644, OWNER.uid, OWNER.gid)
+    );
     // A file created otherwise carries no verifier.
     fx.create(root, "g");
-    let again = fx.fs.create(root, &n("g"), &CreateMode::Exclusive([0; 8]), OWNER);
+    let again = fx
+        .fs
+        .create(root, &n("g"), &CreateMode::Exclusive([0; 8]), OWNER);
     assert_eq!(again, Err(FsError::Exist));
 }
 
@@ -436,8 +482,14 @@ fn unchecked_create_reuses_regular_files_only() {
     // Only the size applies to an existing file.
     assert_eq!((attr.size_bytes, attr.used_bytes), (0, 0));
     assert_eq!((attr.mode, attr.uid), (0o644, OWNER.uid));
-    assert_eq!(fx.fs.create(root, &n("d"), &truncate, OWNER), Err(FsError::Exist));
-    assert_eq!(fx.fs.create(root, &n("s"), &truncate, OWNER), Err(FsError::Exist));
+    assert_eq!(
+        fx.fs.create(root, &n("d"), &truncate, OWNER),
+        Err(FsError::Exist)
+    );
+    assert_eq!(
+        fx.fs.create(root, &n("s"), &truncate, OWNER),
+        Err(FsError::Exist)
+    );
     let keep = CreateMode::Unchecked(SetAttr::default());
     fx.write(f, 0, b"abc");
     assert_eq!(fx.fs.create(root, &n("f"), &keep, OWNER), Ok(f));
@@ -465,8 +517,14 @@ fn create_applies_mode_size_and_times_but_not_owner() {
         .create(root, &n("f"), &CreateMode::Guarded(attrs.clone()), OWNER)
         .unwrap();
     let attr = fx.fs.getattr(f).unwrap();
-    assert_eq!((attr.mode, attr.uid, attr.gid), (0o4640, OWNER.uid, OWNER.gid));
-    assert_eq!((attr.size_bytes, attr.used_bytes, attr.nlink), (3 * C, 0, 1));
+    assert_eq!(
+        (attr.mode, attr.uid, attr.gid),
+        (0o4640, OWNER.uid, OWNER.gid)
+    );
+    assert_eq!(
+        (attr.size_bytes, attr.used_bytes, attr.nlink),
+        (3 * C, 0, 1)
+    );
     assert_eq!((attr.atime, attr.mtime, attr.ctime), (t, t, START));
     let d = fx.fs.mkdir(root, &n("d"), &attrs, OWNER).unwrap();
     let dattr = fx.fs.getattr(d).unwrap();
@@ -474,19 +532,31 @@ fn create_applies_mode_size_and_times_but_not_owner() {
     let none = SetAttr::default();
     let d2 = fx.mkdir(root, "d2");
     assert_eq!(fx.fs.getattr(d2).unwrap().mode, 0o755);
-    let s = fx.fs.symlink(root, &n("s"), b"target", &none, OWNER).unwrap();
+    let s = fx
+        .fs
+        .symlink(root, &n("s"), b"target", &none, OWNER)
+        .unwrap();
     let sattr = fx.fs.getattr(s).unwrap();
-    assert_eq!((sattr.file_type, sattr.mode, sattr.size_bytes), (FileType::Symlink, 0o777, 6));
+    assert_eq!(
+        (sattr.file_type, sattr.mode, sattr.size_bytes),
+        (FileType::Symlink, 0o777, 6)
+    );
     assert_eq!(fx.fs.readlink(s).unwrap(), &b"target"[..]);
     let too_big = CreateMode::Guarded(fx.size(MAX_FILE_SIZE + 1));
-    assert_eq!(fx.fs.create(root, &n("big"), &too_big, OWNER), Err(FsError::FBig));
+    assert_eq!(
+        fx.fs.create(root, &n("big"), &too_big, OWNER),
+        Err(FsError::FBig)
+    );
     assert_eq!(fx.fs.lookup(root, &n("big")), Err(FsError::NoEnt));
     let empty = fx.fs.symlink(root, &n("e"), b"", &none, OWNER);
     assert_eq!(empty, Err(FsError::Inval));
     let long = vec![b'x'; vfs::limits::MAX_PATH_BYTES + 1];
     let long = fx.fs.symlink(root, &n("e"), &long, &none, OWNER);
     assert_eq!(long, Err(FsError::NameTooLong));
-    assert_eq!(fx.fs.mkdir(root, &n("f"), &none, OWNER), Err(FsError::Exist));
+    assert_eq!(
+        fx.fs.mkdir(root, &n("f"), &none, OWNER),
+        Err(FsError::Exist)
+    );
 }
 
 #[test]
@@ -496,17 +566,43 @@ fn special_files_keep_their_kind_and_device() {
     let none = SetAttr::default();
     let dev = DeviceNumber { major: 8, minor: 1 };
     let kinds = [
-        ("blk", SpecialFile::BlockDevice(dev), FileType::BlockDevice, dev),
-        ("chr", SpecialFile::CharDevice(dev), FileType::CharDevice, dev),
-        ("sock", SpecialFile::Socket, FileType::Socket, DeviceNumber::default()),
-        ("fifo", SpecialFile::Fifo, FileType::Fifo, DeviceNumber::default()),
+        (
+            "blk",
+            SpecialFile::BlockDevice(dev),
+            FileType::BlockDevice,
+            dev,
+        ),
+        (
+            "chr",
+            SpecialFile::CharDevice(dev),
+            FileType::CharDevice,
+            dev,
+        ),
+        (
+            "sock",
+            SpecialFile::Socket,
+            FileType::Socket,
+            DeviceNumber::default(),
+        ),
+        (
+            "fifo",
+            SpecialFile::Fifo,
+            FileType::Fifo,
+            DeviceNumber::default(),
+        ),
     ];
     for (name, kind, file_type, rdev) in kinds {
         let id = fx.fs.mknod(root, &n(name), kind, &none, OWNER).unwrap();
         let attr = fx.fs.getattr(id).unwrap();
-        assert_eq!((attr.file_type, attr.rdev, attr.mode), (file_type, rdev, 0o644));
+        assert_eq!(
+            (attr.file_type, attr.rdev, attr.mode),
+            (file_type, rdev, 0o644)
+        );
         assert_eq!(fx.fs.read(id, 0, 1), Err(FsError::Inval));
-        assert_eq!(fx.fs.write(id, 0, b"x", Stability::Unstable), Err(FsError::Inval));
+        assert_eq!(
+            fx.fs.write(id, 0, b"x", Stability::Unstable),
+            Err(FsError::Inval)
+        );
         assert_eq!(fx.fs.setattr(id, &fx.size(0), None), Err(FsError::Inval));
         assert_eq!(fx.fs.readlink(id), Err(FsError::Inval));
         assert_eq!(fx.fs.commit(id, 0, 0), Err(FsError::Inval));
@@ -522,7 +618,10 @@ fn io_on_directories_and_symlinks() {
         .symlink(root, &n("s"), b"t", &SetAttr::default(), OWNER)
         .unwrap();
     assert_eq!(fx.fs.read(root, 0, 1), Err(FsError::IsDir));
-    assert_eq!(fx.fs.write(root, 0, b"x", Stability::Unstable), Err(FsError::IsDir));
+    assert_eq!(
+        fx.fs.write(root, 0, b"x", Stability::Unstable),
+        Err(FsError::IsDir)
+    );
     assert_eq!(fx.fs.commit(root, 0, 0), Err(FsError::IsDir));
     assert_eq!(fx.fs.setattr(root, &fx.size(0), None), Err(FsError::IsDir));
     assert_eq!(fx.fs.readlink(root), Err(FsError::Inval));
@@ -538,24 +637,46 @@ fn io_on_directories_and_symlinks() {
 fn reads_writes_and_limits() {
     let fx = Fx::new();
     let f = fx.create(fx.root(), "f");
-    for stable in [Stability::Unstable, Stability::DataSync, Stability::FileSync] {
+    for stable in [
+        Stability::Unstable,
+        Stability::DataSync,
+        Stability::FileSync,
+    ] {
         let reply = fx.fs.write(f, 0, b"hello world", stable).unwrap();
         assert_eq!((reply.count, reply.committed), (11, stable));
     }
     let read = |offset, count| fx.fs.read(f, offset, count).unwrap();
-    assert_eq!((&read(0, 5).data[..], read(0, 5).eof), (&b"hello"[..], false));
-    assert_eq!((&read(6, 5).data[..], read(6, 5).eof), (&b"world"[..], true));
-    assert_eq!((&read(6, 50).data[..], read(6, 50).eof), (&b"world"[..], true));
+    assert_eq!(
+        (&read(0, 5).data[..], read(0, 5).eof),
+        (&b"hello"[..], false)
+    );
+    assert_eq!(
+        (&read(6, 5).data[..], read(6, 5).eof),
+        (&b"world"[..], true)
+    );
+    assert_eq!(
+        (&read(6, 50).data[..], read(6, 50).eof),
+        (&b"world"[..], true)
+    );
     assert!(read(11, 5).data.is_empty() && read(11, 5).eof);
     assert!(read(u64::MAX, 5).data.is_empty() && read(u64::MAX, 5).eof);
     assert_eq!(fx.fs.commit(f, 0, 0), Ok(()));
     let last = MAX_FILE_SIZE - 1;
-    assert_eq!(fx.fs.write(f, last, b"ab", Stability::Unstable), Err(FsError::FBig));
-    assert_eq!(fx.fs.write(f, u64::MAX, b"a", Stability::Unstable), Err(FsError::FBig));
+    assert_eq!(
+        fx.fs.write(f, last, b"ab", Stability::Unstable),
+        Err(FsError::FBig)
+    );
+    assert_eq!(
+        fx.fs.write(f, u64::MAX, b"a", Stability::Unstable),
+        Err(FsError::FBig)
+    );
     fx.write(f, last, b"z");
     assert_eq!(fx.fs.getattr(f).unwrap().size_bytes, MAX_FILE_SIZE);
     assert_eq!(&read(last, 10).data[..], b"z");
-    assert_eq!(fx.fs.setattr(f, &fx.size(MAX_FILE_SIZE + 1), None), Err(FsError::FBig));
+    assert_eq!(
+        fx.fs.setattr(f, &fx.size(MAX_FILE_SIZE + 1), None),
+        Err(FsError::FBig)
+    );
     // One read never returns more than MAX_IO_BYTES, and says so without eof.
     let big = read(0, u32::MAX);
     assert_eq!((big.data.len(), big.eof), (MAX_IO_BYTES as usize, false));
@@ -603,7 +724,10 @@ fn setattr_changes_what_is_asked() {
     assert_eq!((attr.atime, attr.mtime, attr.ctime), (now, client, now));
     // An empty change changes nothing, not even ctime.
     fx.tick();
-    assert_eq!(fx.fs.setattr(f, &SetAttr::default(), None), Ok(attr.clone()));
+    assert_eq!(
+        fx.fs.setattr(f, &SetAttr::default(), None),
+        Ok(attr.clone())
+    );
     assert_eq!(fx.fs.getattr(f), Ok(attr));
 }
 

@@ -102,6 +102,9 @@ fn spawn_request(
             Ok(reply) => {
                 let _ = tx.send((reply, permit));
             }
+            Err(e @ crate::dispatch::Unanswerable::DuplicateInProgress(_)) => {
+                tracing::debug!(%peer, error = %e, "dropping retransmission");
+            }
             Err(e) => tracing::warn!(%peer, error = %e, "dropping unanswerable record"),
         }
     });

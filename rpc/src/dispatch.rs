@@ -9,7 +9,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use gtime::Clock;
 use xdr::{Decode, DecodeError, Decoder, Encoder};
+
+use crate::drc::{CallKey, Lookup, ReplyCache};
 
 use crate::msg::{
     encode_accepted, encode_denied, AcceptStat, Auth, Denial, OpaqueAuth, MSG_CALL, RPC_VERSION,
@@ -92,6 +95,8 @@ pub trait Program: Send + Sync {
     ) -> Option<Result<(), ProcError>>;
     /// Reply-size bound for `procedure` (0 if unknown).
     fn max_reply_bytes(&self, procedure: u32) -> usize;
+    /// Whether `procedure` may run twice (`None` if the table has no such row).
+    fn cache_class(&self, procedure: u32) -> Option<CacheClass>;
 }
 
 /// A procedure table bound to its state.
@@ -134,6 +139,10 @@ impl<S: Send + Sync + 'static> Program for Service<S> {
     fn max_reply_bytes(&self, procedure: u32) -> usize {
         self.row(procedure).map_or(0, |p| p.max_reply_bytes)
     }
+
+    fn cache_class(&self, procedure: u32) -> Option<CacheClass> {
+        self.row(procedure).map(|p| p.cache)
+    }
 }
 
 /// Why a record got no reply at all.
@@ -143,12 +152,16 @@ pub enum Unanswerable {
     TooShort(usize),
     #[error("message type {0} is not a call")]
     NotACall(u32),
+    /// A retransmission of a call that is still running; the original's reply answers it.
+    #[error("retransmission of xid {0:#x} while the original is in progress")]
+    DuplicateInProgress(u32),
 }
 
 /// Every program version a server offers, on one port.
 #[derive(Default)]
 pub struct Dispatcher {
     programs: Vec<Box<dyn Program>>,
+    reply_cache: Option<(Arc<ReplyCache>, Arc<dyn Clock>)>,
 }
 
 /// Reply body budget when a procedure's own bound is unknown (errors only).
@@ -177,6 +190,11 @@ impl Dispatcher {
         self.programs.push(program);
     }
 
+    /// Remembers replies of non-idempotent calls in `cache`, aged by `clock`.
+    pub fn set_reply_cache(&mut self, cache: Arc<ReplyCache>, clock: Arc<dyn Clock>) {
+        self.reply_cache = Some((cache, clock));
+    }
+
     /// (program, version) pairs, for portmapper registration.
     pub fn offered(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.programs.iter().map(|p| (p.program(), p.version()))
@@ -196,37 +214,40 @@ impl Dispatcher {
         if mtype != MSG_CALL {
             return Err(Unanswerable::NotACall(mtype));
         }
-        Ok(seal(self.handle_call(xid, &mut d, peer)))
+        self.handle_call(xid, &mut d, peer)
     }
 
-    fn handle_call(&self, xid: u32, d: &mut Decoder, peer: SocketAddr) -> BytesMut {
+    fn handle_call(
+        &self,
+        xid: u32,
+        d: &mut Decoder,
+        peer: SocketAddr,
+    ) -> Result<Bytes, Unanswerable> {
         let header = match decode_call_rest(d) {
             Ok(h) => h,
             Err(e) => {
                 tracing::warn!(%peer, xid, error = %e, "GARBAGE_ARGS: malformed call header");
-                return accepted_only(xid, AcceptStat::GarbageArgs);
+                return Ok(seal(accepted_only(xid, AcceptStat::GarbageArgs)));
             }
         };
         let (rpcvers, program, version, procedure, cred) = header;
         if rpcvers != RPC_VERSION {
             tracing::warn!(%peer, xid, rpcvers, "RPC_MISMATCH: unsupported RPC version");
-            return denied(
-                xid,
-                Denial::RpcMismatch {
-                    low: RPC_VERSION,
-                    high: RPC_VERSION,
-                },
-            );
+            let range = Denial::RpcMismatch {
+                low: RPC_VERSION,
+                high: RPC_VERSION,
+            };
+            return Ok(seal(denied(xid, range)));
         }
         let auth = match Auth::from_cred(&cred) {
             Ok(a) => a,
             Err(stat) => {
                 tracing::warn!(%peer, xid, flavor = cred.flavor, ?stat, "AUTH_ERROR: credential refused");
-                return denied(xid, Denial::Auth(stat));
+                return Ok(seal(denied(xid, Denial::Auth(stat))));
             }
         };
         let Some(prog) = self.find(program, version) else {
-            return self.program_error(xid, program, version, peer);
+            return Ok(seal(self.program_error(xid, program, version, peer)));
         };
         let ctx = CallContext {
             xid,
@@ -234,7 +255,25 @@ impl Dispatcher {
             auth,
             procedure,
         };
-        run(prog, &ctx, d)
+        let cache = match (&self.reply_cache, prog.cache_class(procedure)) {
+            (Some(cache), Some(CacheClass::NonIdempotent)) => cache,
+            _ => return Ok(seal(run(prog, &ctx, d))),
+        };
+        let (cache, clock) = cache;
+        let key = CallKey::new(peer.ip(), xid, (program, version, procedure), &d.rest());
+        let now_ns = u64::try_from(clock.monotonic().as_nanos()).unwrap_or(u64::MAX);
+        match cache.begin(key, now_ns) {
+            Lookup::Done(reply) => {
+                tracing::debug!(%peer, xid, procedure, "retransmission answered from the reply cache");
+                Ok(reply)
+            }
+            Lookup::InProgress => Err(Unanswerable::DuplicateInProgress(xid)),
+            Lookup::New => {
+                let reply = seal(run(prog, &ctx, d));
+                cache.complete(&key, reply.clone());
+                Ok(reply)
+            }
+        }
     }
 
     fn find(&self, program: u32, version: u32) -> Option<&dyn Program> {

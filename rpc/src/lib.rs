@@ -3,12 +3,14 @@
 //! - [`msg`]: call and reply headers, AUTH_NONE and AUTH_SYS;
 //! - [`record`]: record marking on TCP, with size, fragment and time limits;
 //! - [`dispatch`]: procedure tables and the dispatcher that answers RPC-level errors;
+//! - [`drc`]: the duplicate request cache for non-idempotent calls;
 //! - [`conn`]: one pipelined server connection;
 //! - [`limits`]: every limit of this layer.
 #![forbid(unsafe_code)]
 
 pub mod conn;
 pub mod dispatch;
+pub mod drc;
 pub mod limits;
 pub mod msg;
 pub mod record;

@@ -29,6 +29,8 @@ pub struct Limits {
     pub max_connections: usize,
     pub max_record_bytes: u32,
     pub max_in_flight: usize,
+    /// Entries of the duplicate request cache.
+    pub reply_cache_entries: usize,
     pub idle_timeout: Duration,
     pub record_timeout: Duration,
 }
@@ -40,6 +42,7 @@ impl Default for Limits {
             max_connections: rpc::limits::DEFAULT_MAX_CONNECTIONS,
             max_record_bytes: conn.max_record_bytes,
             max_in_flight: conn.max_in_flight,
+            reply_cache_entries: rpc::drc::DEFAULT_CAPACITY,
             idle_timeout: conn.idle_timeout,
             record_timeout: conn.record_timeout,
         }
@@ -86,6 +89,7 @@ struct FileLimits {
     max_connections: Option<Spanned<usize>>,
     max_record_bytes: Option<Spanned<u32>>,
     max_in_flight: Option<Spanned<usize>>,
+    reply_cache_entries: Option<Spanned<usize>>,
     idle_timeout_secs: Option<Spanned<u64>>,
     record_timeout_secs: Option<Spanned<u64>>,
 }
@@ -114,9 +118,8 @@ fn default_backend() -> Spanned<String> {
 /// # Errors
 /// A message naming the file, line and fix.
 pub fn load_file(path: &Path) -> Result<ServerConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigError(format!("cannot read config file {}: {e}", path.display()))
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
     parse(&text, &path.display().to_string())
 }
 
@@ -126,7 +129,9 @@ pub fn load_file(path: &Path) -> Result<ServerConfig, ConfigError> {
 /// A message naming the origin, line and fix.
 pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
     let file: FileConfig = toml::from_str(text).map_err(|e| {
-        let line = e.span().map_or(String::new(), |s| format!(" line {}", line_of(text, &s)));
+        let line = e
+            .span()
+            .map_or(String::new(), |s| format!(" line {}", line_of(text, &s)));
         ConfigError(format!("{origin}:{line}: {}", e.message().trim()))
     })?;
     let at = |span: &Range<usize>, msg: String| {
@@ -145,7 +150,10 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
     for export in &file.exports {
         let parsed = parse_export(export, &at)?;
         if let Some(dup) = config.exports.iter().find(|e| e.path == parsed.path) {
-            let msg = format!("export path {:?} is defined twice; give each export its own path", dup.path);
+            let msg = format!(
+                "export path {:?} is defined twice; give each export its own path",
+                dup.path
+            );
             return Err(at(&export.path.span(), msg));
         }
         config.exports.push(parsed);
@@ -162,20 +170,28 @@ type At<'a> = &'a dyn Fn(&Range<usize>, String) -> ConfigError;
 
 fn apply_limits(limits: &mut Limits, file: &FileLimits, at: At<'_>) -> Result<(), ConfigError> {
     if let Some(v) = &file.max_connections {
-        limits.max_connections = check_positive(*v.get_ref(), "max_connections").map_err(|m| at(&v.span(), m))?;
+        limits.max_connections =
+            check_positive(*v.get_ref(), "max_connections").map_err(|m| at(&v.span(), m))?;
     }
     if let Some(v) = &file.max_record_bytes {
         limits.max_record_bytes = check_record_bytes(*v.get_ref()).map_err(|m| at(&v.span(), m))?;
     }
     if let Some(v) = &file.max_in_flight {
-        limits.max_in_flight = check_positive(*v.get_ref(), "max_in_flight").map_err(|m| at(&v.span(), m))?;
+        limits.max_in_flight =
+            check_positive(*v.get_ref(), "max_in_flight").map_err(|m| at(&v.span(), m))?;
+    }
+    if let Some(v) = &file.reply_cache_entries {
+        limits.reply_cache_entries =
+            check_positive(*v.get_ref(), "reply_cache_entries").map_err(|m| at(&v.span(), m))?;
     }
     if let Some(v) = &file.idle_timeout_secs {
-        let secs = check_positive(*v.get_ref(), "idle_timeout_secs").map_err(|m| at(&v.span(), m))?;
+        let secs =
+            check_positive(*v.get_ref(), "idle_timeout_secs").map_err(|m| at(&v.span(), m))?;
         limits.idle_timeout = Duration::from_secs(secs);
     }
     if let Some(v) = &file.record_timeout_secs {
-        let secs = check_positive(*v.get_ref(), "record_timeout_secs").map_err(|m| at(&v.span(), m))?;
+        let secs =
+            check_positive(*v.get_ref(), "record_timeout_secs").map_err(|m| at(&v.span(), m))?;
         limits.record_timeout = Duration::from_secs(secs);
     }
     Ok(())
@@ -192,7 +208,10 @@ fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigE
             return Err(at(&export.backend.span(), msg));
         }
     };
-    let mut options = vfs::ExportOptions { read_only: export.read_only, ..Default::default() };
+    let mut options = vfs::ExportOptions {
+        read_only: export.read_only,
+        ..Default::default()
+    };
     if let Some(clients) = &export.clients {
         options.clients = clients
             .iter()
@@ -204,7 +223,11 @@ fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigE
     }
     options.anon_uid = export.anon_uid.unwrap_or(options.anon_uid);
     options.anon_gid = export.anon_gid.unwrap_or(options.anon_gid);
-    Ok(ExportConfig { path, backend, options })
+    Ok(ExportConfig {
+        path,
+        backend,
+        options,
+    })
 }
 
 fn line_of(text: &str, span: &Range<usize>) -> usize {
@@ -221,7 +244,9 @@ impl ServerConfig {
             limits: Limits::default(),
             exports: vec![ExportConfig {
                 path: "/".to_string(),
-                backend: BackendConfig::Mem { capacity_bytes: DEFAULT_MEM_CAPACITY_BYTES },
+                backend: BackendConfig::Mem {
+                    capacity_bytes: DEFAULT_MEM_CAPACITY_BYTES,
+                },
                 options: vfs::ExportOptions::default(),
             }],
             portmap: true,
@@ -251,11 +276,17 @@ pub fn check_workers(n: usize) -> Result<usize, String> {
     if (1..=runtime::MAX_WORKERS).contains(&n) {
         Ok(n)
     } else {
-        Err(format!("workers = {n} is out of range; use 1 to {}", runtime::MAX_WORKERS))
+        Err(format!(
+            "workers = {n} is out of range; use 1 to {}",
+            runtime::MAX_WORKERS
+        ))
     }
 }
 
-fn check_positive<T: PartialEq + Default + std::fmt::Display>(v: T, name: &str) -> Result<T, String> {
+fn check_positive<T: PartialEq + Default + std::fmt::Display>(
+    v: T,
+    name: &str,
+) -> Result<T, String> {
     if v == T::default() {
         Err(format!("{name} must be at least 1"))
     } else {
@@ -270,7 +301,10 @@ pub fn check_record_bytes(v: u32) -> Result<u32, String> {
     if (lo..=hi).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("max_record_bytes = {v} is out of range; use {lo} to {hi} (default {})", rpc::limits::DEFAULT_MAX_RECORD_BYTES))
+        Err(format!(
+            "max_record_bytes = {v} is out of range; use {lo} to {hi} (default {})",
+            rpc::limits::DEFAULT_MAX_RECORD_BYTES
+        ))
     }
 }
 
@@ -307,7 +341,9 @@ pub fn parse_squash(s: &str) -> Result<vfs::Squash, String> {
         "none" => Ok(vfs::Squash::None),
         "root" => Ok(vfs::Squash::Root),
         "all" => Ok(vfs::Squash::All),
-        _ => Err(format!("invalid squash {s:?}; use \"none\", \"root\" (the default) or \"all\"")),
+        _ => Err(format!(
+            "invalid squash {s:?}; use \"none\", \"root\" (the default) or \"all\""
+        )),
     }
 }
 
@@ -344,7 +380,12 @@ capacity_bytes = 4096
         assert_eq!(ro.options.squash, vfs::Squash::All);
         assert_eq!(ro.options.anon_uid, 1000);
         assert_eq!(ro.options.clients.len(), 2);
-        assert_eq!(ro.backend, BackendConfig::Mem { capacity_bytes: 4096 });
+        assert_eq!(
+            ro.backend,
+            BackendConfig::Mem {
+                capacity_bytes: 4096
+            }
+        );
     }
 
     fn error_of(text: &str) -> String {
@@ -354,14 +395,20 @@ capacity_bytes = 4096
     #[test]
     fn errors_name_the_line_and_the_fix() {
         let e = error_of("[[export]]\npath = \"/\"\nclients = [\"10.0.0.0/33\"]\n");
-        assert!(e.starts_with("t.toml: line 3: invalid client network"), "{e}");
+        assert!(
+            e.starts_with("t.toml: line 3: invalid client network"),
+            "{e}"
+        );
         assert!(e.contains("CIDR"), "{e}");
         let e = error_of("[[export]]\npath = \"/\"\n[[export]]\npath = \"/\"\n");
         assert!(e.contains("line 4") && e.contains("defined twice"), "{e}");
         let e = error_of("[[export]]\npath = \"/\"\nsquahs = \"all\"\n");
         assert!(e.contains("line 3") && e.contains("unknown field"), "{e}");
         let e = error_of("[[export]]\npath = \"data\"\n");
-        assert!(e.contains("line 2") && e.contains("must be absolute"), "{e}");
+        assert!(
+            e.contains("line 2") && e.contains("must be absolute"),
+            "{e}"
+        );
         let e = error_of("[[export]]\npath = \"/\"\nbackend = \"zfs\"\n");
         assert!(e.contains("line 3") && e.contains("unknown backend"), "{e}");
         let e = error_of("listen = \"localhost\"\n[[export]]\npath = \"/\"\n");

@@ -69,6 +69,11 @@ struct ServeArgs {
     #[arg(long, value_name = "N")]
     max_in_flight: Option<usize>,
 
+    /// Entries of the duplicate request cache (replies of non-idempotent calls kept for
+    /// retransmissions).
+    #[arg(long, value_name = "N")]
+    reply_cache_entries: Option<usize>,
+
     /// Close connections idle this long, in seconds.
     #[arg(long, value_name = "SECS")]
     idle_timeout_secs: Option<u64>,
@@ -86,7 +91,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log.as_deref());
     let result = match cli.command {
-        Command::Serve(args) => build_config(args).and_then(|c| serve::run(c).map_err(|e| e.to_string())),
+        Command::Serve(args) => {
+            build_config(args).and_then(|c| serve::run(c).map_err(|e| e.to_string()))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -104,7 +111,11 @@ fn init_logging(filter: Option<&str>) {
         .or_else(|| EnvFilter::try_from_default_env().ok())
         .unwrap_or_else(|| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
@@ -115,11 +126,14 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     if args.config.is_none() {
         let export = &mut c.exports[0];
         if let Some(bytes) = args.mem_capacity_bytes {
-            export.backend = config::BackendConfig::Mem { capacity_bytes: bytes };
+            export.backend = config::BackendConfig::Mem {
+                capacity_bytes: bytes,
+            };
         }
         export.options.read_only = args.read_only;
         if let Some(s) = &args.squash {
-            export.options.squash = config::parse_squash(s).map_err(|m| format!("--squash: {m}"))?;
+            export.options.squash =
+                config::parse_squash(s).map_err(|m| format!("--squash: {m}"))?;
         }
     }
     if let Some(listen) = &args.listen {
@@ -142,13 +156,20 @@ fn apply_limit_flags(l: &mut config::Limits, args: &ServeArgs) -> Result<(), Str
         }
     };
     if let Some(n) = args.max_connections {
-        l.max_connections = usize::try_from(positive(n as u64, "--max-connections")?).unwrap_or(usize::MAX);
+        l.max_connections =
+            usize::try_from(positive(n as u64, "--max-connections")?).unwrap_or(usize::MAX);
     }
     if let Some(n) = args.max_record_bytes {
-        l.max_record_bytes = config::check_record_bytes(n).map_err(|m| format!("--max-record-bytes: {m}"))?;
+        l.max_record_bytes =
+            config::check_record_bytes(n).map_err(|m| format!("--max-record-bytes: {m}"))?;
     }
     if let Some(n) = args.max_in_flight {
-        l.max_in_flight = usize::try_from(positive(n as u64, "--max-in-flight")?).unwrap_or(usize::MAX);
+        l.max_in_flight =
+            usize::try_from(positive(n as u64, "--max-in-flight")?).unwrap_or(usize::MAX);
+    }
+    if let Some(n) = args.reply_cache_entries {
+        l.reply_cache_entries =
+            usize::try_from(positive(n as u64, "--reply-cache-entries")?).unwrap_or(usize::MAX);
     }
     if let Some(s) = args.idle_timeout_secs {
         l.idle_timeout = std::time::Duration::from_secs(positive(s, "--idle-timeout-secs")?);

@@ -66,7 +66,13 @@ fn connect() -> Result<TcpStream, PortmapError> {
     Ok(conn)
 }
 
-fn call(conn: &mut TcpStream, procedure: u32, program: u32, version: u32, port: u16) -> Result<bool, PortmapError> {
+fn call(
+    conn: &mut TcpStream,
+    procedure: u32,
+    program: u32,
+    version: u32,
+    port: u16,
+) -> Result<bool, PortmapError> {
     let mut e = Encoder::from_buf(rpc::record::start_record(96));
     let header = CallHeader {
         xid: rand::random(),
@@ -91,7 +97,9 @@ fn call(conn: &mut TcpStream, procedure: u32, program: u32, version: u32, port: 
     conn.read_exact(&mut body)?;
     let mut d = Decoder::new(Bytes::from(body));
     match decode_reply_header(&mut d) {
-        Ok((_, ReplyStatus::Accepted(AcceptStat::Success))) => d.bool().map_err(|_| PortmapError::BadReply),
+        Ok((_, ReplyStatus::Accepted(AcceptStat::Success))) => {
+            d.bool().map_err(|_| PortmapError::BadReply)
+        }
         Ok(_) => Err(PortmapError::Refused),
         Err(_) => Err(PortmapError::BadReply),
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rpc::conn::{serve_connection, ConnLimits};
+use rpc::drc::ReplyCache;
 use rpc::Dispatcher;
 use tokio::sync::watch;
 use vfs::{Export, ExportId, ExportTable, HandleKey};
@@ -24,7 +25,10 @@ const LISTEN_BACKLOG: i32 = 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("cannot listen on {addr}: {source}; pick another port with --listen ADDR:PORT (port 0 picks a free one)")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot start workers: {0}")]
     Workers(std::io::Error),
     #[error("I/O error: {0}")]
@@ -40,6 +44,12 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     let state = Arc::new(nfsd::NfsState::new(exports, rand::random()));
     let mut dispatcher = Dispatcher::new();
     nfsd::register(&mut dispatcher, &state);
+    let reply_cache = Arc::new(ReplyCache::new(
+        config.limits.reply_cache_entries,
+        rpc::drc::DEFAULT_TTL,
+    ));
+    let clock = gtime::SystemClock::shared();
+    dispatcher.set_reply_cache(Arc::clone(&reply_cache), Arc::clone(&clock));
     let dispatcher = Arc::new(dispatcher);
     let listener = bind(config.listen, config.limits.max_connections)?;
     let local = listener.local_addr()?;
@@ -48,7 +58,9 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     let registered = config.portmap && register_portmap(&offered, local.port());
     let workers = runtime::Workers::start(config.workers, "granary-worker", DRAIN_DEADLINE)
         .map_err(ServeError::Workers)?;
-    let main_rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let main_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let limits = ConnLimits {
         max_record_bytes: config.limits.max_record_bytes,
@@ -64,6 +76,7 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         live: Arc::new(AtomicUsize::new(0)),
         max_connections: config.limits.max_connections,
     };
+    main_rt.spawn(prune_reply_cache(reply_cache, clock));
     main_rt.block_on(acceptor.run(listener))?;
     tracing::info!("shutting down: no new connections; finishing requests in progress");
     let _ = stop_tx.send(true);
@@ -77,6 +90,20 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// How often expired reply-cache entries are dropped.
+const REPLY_CACHE_PRUNE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Ages the duplicate request cache off the request path.
+async fn prune_reply_cache(cache: Arc<ReplyCache>, clock: Arc<dyn gtime::Clock>) {
+    let mut tick = tokio::time::interval(REPLY_CACHE_PRUNE_INTERVAL);
+    loop {
+        tick.tick().await;
+        let now_ns = u64::try_from(clock.monotonic().as_nanos()).unwrap_or(u64::MAX);
+        let removed = cache.prune(now_ns);
+        tracing::trace!(removed, "reply cache pruned");
+    }
+}
+
 fn build_exports(configs: &[ExportConfig]) -> ExportTable {
     let clock = gtime::SystemClock::shared();
     let exports = configs
@@ -85,7 +112,10 @@ fn build_exports(configs: &[ExportConfig]) -> ExportTable {
         .map(|(i, c)| {
             let backend: Arc<dyn vfs::Backend> = match c.backend {
                 BackendConfig::Mem { capacity_bytes } => {
-                    let mem = backend_mem::MemConfig { capacity_bytes, ..Default::default() };
+                    let mem = backend_mem::MemConfig {
+                        capacity_bytes,
+                        ..Default::default()
+                    };
                     Arc::new(backend_mem::MemFs::new(mem, Arc::clone(&clock)))
                 }
             };
@@ -117,11 +147,18 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
     };
     let port = local.port();
     tracing::info!(%local, workers = config.workers, "serving NFSv3 and MOUNT v3 over TCP");
-    println!("granary: serving NFSv3 + MOUNT v3 on {local} ({} workers)", config.workers);
+    println!(
+        "granary: serving NFSv3 + MOUNT v3 on {local} ({} workers)",
+        config.workers
+    );
     for e in &config.exports {
         let mode = if e.options.read_only { "ro" } else { "rw" };
         let BackendConfig::Mem { capacity_bytes } = e.backend;
-        println!("  export {} (mem, {} MiB cap, {mode})", e.path, capacity_bytes >> 20);
+        println!(
+            "  export {} (mem, {} MiB cap, {mode})",
+            e.path,
+            capacity_bytes >> 20
+        );
         println!("    {}", client_url(&host, port, &e.path));
     }
     println!("  kernel client: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {host}:{} /mnt", config.exports[0].path);
@@ -163,7 +200,8 @@ struct Acceptor<'w> {
 impl Acceptor<'_> {
     async fn run(self, listener: TcpListener) -> Result<(), ServeError> {
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut sigterm =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         loop {
             let accepted = tokio::select! {
                 _ = tokio::signal::ctrl_c() => break,
@@ -188,10 +226,16 @@ impl Acceptor<'_> {
             tracing::warn!(%peer, open, limit = self.max_connections, "refusing connection: too many open connections (raise --max-connections)");
             return;
         }
-        let Ok(stream) = stream.into_std() else { return };
+        let Ok(stream) = stream.into_std() else {
+            return;
+        };
         self.live.fetch_add(1, Ordering::Relaxed);
-        let (live, dispatcher, limits, stop) =
-            (Arc::clone(&self.live), Arc::clone(&self.dispatcher), self.limits, self.stop.clone());
+        let (live, dispatcher, limits, stop) = (
+            Arc::clone(&self.live),
+            Arc::clone(&self.dispatcher),
+            self.limits,
+            self.stop.clone(),
+        );
         let worker = self.workers.least_loaded();
         tracing::debug!(%peer, worker, "connection accepted");
         self.workers.submit(worker, move || async move {

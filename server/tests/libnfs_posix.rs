@@ -18,7 +18,11 @@ fn build_posix() -> PathBuf {
         .arg("-lnfs")
         .status()
         .expect("cc not found: install a C compiler (apt-get install gcc)");
-    assert!(status.success(), "compiling {} failed; install libnfs-dev", src.display());
+    assert!(
+        status.success(),
+        "compiling {} failed; install libnfs-dev",
+        src.display()
+    );
     out
 }
 
@@ -26,10 +30,17 @@ fn build_posix() -> PathBuf {
 fn libnfs_posix_operations() {
     let program = build_posix();
     let server = common::Server::start(&["--squash", "none"]);
-    let out = Command::new(&program).arg(server.url_of("")).output().expect("run posix");
+    let out = Command::new(&program)
+        .arg(server.url_of(""))
+        .output()
+        .expect("run posix");
     let _ = std::fs::remove_file(&program);
     let text = String::from_utf8_lossy(&out.stdout);
     let passes = text.lines().filter(|l| l.starts_with("PASS ")).count();
-    assert!(out.status.success(), "libnfs checks failed:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "libnfs checks failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(passes >= 50, "only {passes} checks ran:\n{text}");
 }

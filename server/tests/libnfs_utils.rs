@@ -75,11 +75,20 @@ fn files_of_every_size_copy_in_and_out_intact() {
         round_trip(&server, &dir, name, &pattern(len, len as u64));
     }
     let listing = String::from_utf8(ok("nfs-ls", &[&server.url_of("")])).unwrap();
-    for (name, len) in [("empty", 0u64), ("one", 1), ("page", 4096), ("mib-plus-one", (1 << 20) + 1)] {
-        let line = listing.lines().find(|l| l.ends_with(&format!(" {name}"))).unwrap_or_else(|| {
-            panic!("{name} missing from nfs-ls:\n{listing}")
-        });
-        assert!(line.split_whitespace().any(|f| f == len.to_string()), "size of {name}: {line}");
+    for (name, len) in [
+        ("empty", 0u64),
+        ("one", 1),
+        ("page", 4096),
+        ("mib-plus-one", (1 << 20) + 1),
+    ] {
+        let line = listing
+            .lines()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .unwrap_or_else(|| panic!("{name} missing from nfs-ls:\n{listing}"));
+        assert!(
+            line.split_whitespace().any(|f| f == len.to_string()),
+            "size of {name}: {line}"
+        );
     }
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -94,7 +103,10 @@ fn nfs_cp_refuses_to_overwrite_and_reports_missing_files() {
     // nfs-cp creates with O_EXCL semantics: the second copy must fail, content unchanged.
     std::fs::write(&local, b"second").unwrap();
     let again = tool("nfs-cp", &[local.to_str().unwrap(), &server.url_of("a")]);
-    assert!(!again.status.success(), "nfs-cp over an existing file must fail");
+    assert!(
+        !again.status.success(),
+        "nfs-cp over an existing file must fail"
+    );
     assert_eq!(ok("nfs-cat", &[&server.url_of("a")]), b"first");
     let missing = tool("nfs-cat", &[&server.url_of("no-such-file")]);
     assert!(!missing.status.success());
@@ -108,15 +120,24 @@ fn read_only_export_refuses_writes() {
     let local = dir.join("x");
     std::fs::write(&local, b"data").unwrap();
     let out = tool("nfs-cp", &[local.to_str().unwrap(), &server.url_of("x")]);
-    assert!(!out.status.success(), "write to a read-only export succeeded");
+    assert!(
+        !out.status.success(),
+        "write to a read-only export succeeded"
+    );
     let listing = String::from_utf8(ok("nfs-ls", &[&server.url_of("")])).unwrap();
-    assert!(!listing.contains(" x"), "file appeared on a read-only export:\n{listing}");
+    assert!(
+        !listing.contains(" x"),
+        "file appeared on a read-only export:\n{listing}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A client of granary's own, to build large trees quickly; nfs-ls then reads them.
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 #[test]
@@ -124,7 +145,9 @@ fn nfs_ls_lists_a_directory_of_ten_thousand_entries() {
     const N: usize = 10_000;
     let server = Server::start(&["--squash", "none"]);
     runtime().block_on(async {
-        let c = client::Nfs3Client::connect(server.addr, server.addr).await.unwrap();
+        let c = client::Nfs3Client::connect(server.addr, server.addr)
+            .await
+            .unwrap();
         let root = c.mount("/").await.unwrap();
         let dir = c.mkdir_ok(&root, "big", 0o755).await.unwrap();
         // Pipelined creates: 64 in flight at a time on the one connection.
@@ -132,7 +155,9 @@ fn nfs_ls_lists_a_directory_of_ten_thousand_entries() {
             let mut tasks = tokio::task::JoinSet::new();
             for &i in chunk {
                 let (c, dir) = (c.clone(), dir.clone());
-                tasks.spawn(async move { c.create_file(&dir, format!("entry-{i:05}"), 0o644).await });
+                tasks.spawn(
+                    async move { c.create_file(&dir, format!("entry-{i:05}"), 0o644).await },
+                );
             }
             while let Some(r) = tasks.join_next().await {
                 r.unwrap().unwrap();
@@ -140,11 +165,17 @@ fn nfs_ls_lists_a_directory_of_ten_thousand_entries() {
         }
     });
     let out = String::from_utf8(ok("nfs-ls", &[&server.url_of("big")])).unwrap();
-    let mut names: Vec<&str> = out.lines().filter_map(|l| l.split_whitespace().last()).collect();
+    let mut names: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
     names.sort_unstable();
     let want: Vec<String> = (0..N).map(|i| format!("entry-{i:05}")).collect();
     assert_eq!(names.len(), N, "nfs-ls listed {} entries", names.len());
-    assert!(names.iter().zip(&want).all(|(a, b)| a == b), "listing differs from what was created");
+    assert!(
+        names.iter().zip(&want).all(|(a, b)| a == b),
+        "listing differs from what was created"
+    );
 }
 
 #[test]
@@ -152,7 +183,9 @@ fn nfs_ls_walks_a_tree_recursively() {
     let server = Server::start(&["--squash", "none"]);
     let mut want = Vec::new();
     runtime().block_on(async {
-        let c = client::Nfs3Client::connect(server.addr, server.addr).await.unwrap();
+        let c = client::Nfs3Client::connect(server.addr, server.addr)
+            .await
+            .unwrap();
         let root = c.mount("/").await.unwrap();
         for a in 0..3 {
             let da = c.mkdir_ok(&root, format!("d{a}"), 0o755).await.unwrap();
@@ -163,7 +196,9 @@ fn nfs_ls_walks_a_tree_recursively() {
                 for f in 0..4 {
                     let fh = c.create_file(&db, format!("f{f}"), 0o644).await.unwrap();
                     let data = pattern(100 * f + a, (a * 10 + b) as u64);
-                    c.write_all(&fh, 0, &data, nfs3::nfs::StableHow::FileSync).await.unwrap();
+                    c.write_all(&fh, 0, &data, nfs3::nfs::StableHow::FileSync)
+                        .await
+                        .unwrap();
                     want.push(format!("d{a}/e{b}/f{f}"));
                 }
             }
@@ -179,5 +214,8 @@ fn nfs_ls_walks_a_tree_recursively() {
     want.sort();
     assert_eq!(got, want, "nfs-ls -R output:\n{out}");
     // And a file deep in the tree reads back through nfs-cat.
-    assert_eq!(ok("nfs-cat", &[&server.url_of("d2/e1/f3")]), pattern(302, 21));
+    assert_eq!(
+        ok("nfs-cat", &[&server.url_of("d2/e1/f3")]),
+        pattern(302, 21)
+    );
 }

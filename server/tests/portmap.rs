@@ -32,15 +32,25 @@ fn ensure_rpcbind() -> OwnRpcbind {
         .expect("cannot start rpcbind: apt-get install rpcbind (and run the tests as root)");
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect("127.0.0.1:111").is_err() {
-        assert!(Instant::now() < deadline, "rpcbind did not start listening on port 111");
+        assert!(
+            Instant::now() < deadline,
+            "rpcbind did not start listening on port 111"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     OwnRpcbind(Some(child))
 }
 
 fn registrations(port: u16) -> Vec<String> {
-    let out = Command::new("rpcinfo").args(["-p", "127.0.0.1"]).output().expect("rpcinfo");
-    assert!(out.status.success(), "rpcinfo failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("rpcinfo")
+        .args(["-p", "127.0.0.1"])
+        .output()
+        .expect("rpcinfo");
+    assert!(
+        out.status.success(),
+        "rpcinfo failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.split_whitespace().nth(3) == Some(&port.to_string()))
@@ -67,8 +77,16 @@ fn registers_with_rpcbind_and_unregisters_on_exit() {
         .arg("nfs://127.0.0.1/?version=3&auto-traverse-mounts=0")
         .output()
         .expect("nfs-ls (apt-get install libnfs-utils)");
-    assert!(out.status.success(), "nfs-ls via portmapper: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "nfs-ls via portmapper: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let status = server.terminate();
     assert!(status.success());
-    assert_eq!(registrations(port), Vec::<String>::new(), "still registered after exit");
+    assert_eq!(
+        registrations(port),
+        Vec::<String>::new(),
+        "still registered after exit"
+    );
 }

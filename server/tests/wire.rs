@@ -12,27 +12,55 @@ use common::Server;
 use nfs3::limits::{MOUNT_PROGRAM, MOUNT_V3, NFS_PROGRAM, NFS_V3};
 use nfs3::mount::{DirPath, MntRes};
 use nfs3::nfs::{GetattrArgs, GetattrRes, NfsFh3, Nfsstat3};
-use rpc::msg::{decode_reply_header, AcceptStat, AuthStat, AuthSys, CallHeader, Denial, OpaqueAuth, ReplyStatus};
+use rpc::msg::{
+    decode_reply_header, AcceptStat, AuthStat, AuthSys, CallHeader, Denial, OpaqueAuth, ReplyStatus,
+};
 use xdr::{Decode, Decoder, Encode, Encoder};
 
 const LAST: u32 = 1 << 31;
 
 fn sys_cred() -> OpaqueAuth {
-    let sys = AuthSys { stamp: 1, machine_name: Bytes::from_static(b"wire"), uid: 0, gid: 0, gids: vec![] };
-    OpaqueAuth { flavor: 1, body: sys.to_xdr() }
+    let sys = AuthSys {
+        stamp: 1,
+        machine_name: Bytes::from_static(b"wire"),
+        uid: 0,
+        gid: 0,
+        gids: vec![],
+    };
+    OpaqueAuth {
+        flavor: 1,
+        body: sys.to_xdr(),
+    }
 }
 
 /// The body of a call record.
-fn call_body(xid: u32, program: u32, version: u32, procedure: u32, cred: OpaqueAuth, args: &[u8]) -> Vec<u8> {
+fn call_body(
+    xid: u32,
+    program: u32,
+    version: u32,
+    procedure: u32,
+    cred: OpaqueAuth,
+    args: &[u8],
+) -> Vec<u8> {
     let mut e = Encoder::new();
-    CallHeader { xid, program, version, procedure, cred, verf: OpaqueAuth::default() }.encode(&mut e);
+    CallHeader {
+        xid,
+        program,
+        version,
+        procedure,
+        cred,
+        verf: OpaqueAuth::default(),
+    }
+    .encode(&mut e);
     let mut body = e.into_bytes().to_vec();
     body.extend_from_slice(args);
     body
 }
 
 fn record(body: &[u8]) -> Vec<u8> {
-    let mut out = (LAST | u32::try_from(body.len()).unwrap()).to_be_bytes().to_vec();
+    let mut out = (LAST | u32::try_from(body.len()).unwrap())
+        .to_be_bytes()
+        .to_vec();
     out.extend_from_slice(body);
     out
 }
@@ -62,7 +90,15 @@ fn status_of(reply: Bytes) -> (u32, ReplyStatus, Decoder) {
 }
 
 fn null_call(s: &mut TcpStream, xid: u32) -> ReplyStatus {
-    s.write_all(&record(&call_body(xid, NFS_PROGRAM, NFS_V3, 0, sys_cred(), &[]))).unwrap();
+    s.write_all(&record(&call_body(
+        xid,
+        NFS_PROGRAM,
+        NFS_V3,
+        0,
+        sys_cred(),
+        &[],
+    )))
+    .unwrap();
     let (got, status, _) = status_of(read_reply(s).expect("NULL reply"));
     assert_eq!(got, xid);
     status
@@ -70,13 +106,24 @@ fn null_call(s: &mut TcpStream, xid: u32) -> ReplyStatus {
 
 fn assert_still_serving(server: &Server) {
     let mut s = connect(server);
-    assert_eq!(null_call(&mut s, 4242), ReplyStatus::Accepted(AcceptStat::Success));
+    assert_eq!(
+        null_call(&mut s, 4242),
+        ReplyStatus::Accepted(AcceptStat::Success)
+    );
 }
 
 fn root_handle(server: &Server) -> NfsFh3 {
     let mut s = connect(server);
     let path = DirPath(Bytes::from_static(b"/")).to_xdr();
-    s.write_all(&record(&call_body(9, MOUNT_PROGRAM, MOUNT_V3, 1, sys_cred(), &path))).unwrap();
+    s.write_all(&record(&call_body(
+        9,
+        MOUNT_PROGRAM,
+        MOUNT_V3,
+        1,
+        sys_cred(),
+        &path,
+    )))
+    .unwrap();
     let (_, status, mut d) = status_of(read_reply(&mut s).unwrap());
     assert_eq!(status, ReplyStatus::Accepted(AcceptStat::Success));
     match MntRes::decode(&mut d).unwrap() {
@@ -88,7 +135,15 @@ fn root_handle(server: &Server) -> NfsFh3 {
 fn getattr_status(server: &Server, fh: NfsFh3) -> Nfsstat3 {
     let mut s = connect(server);
     let args = GetattrArgs { object: fh }.to_xdr();
-    s.write_all(&record(&call_body(5, NFS_PROGRAM, NFS_V3, 1, sys_cred(), &args))).unwrap();
+    s.write_all(&record(&call_body(
+        5,
+        NFS_PROGRAM,
+        NFS_V3,
+        1,
+        sys_cred(),
+        &args,
+    )))
+    .unwrap();
     let (_, status, mut d) = status_of(read_reply(&mut s).unwrap());
     assert_eq!(status, ReplyStatus::Accepted(AcceptStat::Success));
     GetattrRes::decode(&mut d).unwrap().status()
@@ -99,13 +154,54 @@ fn rpc_level_errors_get_their_replies() {
     let server = Server::start(&[]);
     let mut s = connect(&server);
     let cases: Vec<(Vec<u8>, ReplyStatus)> = vec![
-        (call_body(1, 555_555, 1, 0, sys_cred(), &[]), ReplyStatus::Accepted(AcceptStat::ProgUnavail)),
-        (call_body(2, NFS_PROGRAM, 2, 0, sys_cred(), &[]), ReplyStatus::Accepted(AcceptStat::ProgMismatch { low: 3, high: 3 })),
-        (call_body(3, NFS_PROGRAM, NFS_V3, 99, sys_cred(), &[]), ReplyStatus::Accepted(AcceptStat::ProcUnavail)),
-        (call_body(4, NFS_PROGRAM, NFS_V3, 1, sys_cred(), &[0, 0]), ReplyStatus::Accepted(AcceptStat::GarbageArgs)),
-        (call_body(5, NFS_PROGRAM, NFS_V3, 0, OpaqueAuth { flavor: 6, body: Bytes::new() }, &[]), ReplyStatus::Denied(Denial::Auth(AuthStat::TooWeak))),
-        (call_body(6, NFS_PROGRAM, NFS_V3, 0, OpaqueAuth { flavor: 1, body: Bytes::from_static(&[0, 0, 0, 1]) }, &[]), ReplyStatus::Denied(Denial::Auth(AuthStat::BadCred))),
-        (call_body(7, MOUNT_PROGRAM, 1, 0, sys_cred(), &[]), ReplyStatus::Accepted(AcceptStat::ProgMismatch { low: 3, high: 3 })),
+        (
+            call_body(1, 555_555, 1, 0, sys_cred(), &[]),
+            ReplyStatus::Accepted(AcceptStat::ProgUnavail),
+        ),
+        (
+            call_body(2, NFS_PROGRAM, 2, 0, sys_cred(), &[]),
+            ReplyStatus::Accepted(AcceptStat::ProgMismatch { low: 3, high: 3 }),
+        ),
+        (
+            call_body(3, NFS_PROGRAM, NFS_V3, 99, sys_cred(), &[]),
+            ReplyStatus::Accepted(AcceptStat::ProcUnavail),
+        ),
+        (
+            call_body(4, NFS_PROGRAM, NFS_V3, 1, sys_cred(), &[0, 0]),
+            ReplyStatus::Accepted(AcceptStat::GarbageArgs),
+        ),
+        (
+            call_body(
+                5,
+                NFS_PROGRAM,
+                NFS_V3,
+                0,
+                OpaqueAuth {
+                    flavor: 6,
+                    body: Bytes::new(),
+                },
+                &[],
+            ),
+            ReplyStatus::Denied(Denial::Auth(AuthStat::TooWeak)),
+        ),
+        (
+            call_body(
+                6,
+                NFS_PROGRAM,
+                NFS_V3,
+                0,
+                OpaqueAuth {
+                    flavor: 1,
+                    body: Bytes::from_static(&[0, 0, 0, 1]),
+                },
+                &[],
+            ),
+            ReplyStatus::Denied(Denial::Auth(AuthStat::BadCred)),
+        ),
+        (
+            call_body(7, MOUNT_PROGRAM, 1, 0, sys_cred(), &[]),
+            ReplyStatus::Accepted(AcceptStat::ProgMismatch { low: 3, high: 3 }),
+        ),
     ];
     for (body, want) in cases {
         let xid = u32::from_be_bytes(body[..4].try_into().unwrap());
@@ -118,9 +214,15 @@ fn rpc_level_errors_get_their_replies() {
     body[8..12].copy_from_slice(&3u32.to_be_bytes());
     s.write_all(&record(&body)).unwrap();
     let (_, status, _) = status_of(read_reply(&mut s).unwrap());
-    assert_eq!(status, ReplyStatus::Denied(Denial::RpcMismatch { low: 2, high: 2 }));
+    assert_eq!(
+        status,
+        ReplyStatus::Denied(Denial::RpcMismatch { low: 2, high: 2 })
+    );
     // The same connection still works after all of that.
-    assert_eq!(null_call(&mut s, 100), ReplyStatus::Accepted(AcceptStat::Success));
+    assert_eq!(
+        null_call(&mut s, 100),
+        ReplyStatus::Accepted(AcceptStat::Success)
+    );
 }
 
 #[test]
@@ -130,10 +232,16 @@ fn truncated_call_header_is_garbage_and_tiny_records_are_dropped() {
     let body = call_body(11, NFS_PROGRAM, NFS_V3, 0, sys_cred(), &[]);
     s.write_all(&record(&body[..20])).unwrap();
     let (xid, status, _) = status_of(read_reply(&mut s).unwrap());
-    assert_eq!((xid, status), (11, ReplyStatus::Accepted(AcceptStat::GarbageArgs)));
+    assert_eq!(
+        (xid, status),
+        (11, ReplyStatus::Accepted(AcceptStat::GarbageArgs))
+    );
     // Two bytes cannot hold an xid: no reply, but the connection keeps working.
     s.write_all(&record(&[1, 2])).unwrap();
-    assert_eq!(null_call(&mut s, 12), ReplyStatus::Accepted(AcceptStat::Success));
+    assert_eq!(
+        null_call(&mut s, 12),
+        ReplyStatus::Accepted(AcceptStat::Success)
+    );
 }
 
 #[test]
@@ -149,7 +257,10 @@ fn multi_fragment_records_are_joined() {
     wire.extend_from_slice(b);
     s.write_all(&wire).unwrap();
     let (xid, status, _) = status_of(read_reply(&mut s).unwrap());
-    assert_eq!((xid, status), (21, ReplyStatus::Accepted(AcceptStat::Success)));
+    assert_eq!(
+        (xid, status),
+        (21, ReplyStatus::Accepted(AcceptStat::Success))
+    );
 }
 
 #[test]
@@ -157,7 +268,10 @@ fn record_header_claiming_gigabytes_closes_only_that_connection() {
     let server = Server::start(&[]);
     let mut s = connect(&server);
     s.write_all(&0xffff_fff0u32.to_be_bytes()).unwrap();
-    assert!(read_reply(&mut s).is_none(), "server must close the connection");
+    assert!(
+        read_reply(&mut s).is_none(),
+        "server must close the connection"
+    );
     assert_still_serving(&server);
 }
 
@@ -170,9 +284,15 @@ fn stalled_client_is_dropped_while_others_are_served() {
     stalled.write_all(&rec[..rec.len() / 2]).unwrap();
     let started = Instant::now();
     assert_still_serving(&server);
-    assert!(read_reply(&mut stalled).is_none(), "stalled connection must be closed");
+    assert!(
+        read_reply(&mut stalled).is_none(),
+        "stalled connection must be closed"
+    );
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(800) && waited < Duration::from_secs(8), "closed after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(800) && waited < Duration::from_secs(8),
+        "closed after {waited:?}"
+    );
 }
 
 #[test]
@@ -180,24 +300,50 @@ fn connections_past_the_limit_are_closed() {
     let server = Server::start(&["--max-connections", "2"]);
     let mut a = connect(&server);
     let mut b = connect(&server);
-    assert_eq!(null_call(&mut a, 1), ReplyStatus::Accepted(AcceptStat::Success));
-    assert_eq!(null_call(&mut b, 2), ReplyStatus::Accepted(AcceptStat::Success));
+    assert_eq!(
+        null_call(&mut a, 1),
+        ReplyStatus::Accepted(AcceptStat::Success)
+    );
+    assert_eq!(
+        null_call(&mut b, 2),
+        ReplyStatus::Accepted(AcceptStat::Success)
+    );
     let mut c = connect(&server);
-    let _ = c.write_all(&record(&call_body(3, NFS_PROGRAM, NFS_V3, 0, sys_cred(), &[])));
-    assert!(read_reply(&mut c).is_none(), "third connection must be closed");
+    let _ = c.write_all(&record(&call_body(
+        3,
+        NFS_PROGRAM,
+        NFS_V3,
+        0,
+        sys_cred(),
+        &[],
+    )));
+    assert!(
+        read_reply(&mut c).is_none(),
+        "third connection must be closed"
+    );
     drop(a);
     // Once a slot frees up, a new client gets in.
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let mut d = connect(&server);
-        let _ = d.write_all(&record(&call_body(4, NFS_PROGRAM, NFS_V3, 0, sys_cred(), &[])));
+        let _ = d.write_all(&record(&call_body(
+            4,
+            NFS_PROGRAM,
+            NFS_V3,
+            0,
+            sys_cred(),
+            &[],
+        )));
         if read_reply(&mut d).is_some() {
             break;
         }
         assert!(Instant::now() < deadline, "slot never freed");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(null_call(&mut b, 5), ReplyStatus::Accepted(AcceptStat::Success));
+    assert_eq!(
+        null_call(&mut b, 5),
+        ReplyStatus::Accepted(AcceptStat::Success)
+    );
 }
 
 #[test]
@@ -210,15 +356,36 @@ fn forged_empty_and_oversized_handles_are_refused() {
         forged[i] ^= 0x40;
         let st = getattr_status(&server, NfsFh3(Bytes::from(forged)));
         // Bytes 4..8 name the server instance: another instance's handle is stale.
-        let want = if (4..8).contains(&i) { Nfsstat3::Stale } else { Nfsstat3::BadHandle };
+        let want = if (4..8).contains(&i) {
+            Nfsstat3::Stale
+        } else {
+            Nfsstat3::BadHandle
+        };
         assert_eq!(st, want, "byte {i} flipped");
     }
-    assert_eq!(getattr_status(&server, NfsFh3(Bytes::new())), Nfsstat3::BadHandle);
-    assert_eq!(getattr_status(&server, NfsFh3(Bytes::from(vec![1u8; 64]))), Nfsstat3::BadHandle);
+    assert_eq!(
+        getattr_status(&server, NfsFh3(Bytes::new())),
+        Nfsstat3::BadHandle
+    );
+    assert_eq!(
+        getattr_status(&server, NfsFh3(Bytes::from(vec![1u8; 64]))),
+        Nfsstat3::BadHandle
+    );
     // 65 bytes exceeds NFS3_FHSIZE: the arguments themselves are garbage.
     let mut s = connect(&server);
-    let args = GetattrArgs { object: NfsFh3(Bytes::from(vec![1u8; 65])) }.to_xdr();
-    s.write_all(&record(&call_body(7, NFS_PROGRAM, NFS_V3, 1, sys_cred(), &args))).unwrap();
+    let args = GetattrArgs {
+        object: NfsFh3(Bytes::from(vec![1u8; 65])),
+    }
+    .to_xdr();
+    s.write_all(&record(&call_body(
+        7,
+        NFS_PROGRAM,
+        NFS_V3,
+        1,
+        sys_cred(),
+        &args,
+    )))
+    .unwrap();
     let (_, status, _) = status_of(read_reply(&mut s).unwrap());
     assert_eq!(status, ReplyStatus::Accepted(AcceptStat::GarbageArgs));
 }
@@ -238,10 +405,19 @@ fn pipelined_requests_all_get_replies() {
     let mut s = connect(&server);
     let mut wire = Vec::new();
     for xid in 1000..1200u32 {
-        wire.extend(record(&call_body(xid, NFS_PROGRAM, NFS_V3, 0, sys_cred(), &[])));
+        wire.extend(record(&call_body(
+            xid,
+            NFS_PROGRAM,
+            NFS_V3,
+            0,
+            sys_cred(),
+            &[],
+        )));
     }
     s.write_all(&wire).unwrap();
-    let mut seen: Vec<u32> = (0..200).map(|_| status_of(read_reply(&mut s).unwrap()).0).collect();
+    let mut seen: Vec<u32> = (0..200)
+        .map(|_| status_of(read_reply(&mut s).unwrap()).0)
+        .collect();
     seen.sort_unstable();
     assert_eq!(seen, (1000..1200).collect::<Vec<_>>());
 }
@@ -252,4 +428,59 @@ fn sigterm_finishes_and_exits_zero() {
     assert_still_serving(&server);
     let status = server.terminate();
     assert!(status.success(), "exit status {status:?}");
+}
+
+/// Builds a GUARDED CREATE of `name` in `dir`.
+fn create_args(dir: &NfsFh3, name: &str) -> Bytes {
+    use nfs3::nfs::{CreateArgs, CreateHow3, DirOpArgs3, Filename3, Sattr3};
+    CreateArgs {
+        where_: DirOpArgs3 {
+            dir: dir.clone(),
+            name: Filename3(Bytes::copy_from_slice(name.as_bytes())),
+        },
+        how: CreateHow3::Guarded(Sattr3::default()),
+    }
+    .to_xdr()
+}
+
+#[test]
+fn retransmitted_non_idempotent_call_gets_the_first_reply() {
+    use nfs3::nfs::CreateRes;
+    let server = Server::start(&[]);
+    let root = root_handle(&server);
+    let call = record(&call_body(
+        0xdead,
+        NFS_PROGRAM,
+        NFS_V3,
+        8,
+        sys_cred(),
+        &create_args(&root, "once"),
+    ));
+    let mut first = connect(&server);
+    first.write_all(&call).unwrap();
+    let original = read_reply(&mut first).unwrap();
+    let (_, _, mut d) = status_of(original.clone());
+    assert_eq!(CreateRes::decode(&mut d).unwrap().status(), Nfsstat3::Ok);
+    // The client reconnects and retransmits: same xid, same arguments, new connection.
+    drop(first);
+    let mut second = connect(&server);
+    second.write_all(&call).unwrap();
+    assert_eq!(
+        read_reply(&mut second).unwrap(),
+        original,
+        "retransmission must get the cached reply"
+    );
+    // A new call (new xid) with the same arguments really runs: the name exists now.
+    second
+        .write_all(&record(&call_body(
+            0xbeef,
+            NFS_PROGRAM,
+            NFS_V3,
+            8,
+            sys_cred(),
+            &create_args(&root, "once"),
+        )))
+        .unwrap();
+    let (_, _, mut d) = status_of(read_reply(&mut second).unwrap());
+    assert_eq!(CreateRes::decode(&mut d).unwrap().status(), Nfsstat3::Exist);
 }

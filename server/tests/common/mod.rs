@@ -15,7 +15,11 @@ pub struct Pending {
 impl Pending {
     /// Takes ownership of the process: it is killed when the `Server` is dropped.
     pub fn adopt(self, child: Child) -> Server {
-        Server { child, addr: self.addr, url: self.url }
+        Server {
+            child,
+            addr: self.addr,
+            url: self.url,
+        }
     }
 }
 
@@ -32,7 +36,14 @@ impl Server {
     /// for it to print its address.
     pub fn start(args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_granary"))
-            .args(["--log", "warn", "serve", "--listen", "127.0.0.1:0", "--no-portmap"])
+            .args([
+                "--log",
+                "warn",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--no-portmap",
+            ])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -61,7 +72,10 @@ impl Server {
         }
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Pending { addr: addr.expect("granary printed no address"), url: url.expect("granary printed no URL") }
+        Pending {
+            addr: addr.expect("granary printed no address"),
+            url: url.expect("granary printed no URL"),
+        }
     }
 
     /// The URL of `path` (a file or directory below the first export).

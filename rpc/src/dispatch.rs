@@ -260,7 +260,7 @@ impl Dispatcher {
             _ => return Ok(seal(run(prog, &ctx, d))),
         };
         let (cache, clock) = cache;
-        let key = CallKey::new(peer.ip(), xid, (program, version, procedure), &d.rest());
+        let key = CallKey::new(peer, xid, (program, version, procedure), &d.rest());
         let now_ns = u64::try_from(clock.monotonic().as_nanos()).unwrap_or(u64::MAX);
         match cache.begin(key, now_ns) {
             Lookup::Done(reply) => {

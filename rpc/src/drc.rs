@@ -4,8 +4,11 @@
 //! NFS over TCP still sees retransmissions: a client whose connection breaks resends every
 //! call it had in flight on a new connection, and a REMOVE or exclusive CREATE that ran
 //! twice would answer NOENT or EXIST to a call that succeeded. The cache remembers each
-//! non-idempotent call by (client address, xid, program, version, procedure, length and
-//! checksum of the first arguments bytes), as Linux nfsd does, with one of two states:
+//! non-idempotent call by (client address and port, xid, program, version, procedure,
+//! length and checksum of the first arguments bytes), as Linux nfsd does, with one of two
+//! states. The port is part of the key because two connections from one host number their
+//! xids independently; a Linux client reconnects from the same source port, so its
+//! retransmissions still match.
 //!
 //! - *in progress*: a retransmission arriving while the original runs is dropped (the
 //!   original's reply answers it);
@@ -17,7 +20,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -44,7 +47,7 @@ const _: () = assert!(DEFAULT_CAPACITY >= SHARDS);
 /// Identifies one call of one client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CallKey {
-    pub client: IpAddr,
+    pub client: SocketAddr,
     pub xid: u32,
     pub program: u32,
     pub version: u32,
@@ -56,7 +59,7 @@ pub struct CallKey {
 impl CallKey {
     /// Builds the key of a call from its arguments bytes.
     #[must_use]
-    pub fn new(client: IpAddr, xid: u32, prog: (u32, u32, u32), args: &[u8]) -> Self {
+    pub fn new(client: SocketAddr, xid: u32, prog: (u32, u32, u32), args: &[u8]) -> Self {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         args[..args.len().min(CHECKSUM_BYTES)].hash(&mut h);
         Self {
@@ -260,7 +263,7 @@ mod tests {
     use super::*;
 
     fn key(xid: u32, args: &[u8]) -> CallKey {
-        CallKey::new("10.0.0.1".parse().unwrap(), xid, (100_003, 3, 12), args)
+        CallKey::new("10.0.0.1:700".parse().unwrap(), xid, (100_003, 3, 12), args)
     }
 
     #[test]

@@ -291,6 +291,10 @@ async fn setattr_sets_mode_owner_size_and_times() {
     )
     .await;
     assert_eq!((a2.uid, a2.gid), (1234, a.gid));
+    assert_eq!(
+        a2.mode, 0o750,
+        "a file given away loses setuid, as on Linux"
+    );
     let a = setattr_checked(
         &client,
         &fh,
@@ -560,6 +564,36 @@ async fn setattr_follows_posix_ownership_rules() {
         ..Sattr3::default()
     };
     setattr_checked(&other, &fh, touch).await;
+}
+
+/// SERVER BUG (see the report): the owner of a file whose group it is not in sets the
+/// setgid bit, making a program that runs with a group its owner does not have. POSIX
+/// chmod: "if the group ID of the file does not match the effective group ID or one of
+/// the supplementary group IDs ... S_ISGID shall be cleared"; Linux does so in
+/// `setattr_copy`.
+#[tokio::test]
+async fn setattr_of_setgid_by_an_owner_outside_the_group_clears_it() {
+    let (_server, client, root) = start(&[]).await;
+    let dir_owner = as_user(&client, 1000, 100, &[]);
+    let shared = dir_owner.mkdir_ok(&root, "shared", 0o2777).await.unwrap();
+    let outsider = as_user(&client, 1001, 200, &[]);
+    let fh = outsider.create_file(&shared, "prog", 0o755).await.unwrap();
+    assert_eq!(
+        getattr(&client, &fh).await.gid,
+        100,
+        "the directory's group"
+    );
+    let a = setattr_checked(&outsider, &fh, mode_only(0o2755)).await;
+    assert_eq!(
+        a.mode, 0o755,
+        "setgid to a group the caller is not in: {:o}",
+        a.mode
+    );
+
+    let member = as_user(&client, 1002, 100, &[]);
+    let fh = member.create_file(&shared, "ok", 0o755).await.unwrap();
+    let a = setattr_checked(&member, &fh, mode_only(0o2755)).await;
+    assert_eq!(a.mode, 0o2755, "a member may");
 }
 
 #[tokio::test]
@@ -833,7 +867,18 @@ async fn read_only_export_grants_no_modify_extend_or_delete() {
     assert_eq!(err.nfs_status(), Some(Nfsstat3::RoFs));
     let err = client.mkdir_ok(&root, "d", 0o755).await.unwrap_err();
     assert_eq!(err.nfs_status(), Some(Nfsstat3::RoFs));
+    let res = symlink(&client, &root, "l", b"target").await;
+    assert_eq!(res.status(), Nfsstat3::RoFs);
+    for err in [
+        client.remove_file(&root, "x").await.unwrap_err(),
+        client.rmdir_ok(&root, "x").await.unwrap_err(),
+        client.rename_ok(&root, "x", &root, "y").await.unwrap_err(),
+    ] {
+        assert_eq!(err.nfs_status(), Some(Nfsstat3::RoFs), "{err:?}");
+    }
     assert_eq!(getattr(&client, &root).await, root_attrs);
+    // Reading is fine.
+    assert_eq!(client.list_dir(&root).await.unwrap().len(), 2);
 }
 
 // ---------------------------------------------------------------------------------------

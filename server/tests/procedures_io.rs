@@ -324,6 +324,25 @@ async fn read_and_write_follow_permissions_with_owner_override() {
     assert_eq!(other.read_all(&shared).await.unwrap(), b"theirs");
 }
 
+#[tokio::test]
+async fn a_write_by_another_user_clears_setuid_and_setgid() {
+    let (_server, client, root) = start(&[]).await;
+    let owner = client.clone().with_auth(&auth_sys(1000, 1000, &[]));
+    let other = client.clone().with_auth(&auth_sys(1001, 1001, &[]));
+    let prog = owner.create_file(&root, "prog", 0o6777).await.unwrap();
+    assert_eq!(getattr(&client, &prog).await.mode, 0o6777);
+    write_checked(&other, &prog, 0, b"planted", StableHow::FileSync).await;
+    assert_eq!(
+        getattr(&client, &prog).await.mode,
+        0o777,
+        "no code planted runs as the owner"
+    );
+    // Setgid without group execute marks mandatory locking, not privilege: it stays.
+    let locked = owner.create_file(&root, "locked", 0o2666).await.unwrap();
+    write_checked(&other, &locked, 0, b"data", StableHow::FileSync).await;
+    assert_eq!(getattr(&client, &locked).await.mode, 0o2666);
+}
+
 // ---------------------------------------------------------------------------------------
 // Stability, COMMIT and the write verifier
 // ---------------------------------------------------------------------------------------

@@ -461,15 +461,18 @@ fn retransmitted_non_idempotent_call_gets_the_first_reply() {
     let original = read_reply(&mut first).unwrap();
     let (_, _, mut d) = status_of(original.clone());
     assert_eq!(CreateRes::decode(&mut d).unwrap().status(), Nfsstat3::Ok);
-    // The client reconnects and retransmits: same xid, same arguments, new connection.
-    drop(first);
-    let mut second = connect(&server);
-    second.write_all(&call).unwrap();
+    // The client times out and retransmits on its connection: same xid, same arguments.
+    first.write_all(&call).unwrap();
     assert_eq!(
-        read_reply(&mut second).unwrap(),
+        read_reply(&mut first).unwrap(),
         original,
         "retransmission must get the cached reply"
     );
+    // The same xid from another connection (another port) is another client's call.
+    let mut second = connect(&server);
+    second.write_all(&call).unwrap();
+    let (_, _, mut d) = status_of(read_reply(&mut second).unwrap());
+    assert_eq!(CreateRes::decode(&mut d).unwrap().status(), Nfsstat3::Exist);
     // A new call (new xid) with the same arguments really runs: the name exists now.
     second
         .write_all(&record(&call_body(

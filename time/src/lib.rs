@@ -11,6 +11,8 @@
 //! as they arrive.
 #![forbid(unsafe_code)]
 
+pub mod wheel;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -241,19 +241,8 @@ impl Export {
         if !cred.is_root() {
             self.check_setattr_rights(cred, &attr, set)?;
         }
-        let owner_changes =
-            set.uid.is_some_and(|u| u != attr.uid) || set.gid.is_some_and(|g| g != attr.gid);
-        let mut attr = if owner_changes && set.mode.is_none() && attr.file_type == FileType::Regular
-        {
-            // A file given away loses setuid (and setgid when group-executable), as on Linux.
-            let killed = SetAttr {
-                mode: Some(without_set_id(attr.mode)),
-                ..set.clone()
-            };
-            self.backend.setattr(id, &killed, guard)?
-        } else {
-            self.backend.setattr(id, set, guard)?
-        };
+        let set = mode_rules(cred, &attr, set);
+        let mut attr = self.backend.setattr(id, &set, guard)?;
         attr.fsid = u64::from(self.id.0);
         Ok(attr)
     }
@@ -366,8 +355,15 @@ impl Export {
                 }
             }
         }
+        let mode = match mode {
+            CreateMode::Unchecked(a) => {
+                CreateMode::Unchecked(strip_inherited_sgid(a, cred, &dir_attr))
+            }
+            CreateMode::Guarded(a) => CreateMode::Guarded(strip_inherited_sgid(a, cred, &dir_attr)),
+            CreateMode::Exclusive(v) => CreateMode::Exclusive(*v),
+        };
         self.backend
-            .create(dir, name, mode, Self::owner_for(cred, &dir_attr))
+            .create(dir, name, &mode, Self::owner_for(cred, &dir_attr))
     }
 
     pub fn mkdir(
@@ -378,8 +374,14 @@ impl Export {
         attrs: &SetAttr,
     ) -> FsResult<FileId> {
         let dir_attr = self.writable_dir(cred, dir)?;
+        let mut attrs = attrs.clone();
+        if dir_attr.mode & 0o2000 != 0 {
+            // Group inheritance continues down the tree: a setgid directory's
+            // subdirectories are setgid too.
+            attrs.mode = Some(attrs.mode.unwrap_or(0o755) | 0o2000);
+        }
         self.backend
-            .mkdir(dir, name, attrs, Self::owner_for(cred, &dir_attr))
+            .mkdir(dir, name, &attrs, Self::owner_for(cred, &dir_attr))
     }
 
     pub fn symlink(
@@ -418,8 +420,9 @@ impl Export {
         if device && !cred.is_root() {
             return Err(FsError::Perm);
         }
+        let attrs = strip_inherited_sgid(attrs, cred, &dir_attr);
         self.backend
-            .mknod(dir, name, kind, attrs, Self::owner_for(cred, &dir_attr))
+            .mknod(dir, name, kind, &attrs, Self::owner_for(cred, &dir_attr))
     }
 
     pub fn readlink(&self, id: FileId) -> FsResult<Bytes> {
@@ -496,6 +499,39 @@ impl Export {
         props.read_only |= self.options.read_only;
         props
     }
+}
+
+/// A new file in a setgid directory gets the directory's group; a caller outside that
+/// group must not get a group-executable setgid program of it (Linux `mode_strip_sgid`,
+/// the fix of CVE-2018-13405).
+fn strip_inherited_sgid(attrs: &SetAttr, cred: &Cred, dir: &Attr) -> SetAttr {
+    let mut attrs = attrs.clone();
+    if let Some(mode) = attrs.mode {
+        let inherits = dir.mode & 0o2000 != 0;
+        if inherits && !cred.is_root() && !cred.in_group(dir.gid) && mode & 0o2010 == 0o2010 {
+            attrs.mode = Some(mode & !0o2000);
+        }
+    }
+    attrs
+}
+
+/// The mode rules of a SETATTR, as Linux applies them: giving a regular file away clears
+/// its set-id bits (also from a mode set in the same call), and a non-root caller outside
+/// the file's group cannot set setgid.
+fn mode_rules(cred: &Cred, attr: &Attr, set: &SetAttr) -> SetAttr {
+    let mut set = set.clone();
+    let owner_changes =
+        set.uid.is_some_and(|u| u != attr.uid) || set.gid.is_some_and(|g| g != attr.gid);
+    if owner_changes && attr.file_type == FileType::Regular {
+        set.mode = Some(without_set_id(set.mode.unwrap_or(attr.mode)));
+    }
+    if let Some(mode) = set.mode {
+        let gid = set.gid.unwrap_or(attr.gid);
+        if mode & 0o2000 != 0 && !cred.is_root() && !cred.in_group(gid) {
+            set.mode = Some(mode & !0o2000);
+        }
+    }
+    set
 }
 
 /// `mode` without setuid, and without setgid if the group may execute (setgid without

@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# One group of checks, run INSIDE the guest by suite.sh:  check.sh GROUP
+# Works under $KT_ROOT (a tmpfs directory for the reference, an NFS mount otherwise)
+# and prints what it observed: results, sizes, modes, owners, checksums; never times,
+# inode numbers or the root's path. Each check of the group starts with a line
+# "== NAME"; suite.sh runs the group on the guest's own tmpfs and on each NFS mount and
+# compares the outputs check by check. Lines starting with "note:" are shown on
+# failure but not compared.
+# Environment (set by suite.sh):
+#   KT_KIND   ref (tmpfs) | nfs
+#   KT_ROOT   directory to work in
+#   KT_MNT, KT_MOUNT   nfs only: the mount point and the command that mounts it
+#   KT_SRC    source files made once per boot (f.SIZE: SIZE random bytes)
+#   KT_GUEST  this directory
+set -u
+export LC_ALL=C
+
+# reload: make what follows read from the server, not from the client's caches. On
+# NFS that is umount + mount (which also writes back dirty data), so no file on the
+# mount may be open and no process may have its cwd there. On the reference tmpfs
+# there is nothing to reload.
+reload() {
+    cd / || return 1
+    [ "$KT_KIND" = nfs ] || return 0
+    umount "$KT_MNT" || { echo "reload: umount $KT_MNT failed"; fuser -vm "$KT_MNT" 2>&1; return 1; }
+    $KT_MOUNT || { echo "reload: mount failed: $KT_MOUNT"; return 1; }
+}
+export -f reload
+export KT_RELOAD=reload KT_KIND KT_MNT KT_MOUNT
+
+sha() { sha256sum | cut -c1-16; }
+
+# manifest DIR [times]: one sorted line per entry: path, type, mode, owner, link count,
+# size (not for directories: tmpfs and NFS servers report different directory sizes),
+# symlink target, and with "times" mtime and ctime (ns).
+manifest() {
+    local fmt='%p\t%y\t%m\t%U:%G\t%n\t%s\t%l'
+    [ "${2:-}" = times ] && fmt="$fmt\t%T@\t%C@"
+    (cd "$1" && find . -printf "$fmt\n" | awk -F'\t' -v OFS='\t' '$2 == "d" { $6 = "-" } { print }' | sort)
+}
+
+# contents DIR: sha256 of every regular file below DIR, sorted by path.
+contents() {
+    (cd "$1" && find . -type f -print0 | sort -z | xargs -0 -r sha256sum)
+}
+
+# ------------------------------------------------------------- copy in and out
+# Files of 0 B, 1 B, 4 KiB, 1 MiB + 1 and 64 MiB: cp in, umount + mount, checksum on
+# the server, cp out and cmp; then overwrite a few bytes in the middle in place
+# (partial pages) and read back after another umount + mount.
+SIZES=(0 1 4096 1048577 67108864)
+grp_copy() {
+    local d=$KT_ROOT/copy n back=/tmp/kt-back.$$ r=/tmp/kt-copy.$$
+    mkdir -p "$d"
+    for n in "${SIZES[@]}"; do cp "$KT_SRC/f.$n" "$d/f.$n" >"$r.$n" 2>&1; echo "cp in: $?" >>"$r.$n"; done
+    reload || return 1
+    for n in "${SIZES[@]}"; do
+        {
+            echo "size on server: $(stat -c %s "$d/f.$n")"
+            echo "sha on server: $(sha <"$d/f.$n") (source $(sha <"$KT_SRC/f.$n"))"
+            cp "$d/f.$n" "$back"; echo "cp out: $?"
+            cmp "$KT_SRC/f.$n" "$back" && echo "copied out: identical to the source"
+            rm -f "$back"
+        } >>"$r.$n" 2>&1
+        [ "$n" -gt 8192 ] &&
+            printf 'granary' | dd of="$d/f.$n" bs=1 seek=$((n / 2 - 3)) conv=notrunc status=none
+    done
+    reload || return 1
+    for n in "${SIZES[@]}"; do
+        echo "== copy-$n"
+        cat "$r.$n"; rm -f "$r.$n"
+        [ "$n" -gt 8192 ] && echo "after 7 bytes written in the middle: size $(stat -c %s "$d/f.$n"), sha $(sha <"$d/f.$n")"
+    done
+    rm -rf "$d"
+}
+
+# ------------------------------------------------------------- a real tree
+grp_doc_tree() {
+    local d=$KT_ROOT/doc-tree back=/tmp/kt-docback.$$ a b
+    mkdir -p "$d"
+    echo "== doc-tree-cp-in"
+    cp -a /usr/share/doc "$d/doc"; echo "cp -a in: $?"
+    reload || return 1
+    diff -r /usr/share/doc "$d/doc" && echo "diff -r source copy: identical"
+    echo "== doc-tree-attributes"
+    # cp -a keeps modes, owners and mtimes (not ctimes): fields 1-8 of the manifest.
+    a=$(manifest /usr/share/doc times | cut -f1-8) b=$(manifest "$d/doc" times | cut -f1-8)
+    if [ "$a" = "$b" ]; then echo "manifest (type, mode, owner, links, size, target, mtime): as source"
+    else echo "manifest differs from the source (< source, > copy):"; diff <(echo "$a") <(echo "$b") | head -40; fi
+    echo "entries: $(echo "$b" | wc -l)"
+    echo "== doc-tree-cp-out"
+    cp -a "$d/doc" "$back"; echo "cp -a out: $?"
+    diff -r /usr/share/doc "$back" && echo "diff -r copied out: identical"
+    [ "$(manifest "$back" times | cut -f1-5,7,8)" = "$(manifest /usr/share/doc times | cut -f1-5,7,8)" ] &&
+        echo "copied out: modes, owners, links, targets, mtimes as source"
+    rm -rf "$back"
+    # The tree stays on the mount: persist checks it again across umount + mount.
+}
+
+# ------------------------------------------------------------- 10,000 entries
+# 10,000 files (every 100th with a few bytes), made by 4 processes at once.
+grp_bigdir() {
+    local d=$KT_ROOT/bigdir
+    echo "== bigdir-create"
+    python3 -S - "$d" <<'EOF'
+import os, sys
+from multiprocessing import Pool
+d = sys.argv[1]
+def make(part):
+    for i in range(part, 10000, 4):
+        with open(f"{d}/f{i:05d}", "w") as f:
+            if i % 100 == 0:
+                f.write(f"entry {i}\n")
+os.mkdir(d)
+with Pool(4) as p:
+    p.map(make, range(4))
+print("created", len(os.listdir(d)))
+EOF
+    reload || return 1
+    echo "== bigdir-ls"
+    ls -ln --time-style=+T "$d" >/tmp/kt-ls.$$; echo "ls -l rc: $?"
+    echo "lines: $(wc -l </tmp/kt-ls.$$), listing sha: $(sha </tmp/kt-ls.$$)"
+    grep -v '^total' /tmp/kt-ls.$$ | sed -n '1,3p;5000p;$p'
+    echo "note: $(head -1 /tmp/kt-ls.$$)"; rm -f /tmp/kt-ls.$$
+    echo "ls -f count: $(ls -f "$d" | wc -l)"
+    reload || return 1
+    echo "== bigdir-find"
+    echo "find: $(find "$d" -printf '%P %y %s %n\n' | sort | sha), count $(find "$d" | wc -l)"
+    echo "find -size 11c: $(find "$d" -size 11c | wc -l), -empty: $(find "$d" -empty | wc -l)"
+    echo "find -name f0999?: $(find "$d" -name 'f0999?' | sort | tr '\n' ' ')"
+    echo "== bigdir-du"
+    echo "du --inodes: $(du -s --inodes "$d" | cut -f1)"
+    echo "du -ab (files): $(du -ab "$d" | grep -v "	$d\$" | sort -k2 | sha), total $(du -ab "$d" | grep -v "	$d\$" | awk '{ s += $1 } END { print s }')"
+    echo "note: du -sk (blocks, not compared): $(du -sk "$d" | cut -f1) KiB; f00100: $(stat -c 'size %s blocks %b' "$d/f00100")"
+    echo "== bigdir-rm"
+    # rm -rf reads the directory in chunks while it removes entries: cookies must hold.
+    rm -rf "$d"; echo "rm -rf: $?"
+    [ -e "$d" ] && echo "still there: $(ls -f "$d" | wc -l) entries" || echo "gone"
+}
+
+# ------------------------------------------------------------- POSIX semantics
+grp_posix() { python3 -S "$KT_GUEST/posix.py" "$KT_ROOT/posix"; }
+grp_squash() { python3 -S "$KT_GUEST/posix.py" "$KT_ROOT/posix" squash; }
+
+# ------------------------------------------------------------- fio --verify
+# Eight jobs at once, each on its own file: random and sequential writes, 4 KiB and
+# 1 MiB blocks, iodepth 1 and 16, buffered and O_DIRECT, in the half of the 16
+# combinations where direct = 1 - (rand + 4k + qd1) mod 2, so every pair of two factors
+# appears in all four combinations. The write pass writes each block once with crc32c
+# headers; after umount + mount a --verify_only pass reads back and checks every block
+# from the server. tmpfs (6.1) has no O_DIRECT, so the reference runs all buffered.
+# KT_FIO_FULL=1 runs all 16.
+FIO_JOBS=(
+    "randwrite 4k 1 1" "randwrite 4k 16 0" "randwrite 1m 1 0" "randwrite 1m 16 1"
+    "write 4k 1 0" "write 4k 16 1" "write 1m 1 1" "write 1m 16 0"
+)
+[ "${KT_FIO_FULL:-0}" = 1 ] && FIO_JOBS+=(
+    "randwrite 4k 1 0" "randwrite 4k 16 1" "randwrite 1m 1 1" "randwrite 1m 16 0"
+    "write 4k 1 1" "write 4k 16 0" "write 1m 1 0" "write 1m 16 1"
+)
+fio_jobfile() { # DIR VERIFY_ONLY
+    local j rw bs qd direct eng size
+    printf '[global]\nverify=crc32c\nverify_fatal=1\nrandrepeat=1\ndo_verify=0\n'
+    [ "$2" = 1 ] && printf 'verify_only=1\ndo_verify=1\n'
+    for j in "${FIO_JOBS[@]}"; do
+        read -r rw bs qd direct <<<"$j"
+        # libaio keeps 16 O_DIRECT requests in flight; for buffered I/O it blocks in
+        # io_submit, so buffered QD16 uses io_uring (whose workers run them at once).
+        if [ "$qd" = 1 ]; then eng=psync; elif [ "$direct" = 1 ]; then eng=libaio; else eng=io_uring; fi
+        if [ "$bs" = 4k ]; then size=4m; else size=32m; fi
+        [ "$KT_KIND" = ref ] && direct=0
+        printf '[fio-%s-%s-qd%s-d%s]\nfilename=%s\nrw=%s\nbs=%s\niodepth=%s\ndirect=%s\nioengine=%s\nsize=%s\n' \
+            "$rw" "$bs" "$qd" "${j##* }" "$1/$rw-$bs-$qd-${j##* }" "$rw" "$bs" "$qd" "$direct" "$eng" "$size"
+    done
+}
+grp_fio() {
+    local d=$KT_ROOT/fio
+    mkdir -p "$d"
+    fio_jobfile "$d" 0 >/tmp/kt-fio-w.$$
+    fio_jobfile "$d" 1 >/tmp/kt-fio-v.$$
+    fio --output-format=terse --terse-version=3 /tmp/kt-fio-w.$$ >/tmp/kt-fio-w.out.$$ 2>&1
+    echo "write pass: rc $?" >/tmp/kt-fio-rc.$$
+    reload || return 1
+    fio --output-format=terse --terse-version=3 /tmp/kt-fio-v.$$ >/tmp/kt-fio-v.out.$$ 2>&1
+    echo "verify pass: rc $?" >>/tmp/kt-fio-rc.$$
+    # terse v3: field 3 the job name, 5 its error (errno; EILSEQ 84 on a bad block).
+    local j name
+    for j in $(grep -o '^\[fio-[^]]*' /tmp/kt-fio-w.$$ | tr -d '['); do
+        echo "== $j"
+        echo "write error: $(awk -F';' -v n="$j" '$3 == n { print $5 }' /tmp/kt-fio-w.out.$$)"
+        echo "verify error: $(awk -F';' -v n="$j" '$3 == n { print $5 }' /tmp/kt-fio-v.out.$$)"
+        echo "size: $(stat -c %s "$d/$(sed -n "/^\[$j\]/,/^filename/s/^filename=//p" /tmp/kt-fio-w.$$ | xargs basename)")"
+        grep -h "$j" /tmp/kt-fio-[wv].out.$$ | grep -v '^3;' | head -5
+        awk -F';' -v n="$j" '$3 == n { printf "note: write %s KiB/s %s IOPS\n", $48, $49 }' /tmp/kt-fio-w.out.$$
+    done
+    echo "== fio-status"
+    cat /tmp/kt-fio-rc.$$
+    grep -hv '^3;' /tmp/kt-fio-[wv].out.$$ | grep -iE 'verify|crc|bad|error' | head -10
+    rm -f /tmp/kt-fio-*.$$; rm -rf "$d"
+}
+
+# ------------------------------------------------------------- concurrency
+grp_stress_ng() {
+    local d=$KT_ROOT/stress-ng
+    mkdir -p "$d"
+    echo "== stress-ng"
+    # hdd verifies what it wrote; dir, rename, link and symlink check their own results.
+    stress-ng --temp-path "$d" --timeout "${KT_STRESS_SECS:-15}s" --hdd 2 --hdd-bytes 8m \
+        --hdd-write-size 64k --verify --dir 1 --dir-dirs 256 --rename 1 --link 1 --symlink 1 \
+        --metrics-brief >/tmp/kt-stress.$$ 2>&1
+    echo "stress-ng: rc $?"
+    sed -n 's/^stress-ng: [a-z]*: *\[[0-9]*\] //p' /tmp/kt-stress.$$ |
+        grep -E '^(passed|failed|skipped|metrics untrustworthy):|fail|error|verif' | grep -v 'failed: 0'
+    grep -E ' (hdd|dir|rename|link|symlink) ' /tmp/kt-stress.$$ | sed 's/^/note: /' | tail -6
+    echo "left behind: $(find "$d" -mindepth 1 | wc -l)"
+    rm -rf "$d" /tmp/kt-stress.$$
+}
+
+grp_writers() {
+    local d=$KT_ROOT/writers
+    mkdir -p "$d"
+    echo "== writers"
+    python3 -S "$KT_GUEST/writers.py" "$d/tree" 4 "${KT_WRITER_ROUNDS:-40}"; echo "writers: rc $?"
+    reload || return 1
+    echo "final tree: $(manifest "$d/tree" | sha), $(manifest "$d/tree" | wc -l) entries"
+    echo "contents: $(contents "$d/tree" | sha), $(find "$d/tree" -type f | wc -l) files"
+    manifest "$d/tree" | sed 's/^/note: /' | head -5
+    # The tree stays on the mount: persist checks it again across umount + mount.
+}
+
+# ------------------------------------------------------------- persistence
+grp_persist() {
+    local d=$KT_ROOT/persist before=/tmp/kt-persist.$$ after=/tmp/kt-persist2.$$
+    mkdir -p "$d/a/b/c" "$d/empty"
+    cp "$KT_SRC/f.1048577" "$d/a/mib"
+    head -c 4095 "$KT_SRC/f.1048577" >"$d/a/b/4095"
+    head -c 4097 "$KT_SRC/f.1048577" >"$d/a/b/c/4097"
+    : >"$d/zero"
+    truncate -s 10M "$d/sparse"
+    printf 'middle' | dd of="$d/sparse" bs=1 seek=$((5 << 20)) conv=notrunc status=none
+    ln "$d/a/mib" "$d/hard"; ln -s a/b/4095 "$d/sym"; mkfifo "$d/fifo"
+    chmod 0751 "$d/a"; chmod 0600 "$d/zero"; chown 1000:1000 "$d/a/b/4095"
+    sync
+    { manifest "$KT_ROOT" times; contents "$KT_ROOT"; } >"$before"
+    reload || return 1
+    { manifest "$KT_ROOT" times; contents "$KT_ROOT"; } >"$after"
+    echo "== persist-whole-mount"
+    # Everything the earlier checks left (the doc tree, the writers' tree, this tree).
+    if cmp -s "$before" "$after"; then
+        echo "after sync, umount, mount: every entry, attribute, time and byte intact"
+    else
+        echo "changed across umount + mount (< before, > after):"; diff "$before" "$after" | head -40
+    fi
+    echo "note: $(grep -c . "$before") lines of manifest and checksums"
+    echo "== persist-tree"
+    manifest "$d"; contents "$d"
+    rm -f "$before" "$after"
+}
+
+group=${1:?usage: check.sh GROUP}
+"grp_${group//-/_}"

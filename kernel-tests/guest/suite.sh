@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# The kernel-client suite, run INSIDE the vm.sh guest as root by kernel-tests/run.sh.
+# Starts granary (squash none, and a second one with squash root) and kernel nfsd
+# (a tmpfs export, and a second one with root_squash), mounts all four with the
+# guest's NFSv3 client, and runs every group of check.sh first on the guest's own
+# tmpfs (the reference), then on all servers at once (each on its own mount; two
+# vCPUs make that nearly twice as fast as one after the other under TCG). A check
+# passes on a server when its output equals the reference's; otherwise both outputs
+# (or their diff) are printed.
+# Env: KT_STAGE    staging directory shared from the host (granary binary, scripts)
+#      KT_TARGETS  servers to test (default "granary knfsd")
+#      KT_CHECKS   extended regex: run only the groups whose names match
+set -u
+KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
+# shellcheck source=common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+read -r -a TARGETS <<<"${KT_TARGETS:-granary knfsd}"
+OUT=/tmp/kt-out
+T0=${EPOCHREALTIME/./}
+
+# group, time limit in seconds, and "sq" for the group that runs on the root-squashed
+# exports (its reference runs as nobody, 65534, which is what root becomes there).
+# persist comes last: it checks everything the others left on the mount.
+GROUPS_=(
+    "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
+    "fio 600" "stress-ng 120" "writers 300" "persist 300"
+)
+
+declare -A PASS FAIL FAILED_NAMES
+
+secs() { # microseconds since $1 (default: the start) as seconds with one decimal
+    local us=$(( ${EPOCHREALTIME/./} - ${1:-$T0} ))
+    printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000))
+}
+say() { echo "[$(secs) s] $*"; }
+
+setup() {
+    install_granary || return 1
+    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq
+    mount -t tmpfs -o size=3G tmpfs /ref || return 1
+    mount -t tmpfs -o size=512M,mode=0777 tmpfs /ref-sq || return 1
+    local n
+    for n in 0 1 4096 1048577 67108864; do head -c "$n" /dev/urandom >"/tmp/kt-src/f.$n"; done
+    chmod -R a+rX /tmp/kt-src "$KT_STAGE"
+}
+
+start_target() {
+    local t0=${EPOCHREALTIME/./}
+    case $1 in
+    granary)
+        granary_start "$GRANARY_PORT" none /tmp/granary.log &&
+            granary_start "$GRANARY_SQ_PORT" root /tmp/granary-sq.log &&
+            $(granary_mount_cmd "$GRANARY_PORT" /mnt/granary) &&
+            $(granary_mount_cmd "$GRANARY_SQ_PORT" /mnt/granary-sq) ;;
+    knfsd)
+        knfsd_start_both &&
+            $(knfsd_mount_cmd /export /mnt/knfsd) &&
+            $(knfsd_mount_cmd /export-sq /mnt/knfsd-sq) ;;
+    *) echo "unknown target $1"; return 1 ;;
+    esac || return 1
+    say "$1 up and mounted in $(secs "$t0") s"
+    grep " /mnt/$1" /proc/mounts | sed 's/^/    /'
+}
+
+# ctx_env CTX SQ: root, kind, mount point, mount command and user for a context.
+ctx_env() {
+    local ctx=$1 sq=$2 port exp
+    kind=nfs user=()
+    case $ctx in
+    ref) kind=ref root=/ref mnt= mcmd=
+         [ "$sq" = sq ] && { root=/ref-sq user=(setpriv --reuid=65534 --regid=65534 --clear-groups); } ;;
+    granary) mnt=/mnt/granary port=$GRANARY_PORT
+             [ "$sq" = sq ] && { mnt=/mnt/granary-sq port=$GRANARY_SQ_PORT; }
+             root=$mnt mcmd=$(granary_mount_cmd "$port" "$mnt") ;;
+    knfsd) mnt=/mnt/knfsd exp=/export
+           [ "$sq" = sq ] && { mnt=/mnt/knfsd-sq exp=/export-sq; }
+           root=$mnt mcmd=$(knfsd_mount_cmd "$exp" "$mnt") ;;
+    esac
+}
+
+# alive CTX: the server still runs and answers (a dead server would hang every check).
+alive() {
+    local p
+    if [ "$1" = granary ]; then
+        for p in "${KT_PIDS[@]}"; do
+            kill -0 "$p" 2>/dev/null || { echo "granary (pid $p) has exited; log tail:"; tail -20 /tmp/granary*.log; return 1; }
+        done
+    fi
+    mountpoint -q "$mnt" || { echo "$mnt was not mounted; mounting again"; $mcmd || return 1; }
+    timeout 30 stat -f "$mnt" >/dev/null || { echo "$mnt does not answer statfs within 30 s"; return 1; }
+}
+
+# run_ctx CTX GROUP LIMIT SQ: run GROUP in context CTX; its checks' outputs in
+# $OUT/CTX/CHECK (the last one ends with the group's exit status).
+run_ctx() {
+    local ctx=$1 group=$2 limit=$3 sq=$4 kind root mnt mcmd user rc t0
+    ctx_env "$ctx" "$sq"
+    local dir=$OUT/$ctx raw=$OUT/$ctx/$group.raw
+    mkdir -p "$dir"
+    if [ "$kind" = nfs ] && ! alive "$ctx" >"$raw" 2>&1; then
+        echo "exit: server not available" >>"$raw"
+    else
+        t0=${EPOCHREALTIME/./}
+        timeout -k 10 "$limit" "${user[@]}" env KT_KIND=$kind KT_ROOT="$root" KT_MNT="$mnt" \
+            KT_MOUNT="$mcmd" KT_SRC=/tmp/kt-src KT_GUEST="$KT_GUEST" \
+            bash "$KT_GUEST/check.sh" "$group" >"$raw" 2>&1 </dev/null
+        rc=$?
+        if [ $rc = 124 ] || [ $rc = 137 ]; then echo "exit: timed out after ${limit} s"; else echo "exit: $rc"; fi >>"$raw"
+        echo "$(secs "$t0")" >"$dir/$group.secs"
+        # A group killed on timeout may leave the mount busy or gone; put it back.
+        if [ "$kind" = nfs ] && ! mountpoint -q "$mnt"; then $mcmd >/dev/null 2>&1; fi
+    fi
+    # Split into one file per check ("== NAME" lines); output before the first
+    # header goes to the group's own name. Paths under the root read ROOT.
+    sed "s#$root#ROOT#g" "$raw" | awk -v dir="$dir" -v g="$group" -v list="$dir/$group.list" '
+        BEGIN { f = dir "/" g ".out"; print g > list }
+        /^== / { f = dir "/" $2 ".out"; print $2 > list; next }
+        { print > f }'
+}
+
+show() { # FILE LABEL: a check's output, at most 50 lines, without notes
+    echo "    --- $2:"
+    grep -v '^note:' "$1" | head -50 | sed 's/^/    | /'
+}
+
+# compare T GROUP: every check of GROUP in the reference against target T.
+compare() {
+    local t=$1 group=$2 c ref res names took
+    took=$(cat "$OUT/$t/$group.secs" 2>/dev/null)
+    # The reference's checks, then any the target printed that the reference did not.
+    names=$(awk '!seen[$0]++' "$OUT/ref/$group.list" "$OUT/$t/$group.list")
+    for c in $names; do
+        ref=$OUT/ref/$c.out res=$OUT/$t/$c.out
+        [ -f "$ref" ] || : >"$ref"
+        [ -f "$res" ] || echo "(no output: the group stopped before this check)" >"$res"
+        # The group's own file holds only what came before its first check; it is a
+        # check of its own only when it has something.
+        if [ "$c" = "$group" ] && [ ! -s "$ref" ] && [ ! -s "$res" ]; then continue; fi
+        if cmp -s <(grep -v '^note:' "$ref") <(grep -v '^note:' "$res"); then
+            PASS[$t]=$((${PASS[$t]:-0} + 1))
+            echo "PASS $t $c"
+        else
+            FAIL[$t]=$((${FAIL[$t]:-0} + 1)); FAILED_NAMES[$t]+=" $c"
+            echo "FAIL $t $c: differs from the reference (guest tmpfs${sq:+, as nobody})"
+            if [ "$(wc -l <"$ref")" -le 30 ] && [ "$(wc -l <"$res")" -le 30 ]; then
+                show "$ref" "reference (guest tmpfs)"; show "$res" "$t"
+            else
+                echo "    --- diff: - reference (guest tmpfs), + $t"
+                diff -u <(grep -v '^note:' "$ref") <(grep -v '^note:' "$res") | tail -n +3 | head -50 | sed 's/^/    | /'
+            fi
+            grep -h '^note:' "$res" | head -8 | sed "s/^/    $t /"
+        fi
+    done
+    echo "     ($t: group $group took ${took:-?} s)"
+}
+
+run_group() {
+    local group=$1 limit=$2 sq=${3:-} t
+    say "group $group: reference (guest tmpfs${sq:+, as nobody})"
+    run_ctx ref "$group" "$limit" "$sq"
+    say "group $group: reference took $(cat "$OUT/ref/$group.secs") s; now ${TARGETS[*]} at once"
+    for t in "${TARGETS[@]}"; do run_ctx "$t" "$group" "$limit" "$sq" & done
+    wait
+    for t in "${TARGETS[@]}"; do compare "$t" "$group"; done
+}
+
+finish() {
+    local t
+    for t in "${TARGETS[@]}"; do umount "/mnt/$t" "/mnt/$t-sq" 2>/dev/null; done
+    if [ "${#KT_PIDS[@]}" -gt 0 ]; then
+        stop_started
+        echo "granary logs, warnings and errors:"
+        grep -hE 'WARN|ERROR|panic' /tmp/granary*.log | head -20 | sed 's/^/    /'
+    fi
+    cp -r "$OUT/." "$KT_STAGE/out/" 2>/dev/null
+}
+
+main() {
+    say "guest $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ { print int($2 / 1024) }' /proc/meminfo) MiB; targets: ${TARGETS[*]}"
+    setup || { echo "FAIL: guest setup"; exit 1; }
+    local t g name limit sq
+    for t in "${TARGETS[@]}"; do
+        start_target "$t" || { echo "FAIL: $t did not start or could not be mounted"; finish; exit 1; }
+    done
+    for g in "${GROUPS_[@]}"; do
+        read -r name limit sq <<<"$g"
+        [ -n "${KT_CHECKS:-}" ] && ! [[ $name =~ $KT_CHECKS ]] && continue
+        run_group "$name" "$limit" "$sq"
+    done
+    say "client RPC counts (nfsstat -c, all mounts):"
+    nfsstat -c -3 2>/dev/null | sed 's/^/    /'
+    finish
+    local total=0 bad=0 p f
+    echo
+    echo "== kernel-client suite summary ($(secs) s in the guest)"
+    for t in "${TARGETS[@]}"; do
+        p=${PASS[$t]:-0} f=${FAIL[$t]:-0}
+        total=$((total + p + f)) bad=$((bad + f))
+        echo "$t: $p/$((p + f)) checks passed${FAILED_NAMES[$t]:+; failed:${FAILED_NAMES[$t]}}"
+    done
+    [ "$total" -gt 0 ] || { echo "FAIL: no check ran"; exit 1; }
+    [ "$bad" = 0 ] && { echo "ALL PASSED"; exit 0; }
+    echo "FAILED"; exit 1
+}
+
+main

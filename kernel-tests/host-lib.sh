@@ -1,0 +1,59 @@
+# Sourced on the HOST by run.sh and perf.sh: find vm.sh, build granary and the guest,
+# stage what the guest needs, boot it. Every failure here is fatal: the suite never skips.
+
+KT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# CI checks the repository out at some path X with ../shared beside it.
+REPO=$(git -C "$KT_DIR" rev-parse --show-toplevel 2>/dev/null || (cd "$KT_DIR/.." && pwd))
+VM_SH=${VM_SH:-$REPO/../shared/vm/vm.sh}
+
+kt_die() {
+    echo "kernel-tests: FAIL: $*" >&2
+    exit 1
+}
+
+kt_log() { printf '\n== %s\n' "$*" >&2; }
+
+# kt_prepare: build granary (release) and the guest image (cached by vm.sh), then copy
+# the binary, the guest scripts and ../shared/vm/guest-lib.sh into a fresh staging
+# directory, $KT_STAGE, that the guest sees at the same path.
+kt_prepare() {
+    [ -x "$VM_SH" ] || kt_die "no guest tooling: $VM_SH is missing (expected ../shared/vm/vm.sh beside the repository)"
+    local tool
+    for tool in qemu-system-x86_64 mmdebstrap cpio; do
+        command -v "$tool" >/dev/null ||
+            kt_die "$tool not found: apt-get install qemu-system-x86 mmdebstrap cpio (scripts/test-all.sh installs them)"
+    done
+    kt_log "cargo build --release -p granary"
+    (cd "$REPO" && cargo build --release -p granary --quiet) || kt_die "cargo build --release -p granary failed"
+    local bin=${CARGO_TARGET_DIR:-$REPO/target}/release/granary
+    [ -x "$bin" ] || kt_die "no binary at $bin after the build"
+    kt_log "vm.sh build (cached after the first time)"
+    "$VM_SH" build || kt_die "vm.sh build failed: the Debian guest image could not be made (see above)"
+    KT_STAGE=$(mktemp -d /tmp/granary-kt.XXXXXX)
+    chmod 755 "$KT_STAGE"
+    cp "$bin" "$KT_STAGE/granary"
+    cp -r "$KT_DIR/guest" "$KT_STAGE/guest"
+    cp "$(dirname "$VM_SH")/guest-lib.sh" "$KT_STAGE/guest/guest-lib.sh"
+    mkdir -p "$KT_STAGE/out"
+}
+
+# kt_boot TIMEOUT SCRIPT [ARGS...]: boot the guest once and run guest/SCRIPT as root in
+# it; its output goes to stdout and to $KT_STAGE/log. Returns the script's status and
+# explains vm.sh's own failures (124: timeout, 255: the guest died or never booted).
+kt_boot() {
+    local timeout=$1 script=$2 rc
+    shift 2
+    kt_log "vm.sh run (TCG here: boot about 10 s; guest timeout ${timeout} s)"
+    set +e
+    VM_TIMING=1 "$VM_SH" run --mem "${KT_MEM:-4G}" --cpus "${KT_CPUS:-2}" --timeout "$timeout" \
+        --share "$KT_STAGE" -- env KT_STAGE="$KT_STAGE" KT_TARGETS="${KT_TARGETS:-}" \
+        KT_CHECKS="${KT_CHECKS:-}" bash "$KT_STAGE/guest/$script" "$@" 2>&1 | tee "$KT_STAGE/log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    case $rc in
+    124) echo "kernel-tests: FAIL: the guest did not finish within ${timeout} s (vm.sh timeout)" >&2 ;;
+    255) echo "kernel-tests: FAIL: the guest did not boot or died without a status (vm.sh exit 255; see the console tail above)" >&2 ;;
+    2) grep -q '^vm.sh: ' "$KT_STAGE/log" && echo "kernel-tests: FAIL: vm.sh refused to run (see above)" >&2 ;;
+    esac
+    return "$rc"
+}

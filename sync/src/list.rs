@@ -1,0 +1,405 @@
+//! Precise mode of the scalable lock: the granted ranges of one file in a sorted,
+//! lock-free, singly linked list, after Kogan, Dice and Issa, "Scalable Range Locks for
+//! Scalable Address Spaces and Beyond" (EuroSys 2020), the algorithm FreeBSD's
+//! `kern_rangelock.c` adopted in 2023. Written here from the paper's description.
+//!
+//! # The list
+//!
+//! Nodes are sorted by start. Writers' ranges never overlap a neighbour's; readers'
+//! ranges may overlap each other and are ordered by start among themselves. A node's
+//! `next` pointer carries the node's two flags in its tag bits: [`DELETED`], which
+//! releasing the range sets (logical delete; that is all a release does), and [`WAITED`],
+//! which a thread about to sleep until the node is deleted sets (see `park`). Every CAS
+//! on a `next` keeps its owner's `WAITED` bit. Every thread that walks the list unlinks the
+//! deleted nodes it meets with one CAS on the predecessor's `next` (lazy unlink) and hands
+//! them to crossbeam-epoch, which frees them once no thread that could still see them is
+//! pinned. A deleted node's `next` never changes again, so every CAS that expects an
+//! untagged value there fails, which is what keeps inserts and unlinks from racing.
+//!
+//! # Taking a range
+//!
+//! 1. **Insert**: walk from the head, passing nodes that end before the new range starts
+//!    (and, for a reader, readers that start no later); a conflicting node on the way
+//!    means wait until it is deleted and walk again; otherwise CAS the new node in front
+//!    of the first node that comes after it.
+//! 2. **Validate**, because other nodes were inserted concurrently: a **reader** checks
+//!    the nodes after it that start before its end; an overlapping writer there makes the
+//!    reader back off (delete its own node), wait for that writer and start over. A
+//!    **writer** checks every node before it; an overlapping one makes it wait, keeping its
+//!    place, and check again. Writers wait only for nodes before them and readers never
+//!    wait while inserted, so the waits-for relation follows list order and cannot cycle.
+//!
+//! Waiting is [`Parking`]: under the parking mutex, set `WAITED` on the blocking node;
+//! if that shows it deleted already, go on, else sleep unpinned. A release that finds
+//! `WAITED` on its node wakes the sleepers.
+#![allow(unsafe_code)]
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
+
+use crate::park::Parking;
+use crate::prim::Ordering;
+
+/// Tag bit on a node's `next`: the node's range was released.
+const DELETED: usize = 1;
+/// Tag bit on a node's `next`: a thread sleeps (or is about to) until it is deleted.
+const WAITED: usize = 2;
+
+#[derive(Debug)]
+pub(crate) struct Node {
+    start: u64,
+    end: u64,
+    write: bool,
+    next: Atomic<Node>,
+}
+
+impl Node {
+    fn new(start: u64, end: u64, write: bool) -> Self {
+        debug_assert!(start < end, "empty ranges never reach the list");
+        Self {
+            start,
+            end,
+            write,
+            next: Atomic::null(),
+        }
+    }
+}
+
+/// A range granted in the list; only its holder releases it (through [`List::unlock`]).
+#[derive(Debug)]
+pub(crate) struct Held(*const Node);
+
+/// Where `cur` stands relative to a range being inserted.
+enum Order {
+    /// `cur` comes first: walk past it.
+    Before,
+    /// The new range goes in front of `cur`.
+    After,
+    /// They overlap and one of them writes.
+    Conflict,
+}
+
+fn order(cur: &Node, new: &Node) -> Order {
+    let readers = !cur.write && !new.write;
+    if new.start >= cur.end || (readers && new.start >= cur.start) {
+        Order::Before
+    } else if cur.start >= new.end || readers {
+        Order::After
+    } else {
+        Order::Conflict
+    }
+}
+
+/// What to do after waiting.
+enum Then {
+    /// Insert this node, which never was in the list.
+    Insert(Owned<Node>),
+    /// Start over with a new node: this reader backed off and its node is deleted
+    /// (`waited`: someone waits for that node, wake them).
+    Fresh { waited: bool },
+    /// This writer stays inserted; validate it again.
+    Revalidate(*const Node),
+}
+
+enum Step<'g> {
+    Granted(Shared<'g, Node>),
+    /// Wait until `on` is deleted, then go on as `then` says.
+    Wait {
+        on: Shared<'g, Node>,
+        then: Then,
+    },
+}
+
+/// Dereferences a node pointer.
+fn node<'g>(ptr: Shared<'g, Node>) -> Option<&'g Node> {
+    // SAFETY: every pointer given here is either loaded from the list under the guard that
+    // `'g` borrows, or the caller's own granted (so undeleted) node. Nodes are handed to
+    // `defer_destroy` only after they were deleted and unlinked, and the collector frees
+    // them only once every guard pinned before that is gone, so the node is alive for `'g`.
+    unsafe { ptr.as_ref() }
+}
+
+/// Marks `ptr` as waited for; true if it was deleted already (then do not sleep).
+fn wait_on(ptr: Shared<'_, Node>, guard: &Guard) -> bool {
+    let Some(n) = node(ptr) else {
+        return true;
+    };
+    n.next.fetch_or(WAITED, Ordering::AcqRel, guard).tag() & DELETED != 0
+}
+
+/// Deletes `me`; true if someone waits for it.
+fn delete(me: &Node, guard: &Guard) -> bool {
+    let before = me.next.fetch_or(DELETED, Ordering::AcqRel, guard);
+    debug_assert_eq!(before.tag() & DELETED, 0, "a range is released once");
+    before.tag() & WAITED != 0
+}
+
+/// The granted ranges of one lock.
+#[derive(Debug)]
+pub(crate) struct List {
+    head: Atomic<Node>,
+}
+
+impl List {
+    pub(crate) fn new() -> Self {
+        Self {
+            head: Atomic::null(),
+        }
+    }
+
+    /// Takes `[start, end)`, waiting as long as a conflicting range is held.
+    pub(crate) fn lock(&self, start: u64, end: u64, write: bool, parking: &Parking) -> Held {
+        let mut then = Then::Fresh { waited: false };
+        loop {
+            let guard = epoch::pin();
+            let step = self.resume(then, start, end, write, &guard);
+            match step {
+                Step::Granted(me) => return Held(me.as_raw()),
+                Step::Wait { on, then: next } => {
+                    if let Then::Fresh { waited: true } = next {
+                        parking.wake_all();
+                    }
+                    then = next;
+                    let ticket = parking.prepare();
+                    if wait_on(on, &guard) {
+                        continue;
+                    }
+                    drop(guard);
+                    ticket.sleep();
+                }
+            }
+        }
+    }
+
+    /// Takes `[start, end)` only if no conflicting range is in the list.
+    pub(crate) fn try_lock(
+        &self,
+        start: u64,
+        end: u64,
+        write: bool,
+        parking: &Parking,
+    ) -> Option<Held> {
+        let guard = epoch::pin();
+        match self.resume(Then::Fresh { waited: false }, start, end, write, &guard) {
+            Step::Granted(me) => Some(Held(me.as_raw())),
+            Step::Wait { then, .. } => {
+                drop(guard);
+                match then {
+                    Then::Revalidate(me) => self.unlock(Held(me), parking),
+                    Then::Fresh { waited: true } => parking.wake_all(),
+                    Then::Fresh { waited: false } | Then::Insert(_) => {}
+                }
+                None
+            }
+        }
+    }
+
+    fn resume<'g>(
+        &'g self,
+        then: Then,
+        start: u64,
+        end: u64,
+        write: bool,
+        guard: &'g Guard,
+    ) -> Step<'g> {
+        match then {
+            Then::Fresh { .. } => self.insert(Owned::new(Node::new(start, end, write)), guard),
+            Then::Insert(new) => self.insert(new, guard),
+            Then::Revalidate(me) => self.validate_write(Shared::from(me), guard),
+        }
+    }
+
+    /// Deletes a granted range and wakes waiters.
+    pub(crate) fn unlock(&self, held: Held, parking: &Parking) {
+        let guard = epoch::pin();
+        let me = node(Shared::from(held.0)).expect("a held node is never null");
+        let waited = delete(me, &guard);
+        drop(guard);
+        if waited {
+            parking.wake_all();
+        }
+    }
+
+    /// Unlinks deleted `cur` (loaded from `prev`, tagged with `prev`'s flags) given its
+    /// `next`; returns its successor as `prev` now holds it, or `None` if `prev` changed
+    /// under us (walk again from the head).
+    fn unlink<'g>(
+        &self,
+        prev: &Atomic<Node>,
+        cur: Shared<'g, Node>,
+        next: Shared<'g, Node>,
+        guard: &'g Guard,
+    ) -> Option<Shared<'g, Node>> {
+        let next = next.with_tag(cur.tag());
+        prev.compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire, guard)
+            .ok()?;
+        // SAFETY: this CAS removed the only untagged link to `cur`: a node is linked from
+        // one predecessor, and predecessors unlinked earlier were deleted, so their `next`
+        // is tagged and no CAS can follow or change it. Threads that loaded `cur` before
+        // are pinned, and destruction waits for them.
+        unsafe { guard.defer_destroy(cur) };
+        Some(next)
+    }
+
+    fn insert<'g>(&'g self, mut new: Owned<Node>, guard: &'g Guard) -> Step<'g> {
+        'walk: loop {
+            let mut prev = &self.head;
+            let mut cur = prev.load(Ordering::Acquire, guard);
+            loop {
+                if cur.tag() & DELETED != 0 {
+                    // `prev` belongs to a node deleted meanwhile.
+                    continue 'walk;
+                }
+                if let Some(c) = node(cur) {
+                    let next = c.next.load(Ordering::Acquire, guard);
+                    if next.tag() & DELETED != 0 {
+                        match self.unlink(prev, cur, next, guard) {
+                            Some(after) => cur = after,
+                            None => continue 'walk,
+                        }
+                        continue;
+                    }
+                    match order(c, &new) {
+                        Order::Before => {
+                            prev = &c.next;
+                            cur = next;
+                            continue;
+                        }
+                        Order::Conflict => {
+                            return Step::Wait {
+                                on: cur,
+                                then: Then::Insert(new),
+                            }
+                        }
+                        Order::After => {}
+                    }
+                }
+                new.next.store(cur.with_tag(0), Ordering::Relaxed);
+                let linked = new.with_tag(cur.tag());
+                match prev.compare_exchange(cur, linked, Ordering::AcqRel, Ordering::Acquire, guard)
+                {
+                    Ok(me) => {
+                        let me = me.with_tag(0);
+                        let write = node(me).is_some_and(|n| n.write);
+                        return if write {
+                            self.validate_write(me, guard)
+                        } else {
+                            self.validate_read(me, guard)
+                        };
+                    }
+                    Err(failed) => {
+                        new = failed.new.with_tag(0);
+                        cur = failed.current;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A reader just inserted: no overlapping writer may follow it.
+    fn validate_read<'g>(&'g self, me: Shared<'g, Node>, guard: &'g Guard) -> Step<'g> {
+        let mine = node(me).expect("inserted node");
+        'walk: loop {
+            let mut prev = &mine.next;
+            let mut cur = prev.load(Ordering::Acquire, guard);
+            debug_assert_eq!(cur.tag() & DELETED, 0, "only its holder deletes a node");
+            loop {
+                let Some(c) = node(cur) else {
+                    return Step::Granted(me);
+                };
+                if c.start >= mine.end {
+                    return Step::Granted(me);
+                }
+                let next = c.next.load(Ordering::Acquire, guard);
+                if next.tag() & DELETED != 0 {
+                    match self.unlink(prev, cur, next, guard) {
+                        Some(after) => cur = after,
+                        None => continue 'walk,
+                    }
+                    continue;
+                }
+                if !c.write {
+                    prev = &c.next;
+                    cur = next;
+                    continue;
+                }
+                // An overlapping writer came in after us: it may already hold its range,
+                // so back off (waking a writer that waits for us) and wait for it.
+                let waited = delete(mine, guard);
+                return Step::Wait {
+                    on: cur,
+                    then: Then::Fresh { waited },
+                };
+            }
+        }
+    }
+
+    /// A writer inserted: no overlapping node may precede it.
+    fn validate_write<'g>(&'g self, me: Shared<'g, Node>, guard: &'g Guard) -> Step<'g> {
+        let mine = node(me).expect("inserted node");
+        'walk: loop {
+            let mut prev = &self.head;
+            let mut cur = prev.load(Ordering::Acquire, guard);
+            loop {
+                if cur.with_tag(0) == me {
+                    return Step::Granted(me);
+                }
+                if cur.tag() & DELETED != 0 {
+                    continue 'walk;
+                }
+                let Some(c) = node(cur) else {
+                    // Unreachable while `me` is undeleted; walk again rather than trust it.
+                    debug_assert!(false, "an inserted writer is reachable from the head");
+                    continue 'walk;
+                };
+                let next = c.next.load(Ordering::Acquire, guard);
+                if next.tag() & DELETED != 0 {
+                    match self.unlink(prev, cur, next, guard) {
+                        Some(after) => cur = after,
+                        None => continue 'walk,
+                    }
+                    continue;
+                }
+                if c.end <= mine.start {
+                    prev = &c.next;
+                    cur = next;
+                    continue;
+                }
+                return Step::Wait {
+                    on: cur,
+                    then: Then::Revalidate(me.as_raw()),
+                };
+            }
+        }
+    }
+
+    /// Ranges in the list and whether each is deleted, head first (tests and debugging).
+    #[cfg(test)]
+    pub(crate) fn snapshot(&self) -> Vec<(u64, u64, bool, bool)> {
+        let guard = epoch::pin();
+        let mut out = Vec::new();
+        let mut cur = self.head.load(Ordering::Acquire, &guard);
+        while let Some(c) = node(cur.with_tag(0)) {
+            let next = c.next.load(Ordering::Acquire, &guard);
+            out.push((c.start, c.end, c.write, next.tag() & DELETED != 0));
+            cur = next;
+        }
+        out
+    }
+}
+
+impl Drop for List {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self` means no guard and no walker can reach the list any more, so
+        // every node still linked (deleted or not) belongs to it alone; nodes unlinked
+        // earlier were handed to the collector and are not reachable from here.
+        unsafe {
+            let guard = epoch::unprotected();
+            let mut cur = self.head.load(Ordering::Relaxed, guard);
+            while !cur.is_null() {
+                let next = cur.deref().next.load(Ordering::Relaxed, guard);
+                drop(cur.into_owned());
+                cur = next.with_tag(0);
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The one place that picks the synchronization primitives: std's, or loom's when the
+//! crate is built for model checking (`RUSTFLAGS="--cfg loom --cfg crossbeam_loom"`), the
+//! way tokio swaps them. crossbeam-epoch follows the same switch through its own
+//! `crossbeam_loom` cfg, so the whole lock runs on loom's atomics under the checker.
+#![forbid(unsafe_code)]
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};

@@ -13,6 +13,9 @@
 //! signal) up to a deadline.
 #![forbid(unsafe_code)]
 
+pub mod timers;
+
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,6 +42,32 @@ pub struct Workers {
 /// Most workers one server starts; beyond this, threads only add contention.
 pub const MAX_WORKERS: usize = 1024;
 
+thread_local! {
+    static CURRENT_WORKER: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The index of the worker running the calling thread, if it is a worker.
+#[must_use]
+pub fn current_worker() -> Option<usize> {
+    CURRENT_WORKER.with(Cell::get)
+}
+
+/// Told when a worker's event loop parks (no runnable task: the worker is idle) and
+/// unparks. The timer hierarchy uses it to hand idle workers' timers to a busy one.
+pub trait WorkerHooks: Send + Sync + 'static {
+    fn parked(&self, worker: usize);
+    fn unparked(&self, worker: usize);
+}
+
+impl WorkerHooks for timers::Timers {
+    fn parked(&self, worker: usize) {
+        self.worker_idle(worker);
+    }
+    fn unparked(&self, worker: usize) {
+        self.worker_active(worker);
+    }
+}
+
 impl Workers {
     /// Starts `count` workers named `{name}-{i}`, pinned to cores round-robin.
     /// `drain` bounds how long a worker waits for its jobs to finish at shutdown.
@@ -46,6 +75,19 @@ impl Workers {
     /// # Errors
     /// If a thread or an event loop cannot be created.
     pub fn start(count: usize, name: &str, drain: Duration) -> std::io::Result<Self> {
+        Self::start_with_hooks(count, name, drain, None)
+    }
+
+    /// Like [`Workers::start`], calling `hooks` when a worker parks and unparks.
+    ///
+    /// # Errors
+    /// If a thread or an event loop cannot be created.
+    pub fn start_with_hooks(
+        count: usize,
+        name: &str,
+        drain: Duration,
+        hooks: Option<Arc<dyn WorkerHooks>>,
+    ) -> std::io::Result<Self> {
         assert!(
             (1..=MAX_WORKERS).contains(&count),
             "worker count {count} out of range"
@@ -56,12 +98,18 @@ impl Workers {
             let (tx, rx) = mpsc::unbounded_channel();
             let live = Arc::new(AtomicUsize::new(0));
             let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
+            let mut builder = tokio::runtime::Builder::new_current_thread();
+            builder.enable_all();
+            if let Some(h) = &hooks {
+                let (park, unpark) = (Arc::clone(h), Arc::clone(h));
+                builder.on_thread_park(move || park.parked(i));
+                builder.on_thread_unpark(move || unpark.unparked(i));
+            }
+            let rt = builder.build()?;
             let thread = std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
                 .spawn(move || {
+                    CURRENT_WORKER.with(|c| c.set(Some(i)));
                     if let Some(core) = core {
                         if !core_affinity::set_for_current(core) {
                             tracing::debug!(worker = i, "could not pin worker to its core");

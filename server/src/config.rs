@@ -21,6 +21,8 @@ pub struct ServerConfig {
     pub exports: Vec<ExportConfig>,
     /// Register with a local portmapper/rpcbind if one runs.
     pub portmap: bool,
+    /// Timer design (seed 002): pull (default), push or global.
+    pub timers: runtime::timers::TimerMode,
 }
 
 /// Connection limits (defaults in `rpc::limits`).
@@ -77,6 +79,7 @@ struct FileConfig {
     listen: Option<Spanned<String>>,
     workers: Option<Spanned<usize>>,
     portmap: Option<bool>,
+    timers: Option<Spanned<String>>,
     #[serde(default)]
     limits: FileLimits,
     #[serde(default, rename = "export")]
@@ -145,6 +148,9 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
         config.workers = check_workers(*workers.get_ref()).map_err(|m| at(&workers.span(), m))?;
     }
     config.portmap = file.portmap.unwrap_or(true);
+    if let Some(t) = &file.timers {
+        config.timers = t.get_ref().parse().map_err(|m| at(&t.span(), m))?;
+    }
     apply_limits(&mut config.limits, &file.limits, &at)?;
     config.exports = Vec::new();
     for export in &file.exports {
@@ -250,6 +256,7 @@ impl ServerConfig {
                 options: vfs::ExportOptions::default(),
             }],
             portmap: true,
+            timers: runtime::timers::TimerMode::default(),
         }
     }
 }

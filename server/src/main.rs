@@ -82,6 +82,12 @@ struct ServeArgs {
     #[arg(long, value_name = "SECS")]
     record_timeout_secs: Option<u64>,
 
+    /// Timer design (seed 002): pull (timers enqueued locally; idle workers' timers
+    /// expired by a busy migrator), push (enqueued on another busy worker) or global (one
+    /// wheel behind a mutex).
+    #[arg(long, value_name = "MODE")]
+    timers: Option<String>,
+
     /// Do not register with a local portmapper/rpcbind.
     #[arg(long)]
     no_portmap: bool,
@@ -141,6 +147,9 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     }
     if let Some(n) = args.workers {
         c.workers = config::check_workers(n).map_err(|m| format!("--workers: {m}"))?;
+    }
+    if let Some(t) = &args.timers {
+        c.timers = t.parse().map_err(|m| format!("--timers: {m}"))?;
     }
     apply_limit_flags(&mut c.limits, &args)?;
     c.portmap &= !args.no_portmap;

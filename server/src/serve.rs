@@ -9,6 +9,7 @@ use std::time::Duration;
 use rpc::conn::{serve_connection, ConnLimits};
 use rpc::drc::ReplyCache;
 use rpc::Dispatcher;
+use runtime::timers::{Scope, Timers};
 use tokio::sync::watch;
 use vfs::{Export, ExportId, ExportTable, HandleKey};
 
@@ -56,8 +57,19 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     announce(local, &config);
     let offered: Vec<(u32, u32)> = dispatcher.offered().collect();
     let registered = config.portmap && register_portmap(&offered, local.port());
-    let workers = runtime::Workers::start(config.workers, "granary-worker", DRAIN_DEADLINE)
-        .map_err(ServeError::Workers)?;
+    let timers = Arc::new(Timers::new(
+        config.workers,
+        config.timers,
+        Arc::clone(&clock),
+    ));
+    let hooks: Arc<dyn runtime::WorkerHooks> = timers.clone();
+    let workers = runtime::Workers::start_with_hooks(
+        config.workers,
+        "granary-worker",
+        DRAIN_DEADLINE,
+        Some(hooks),
+    )
+    .map_err(ServeError::Workers)?;
     let main_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -76,7 +88,11 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         live: Arc::new(AtomicUsize::new(0)),
         max_connections: config.limits.max_connections,
     };
-    main_rt.spawn(prune_reply_cache(reply_cache, clock));
+    for w in 0..workers.len() {
+        let (timers, stop) = (Arc::clone(&timers), acceptor.stop.clone());
+        workers.submit(w, move || timers.drive(w, stop));
+    }
+    schedule_reply_cache_prune(Arc::clone(&timers), reply_cache, clock);
     main_rt.block_on(acceptor.run(listener))?;
     tracing::info!("shutting down: no new connections; finishing requests in progress");
     let _ = stop_tx.send(true);
@@ -93,15 +109,22 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
 /// How often expired reply-cache entries are dropped.
 const REPLY_CACHE_PRUNE_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Ages the duplicate request cache off the request path.
-async fn prune_reply_cache(cache: Arc<ReplyCache>, clock: Arc<dyn gtime::Clock>) {
-    let mut tick = tokio::time::interval(REPLY_CACHE_PRUNE_INTERVAL);
-    loop {
-        tick.tick().await;
+/// Ages the duplicate request cache off the request path: a global timer (any worker may
+/// run it; an idle worker is not woken for it) that re-arms itself.
+fn schedule_reply_cache_prune(
+    timers: Arc<Timers>,
+    cache: Arc<ReplyCache>,
+    clock: Arc<dyn gtime::Clock>,
+) {
+    let from = runtime::current_worker().unwrap_or(0);
+    let again = Arc::clone(&timers);
+    let prune: runtime::timers::Callback = Box::new(move || {
         let now_ns = u64::try_from(clock.monotonic().as_nanos()).unwrap_or(u64::MAX);
         let removed = cache.prune(now_ns);
         tracing::trace!(removed, "reply cache pruned");
-    }
+        schedule_reply_cache_prune(again, cache, clock);
+    });
+    timers.insert(from, REPLY_CACHE_PRUNE_INTERVAL, Scope::Global, prune);
 }
 
 fn build_exports(configs: &[ExportConfig]) -> ExportTable {

@@ -13,6 +13,7 @@
 //! signal) up to a deadline.
 #![forbid(unsafe_code)]
 
+pub mod groups;
 pub mod timers;
 
 use std::cell::Cell;
@@ -218,7 +219,7 @@ async fn run_worker(mut rx: mpsc::UnboundedReceiver<Job>, drain: Duration) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(granary_loom)))]
 mod tests {
     use super::*;
     use std::sync::Mutex;

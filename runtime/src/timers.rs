@@ -14,7 +14,7 @@
 //! - **global**: one wheel behind one mutex for all global timers, driven by worker 0 (the
 //!   common userspace design).
 //!
-//! Group state is one `AtomicU64` per group — `{active mask: 8 bits, migrator: 8 bits,
+//! Group state ([`crate::groups`]) is one `AtomicU64` per group — `{active mask: 8 bits, migrator: 8 bits,
 //! sequence: 48 bits}` — changed only by compare-and-swap; the sequence makes every
 //! update distinct, so a CAS computed from a stale snapshot fails instead of overwriting a
 //! newer state.
@@ -31,14 +31,12 @@ use std::time::Duration;
 use gtime::wheel::{TimerKey, TimerWheel};
 use gtime::Clock;
 
+use crate::groups::Groups;
+
 /// Resolution of every worker timer. NFS timers (reply-cache expiry, idle connections,
 /// leases) are seconds long; 1 ms keeps the wheel's lowest level at 64 ms.
 pub const TICK: Duration = Duration::from_millis(1);
 
-/// Members per group, as in the kernel's timer migration hierarchy (one byte of mask).
-pub const GROUP_FANOUT: usize = 8;
-
-const NONE: u64 = 0xff;
 const NEVER: u64 = u64::MAX;
 
 /// Which timer design is in use.
@@ -113,53 +111,13 @@ struct WorkerTimers {
     published: AtomicU64,
 }
 
-struct Group {
-    state: AtomicU64,
-    /// Parent group and this group's slot in it.
-    parent: Option<(usize, usize)>,
-    /// Members: worker indices (level 0) or group indices (above).
-    members: Vec<usize>,
-    /// Every worker below this group.
-    workers: Range<usize>,
-    level: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct GroupState {
-    active: u64,
-    migrator: u64,
-    seq: u64,
-}
-
-impl GroupState {
-    fn decode(v: u64) -> Self {
-        Self {
-            active: v & 0xff,
-            migrator: (v >> 8) & 0xff,
-            seq: v >> 16,
-        }
-    }
-    fn encode(self) -> u64 {
-        debug_assert!(self.active <= 0xff && self.migrator <= 0xff);
-        self.active | (self.migrator << 8) | (self.seq << 16)
-    }
-}
-
-fn lowest_bit(mask: u64) -> u64 {
-    if mask == 0 {
-        NONE
-    } else {
-        u64::from(mask.trailing_zeros())
-    }
-}
-
 /// All timers of one server.
 pub struct Timers {
     mode: TimerMode,
     clock: Arc<dyn Clock>,
     workers: Vec<WorkerTimers>,
     shared: Mutex<TimerWheel<Callback>>,
-    groups: Vec<Group>,
+    groups: Groups,
     push_cursor: AtomicUsize,
     pub stats: TimerStats,
 }
@@ -191,7 +149,7 @@ impl Timers {
             clock,
             workers: per_worker,
             shared: Mutex::new(TimerWheel::new(now)),
-            groups: build_groups(workers),
+            groups: Groups::new(workers),
             push_cursor: AtomicUsize::new(0),
             stats: TimerStats::default(),
         }
@@ -260,28 +218,7 @@ impl Timers {
     /// True while worker `w` is not parked.
     #[must_use]
     pub fn is_active(&self, w: usize) -> bool {
-        let leaf = &self.groups[w / GROUP_FANOUT];
-        GroupState::decode(leaf.state.load(Ordering::Acquire)).active & (1 << (w % GROUP_FANOUT))
-            != 0
-    }
-
-    fn update(&self, g: usize, f: impl Fn(GroupState) -> GroupState) -> (GroupState, GroupState) {
-        let state = &self.groups[g].state;
-        let mut cur = state.load(Ordering::Acquire);
-        loop {
-            let old = GroupState::decode(cur);
-            let mut new = f(old);
-            new.seq = old.seq.wrapping_add(1) & ((1 << 48) - 1);
-            match state.compare_exchange_weak(
-                cur,
-                new.encode(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return (old, new),
-                Err(actual) => cur = actual,
-            }
-        }
+        self.groups.is_active(w)
     }
 
     /// Worker `w` is about to park: publish its earliest global deadline, leave its
@@ -291,23 +228,7 @@ impl Timers {
             .next_deadline()
             .unwrap_or(NEVER);
         self.workers[w].published.store(mine, Ordering::Release);
-        let (mut g, mut slot) = (w / GROUP_FANOUT, (w % GROUP_FANOUT) as u64);
-        loop {
-            let (old, new) = self.update(g, |mut s| {
-                s.active &= !(1 << slot);
-                if s.migrator == slot {
-                    s.migrator = lowest_bit(s.active);
-                }
-                s
-            });
-            if new.active != 0 || old.active == 0 {
-                break;
-            }
-            match self.groups[g].parent {
-                Some((p, s)) => (g, slot) = (p, s as u64),
-                None => break,
-            }
-        }
+        self.groups.leave(w);
         self.arm_for_idle(w);
     }
 
@@ -330,65 +251,23 @@ impl Timers {
     /// Worker `w` woke up: rejoin its groups; if it became a migrator, its driver runs
     /// its next pass with the idle members' deadlines.
     pub fn worker_active(&self, w: usize) {
-        let (mut g, mut slot) = (w / GROUP_FANOUT, (w % GROUP_FANOUT) as u64);
-        let mut became_migrator = false;
-        loop {
-            let (old, new) = self.update(g, |mut s| {
-                s.active |= 1 << slot;
-                if s.migrator == NONE {
-                    s.migrator = slot;
-                }
-                s
-            });
-            became_migrator |= old.migrator != slot && new.migrator == slot;
-            if old.active != 0 {
-                break;
-            }
-            match self.groups[g].parent {
-                Some((p, s)) => (g, slot) = (p, s as u64),
-                None => break,
-            }
-        }
+        let became_migrator = self.groups.join(w);
         self.workers[w].published.store(NEVER, Ordering::Release);
         if became_migrator {
             self.workers[w].wake.notify_one();
         }
     }
 
-    /// The worker at the end of the migrator chain from the root, if any is active.
     fn effective_migrator(&self) -> Option<usize> {
-        let mut g = self.groups.len() - 1;
-        loop {
-            let s = GroupState::decode(self.groups[g].state.load(Ordering::Acquire));
-            if s.migrator == NONE {
-                return None;
-            }
-            let member = *self.groups[g].members.get(s.migrator as usize)?;
-            if self.groups[g].level == 0 {
-                return Some(member);
-            }
-            g = member;
-        }
+        self.groups.effective_migrator()
     }
 
-    /// The workers whose global timers `w` expires besides its own: the subtree of the
-    /// highest group on its path of which it is the migrator.
+    /// The workers whose global timers `w` expires besides its own (pull mode only).
     fn responsibility(&self, w: usize) -> Option<Range<usize>> {
-        if self.mode != TimerMode::Pull {
-            return None;
-        }
-        let (mut g, mut slot) = (w / GROUP_FANOUT, (w % GROUP_FANOUT) as u64);
-        let mut covered = None;
-        loop {
-            let s = GroupState::decode(self.groups[g].state.load(Ordering::Acquire));
-            if s.migrator != slot {
-                return covered;
-            }
-            covered = Some(self.groups[g].workers.clone());
-            match self.groups[g].parent {
-                Some((p, ps)) => (g, slot) = (p, ps as u64),
-                None => return covered,
-            }
+        if self.mode == TimerMode::Pull {
+            self.groups.responsibility(w)
+        } else {
+            None
         }
     }
 
@@ -483,64 +362,7 @@ fn tick_of(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Groups of at most [`GROUP_FANOUT`] workers, then groups of groups up to one root.
-/// Leaf group `i` holds workers `8i..8i+8`, so a worker's leaf is `w / 8`.
-fn build_groups(workers: usize) -> Vec<Group> {
-    let mut groups: Vec<Group> = (0..workers.div_ceil(GROUP_FANOUT))
-        .map(|i| {
-            let members: Vec<usize> =
-                (i * GROUP_FANOUT..((i + 1) * GROUP_FANOUT).min(workers)).collect();
-            let workers = members[0]..members[members.len() - 1] + 1;
-            Group {
-                state: AtomicU64::new(0),
-                parent: None,
-                members,
-                workers,
-                level: 0,
-            }
-        })
-        .collect();
-    let mut level_start = 0;
-    let mut level = 0;
-    while groups.len() - level_start > 1 {
-        let level_end = groups.len();
-        for chunk_start in (level_start..level_end).step_by(GROUP_FANOUT) {
-            let members: Vec<usize> =
-                (chunk_start..(chunk_start + GROUP_FANOUT).min(level_end)).collect();
-            let parent = groups.len();
-            for (slot, &child) in members.iter().enumerate() {
-                groups[child].parent = Some((parent, slot));
-            }
-            let workers =
-                groups[members[0]].workers.start..groups[members[members.len() - 1]].workers.end;
-            groups.push(Group {
-                state: AtomicU64::new(0),
-                parent: None,
-                members,
-                workers,
-                level: level + 1,
-            });
-        }
-        level_start = level_end;
-        level += 1;
-    }
-    // Everyone starts active; slot 0 is every group's migrator.
-    for g in &groups {
-        let active = (1u64 << g.members.len()) - 1;
-        g.state.store(
-            GroupState {
-                active,
-                migrator: 0,
-                seq: 0,
-            }
-            .encode(),
-            Ordering::Release,
-        );
-    }
-    groups
-}
-
-#[cfg(test)]
+#[cfg(all(test, not(granary_loom)))]
 mod tests {
     use super::*;
     use gtime::{ManualClock, Timestamp};
@@ -560,20 +382,6 @@ mod tests {
                 c.fetch_add(1, Ordering::SeqCst);
             })
         })
-    }
-
-    #[test]
-    fn groups_form_a_tree_of_eights() {
-        let g = build_groups(70);
-        let leaves = g.iter().filter(|g| g.level == 0).count();
-        assert_eq!(leaves, 9);
-        assert_eq!(g.iter().filter(|g| g.level == 1).count(), 2);
-        let root = g.last().unwrap();
-        assert_eq!(
-            (root.level, root.workers.clone(), root.parent),
-            (2, 0..70, None)
-        );
-        assert_eq!(build_groups(2).len(), 1);
     }
 
     #[test]
@@ -723,31 +531,5 @@ mod tests {
         assert_eq!(count.load(Ordering::SeqCst), 0);
         t.run_expiry(0, t.now());
         assert_eq!(count.load(Ordering::SeqCst), 1);
-    }
-
-    #[test]
-    fn concurrent_idle_and_active_keep_a_valid_migrator() {
-        let (t, _clock) = timers(8, TimerMode::Pull);
-        std::thread::scope(|s| {
-            for w in 0..8 {
-                let t = &t;
-                s.spawn(move || {
-                    for i in 0..2000 {
-                        if (i + w) % 2 == 0 {
-                            t.worker_idle(w);
-                        } else {
-                            t.worker_active(w);
-                        }
-                    }
-                    t.worker_active(w);
-                });
-            }
-        });
-        let st = GroupState::decode(t.groups[0].state.load(Ordering::SeqCst));
-        assert_eq!(st.active, 0xff);
-        assert!(
-            st.migrator < 8 && st.active & (1 << st.migrator) != 0,
-            "{st:?}"
-        );
     }
 }

@@ -12,13 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::dispatch::Dispatcher;
 use crate::limits;
-use crate::record::{read_record, RecordError, RecordTimeouts};
+use crate::record::{read_record, read_record_watched, Activity, RecordError, RecordTimeouts};
 
 /// Per-connection limits, from CLI/config with defaults in [`crate::limits`].
 #[derive(Debug, Clone, Copy)]
@@ -40,18 +41,36 @@ impl Default for ConnLimits {
     }
 }
 
+/// Runs a connection's periodic check as a local timer of the connection's own worker.
+pub trait Watchdog: Send + Sync + 'static {
+    /// Calls `check` every `period`, on the calling worker, until it returns false.
+    fn watch(&self, period: Duration, check: Box<dyn FnMut() -> bool + Send>);
+    /// The clock the checks compare against.
+    fn clock(&self) -> Arc<dyn gtime::Clock>;
+}
+
+/// How often a watchdog looks at a connection: often enough to be late by at most a
+/// quarter of the shorter limit, never more than once per 50 ms nor less than once a second.
+fn watch_period(limits: &ConnLimits) -> Duration {
+    (limits.idle_timeout.min(limits.record_timeout) / 4)
+        .clamp(Duration::from_millis(50), Duration::from_secs(1))
+}
+
 /// Bytes the reader buffers from the socket: one syscall picks up many small requests.
 const READ_BUFFER_BYTES: usize = 64 << 10;
 /// Bytes the writer gathers before a socket write.
 const WRITE_BUFFER_BYTES: usize = 64 << 10;
 
 /// Serves `stream` until the peer closes it, it breaks a limit, or `shutdown` turns true.
+/// With a `watchdog`, the idle and stall limits are enforced by its periodic local timer
+/// (one timer per connection, not two per request); without, by tokio's timers.
 pub async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     dispatcher: Arc<Dispatcher>,
     limits: ConnLimits,
     mut shutdown: watch::Receiver<bool>,
+    watchdog: Option<Arc<dyn Watchdog>>,
 ) {
     let _ = stream.set_nodelay(true);
     let (read_half, write_half) = stream.into_split();
@@ -63,6 +82,7 @@ pub async fn serve_connection(
         idle: limits.idle_timeout,
         record: limits.record_timeout,
     };
+    let guard = watchdog.map(|w| WatchGuard::start(&*w, &limits, timeouts));
     loop {
         let Ok(permit) = slots.clone().acquire_owned().await else {
             break;
@@ -70,7 +90,8 @@ pub async fn serve_connection(
         let record = tokio::select! {
             biased;
             _ = shutdown.wait_for(|stop| *stop) => break,
-            r = read_record(&mut reader, limits.max_record_bytes, timeouts) => r,
+            Some(e) = overdue(guard.as_ref()) => Err(e),
+            r = read_one(&mut reader, limits.max_record_bytes, timeouts, guard.as_ref()) => r,
         };
         match record {
             Ok(record) => spawn_request(record, peer, &dispatcher, &tx, permit),
@@ -80,12 +101,88 @@ pub async fn serve_connection(
             }
         }
     }
+    drop(guard);
     // Let in-flight requests finish, then close the reply channel so the writer drains.
     let _ = slots
         .acquire_many(u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX))
         .await;
     drop(tx);
     let _ = writer.await;
+}
+
+async fn read_one<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    max_bytes: u32,
+    timeouts: RecordTimeouts,
+    guard: Option<&WatchGuard>,
+) -> Result<Bytes, RecordError> {
+    match guard {
+        Some(g) => read_record_watched(r, max_bytes, &g.activity).await,
+        None => read_record(r, max_bytes, timeouts).await,
+    }
+}
+
+/// Resolves when the watchdog finds the connection idle or stalled; never without one.
+async fn overdue(guard: Option<&WatchGuard>) -> Option<RecordError> {
+    match guard {
+        Some(g) => {
+            g.kill.notified().await;
+            g.verdict
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// A connection's side of its watchdog: the activity the reader records, and the
+/// verdict the timer leaves. Dropping it stops the timer at its next tick.
+struct WatchGuard {
+    activity: Arc<Activity>,
+    kill: Arc<Notify>,
+    verdict: Arc<std::sync::Mutex<Option<RecordError>>>,
+    open: Arc<AtomicBool>,
+}
+
+impl WatchGuard {
+    fn start(w: &dyn Watchdog, limits: &ConnLimits, timeouts: RecordTimeouts) -> Self {
+        let guard = Self {
+            activity: Arc::new(Activity::new(w.clock())),
+            kill: Arc::new(Notify::new()),
+            verdict: Arc::new(std::sync::Mutex::new(None)),
+            open: Arc::new(AtomicBool::new(true)),
+        };
+        let (activity, kill, verdict, open) = (
+            Arc::clone(&guard.activity),
+            Arc::clone(&guard.kill),
+            Arc::clone(&guard.verdict),
+            Arc::clone(&guard.open),
+        );
+        w.watch(
+            watch_period(limits),
+            Box::new(move || {
+                if !open.load(Ordering::Acquire) {
+                    return false;
+                }
+                let Some(e) = activity.overdue(timeouts) else {
+                    return true;
+                };
+                *verdict
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+                kill.notify_one();
+                false
+            }),
+        );
+        guard
+    }
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.open.store(false, Ordering::Release);
+    }
 }
 
 fn spawn_request(

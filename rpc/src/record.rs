@@ -53,7 +53,8 @@ pub struct RecordTimeouts {
     pub record: Duration,
 }
 
-/// Reads one whole record of at most `max_bytes`.
+/// Reads one whole record of at most `max_bytes`, with tokio's timers bounding the wait
+/// for its first byte and for the rest.
 ///
 /// # Errors
 /// See [`RecordError`].
@@ -72,6 +73,81 @@ pub async fn read_record<R: AsyncRead + Unpin>(
     tokio::time::timeout(timeouts.record, read_rest(r, first[0], max_bytes))
         .await
         .map_err(|_| RecordError::Stalled(timeouts.record))?
+}
+
+/// Reads one whole record with no timers of its own: it marks in `activity` when a record
+/// starts and ends, and a watchdog (see `conn`) enforces the time limits.
+///
+/// # Errors
+/// See [`RecordError`] (never `Idle` or `Stalled`: the watchdog reports those).
+pub async fn read_record_watched<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_bytes: u32,
+    activity: &Activity,
+) -> Result<Bytes, RecordError> {
+    let mut first = [0u8; 1];
+    if r.read(&mut first).await? == 0 {
+        return Err(RecordError::Closed);
+    }
+    activity.record_started();
+    let record = read_rest(r, first[0], max_bytes).await;
+    activity.record_ended();
+    record
+}
+
+/// When a connection last finished a record, and whether one is in progress, in
+/// monotonic nanoseconds of the server's clock: written by the reader, read by the
+/// connection's watchdog timer.
+pub struct Activity {
+    clock: std::sync::Arc<dyn gtime::Clock>,
+    last_ns: std::sync::atomic::AtomicU64,
+    /// Start of the record being read; 0 between records.
+    record_start_ns: std::sync::atomic::AtomicU64,
+}
+
+impl Activity {
+    #[must_use]
+    pub fn new(clock: std::sync::Arc<dyn gtime::Clock>) -> Self {
+        let now = now_ns(&*clock);
+        Self {
+            clock,
+            last_ns: std::sync::atomic::AtomicU64::new(now),
+            record_start_ns: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn record_started(&self) {
+        let now = now_ns(&*self.clock).max(1);
+        self.record_start_ns
+            .store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn record_ended(&self) {
+        self.record_start_ns
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        self.last_ns
+            .store(now_ns(&*self.clock), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The limit the connection has broken, if any, at the clock's current time.
+    #[must_use]
+    pub fn overdue(&self, timeouts: RecordTimeouts) -> Option<RecordError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = now_ns(&*self.clock);
+        let started = self.record_start_ns.load(Relaxed);
+        if started != 0 {
+            let limit = u64::try_from(timeouts.record.as_nanos()).unwrap_or(u64::MAX);
+            return (now.saturating_sub(started) >= limit)
+                .then_some(RecordError::Stalled(timeouts.record));
+        }
+        let limit = u64::try_from(timeouts.idle.as_nanos()).unwrap_or(u64::MAX);
+        let idle = now.saturating_sub(self.last_ns.load(Relaxed));
+        (idle >= limit).then_some(RecordError::Idle(timeouts.idle))
+    }
+}
+
+fn now_ns(clock: &dyn gtime::Clock) -> u64 {
+    u64::try_from(clock.monotonic().as_nanos()).unwrap_or(u64::MAX)
 }
 
 async fn read_rest<R: AsyncRead + Unpin>(
@@ -236,6 +312,26 @@ mod tests {
         let err = read_record(&mut server, 100, T).await.unwrap_err();
         assert!(matches!(err, RecordError::Stalled(_)), "{err}");
         drop(client);
+    }
+
+    #[test]
+    fn activity_reports_stalls_and_idleness() {
+        let clock = std::sync::Arc::new(gtime::ManualClock::new(gtime::Timestamp::default()));
+        let a = Activity::new(clock.clone());
+        let t = RecordTimeouts {
+            idle: Duration::from_secs(10),
+            record: Duration::from_secs(2),
+        };
+        assert!(a.overdue(t).is_none());
+        clock.advance(Duration::from_secs(1));
+        a.record_started();
+        clock.advance(Duration::from_secs(2));
+        assert!(matches!(a.overdue(t), Some(RecordError::Stalled(_))));
+        a.record_ended();
+        clock.advance(Duration::from_secs(9));
+        assert!(a.overdue(t).is_none());
+        clock.advance(Duration::from_secs(1));
+        assert!(matches!(a.overdue(t), Some(RecordError::Idle(_))));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpc::conn::{serve_connection, ConnLimits};
+use rpc::conn::{serve_connection, ConnLimits, Watchdog};
 use rpc::drc::ReplyCache;
 use rpc::Dispatcher;
 use runtime::timers::{Scope, Timers};
@@ -87,6 +87,10 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         stop: stop_rx,
         live: Arc::new(AtomicUsize::new(0)),
         max_connections: config.limits.max_connections,
+        watchdog: Arc::new(TimerWatchdog {
+            timers: Arc::clone(&timers),
+            clock: Arc::clone(&clock),
+        }),
     };
     for w in 0..workers.len() {
         let (timers, stop) = (Arc::clone(&timers), acceptor.stop.clone());
@@ -108,6 +112,34 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
 
 /// How often expired reply-cache entries are dropped.
 const REPLY_CACHE_PRUNE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Idle and stalled clients are found by one local timer per connection, re-armed on
+/// the connection's own worker (seed 002's local timers), not by a timer per request.
+struct TimerWatchdog {
+    timers: Arc<Timers>,
+    clock: Arc<dyn gtime::Clock>,
+}
+
+impl Watchdog for TimerWatchdog {
+    fn watch(&self, period: Duration, check: Box<dyn FnMut() -> bool + Send>) {
+        arm_local(Arc::clone(&self.timers), period, check);
+    }
+
+    fn clock(&self) -> Arc<dyn gtime::Clock> {
+        Arc::clone(&self.clock)
+    }
+}
+
+fn arm_local(timers: Arc<Timers>, period: Duration, mut check: Box<dyn FnMut() -> bool + Send>) {
+    let from = runtime::current_worker().unwrap_or(0);
+    let again = Arc::clone(&timers);
+    let tick: runtime::timers::Callback = Box::new(move || {
+        if check() {
+            arm_local(again, period, check);
+        }
+    });
+    timers.insert(from, period, Scope::Local, tick);
+}
 
 /// Ages the duplicate request cache off the request path: a global timer (any worker may
 /// run it; an idle worker is not woken for it) that re-arms itself.
@@ -218,6 +250,7 @@ struct Acceptor<'w> {
     stop: watch::Receiver<bool>,
     live: Arc<AtomicUsize>,
     max_connections: usize,
+    watchdog: Arc<TimerWatchdog>,
 }
 
 impl Acceptor<'_> {
@@ -259,11 +292,12 @@ impl Acceptor<'_> {
             self.limits,
             self.stop.clone(),
         );
+        let watchdog: Arc<dyn Watchdog> = self.watchdog.clone();
         let worker = self.workers.least_loaded();
         tracing::debug!(%peer, worker, "connection accepted");
         self.workers.submit(worker, move || async move {
             if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-                serve_connection(stream, peer, dispatcher, limits, stop).await;
+                serve_connection(stream, peer, dispatcher, limits, stop, Some(watchdog)).await;
             }
             live.fetch_sub(1, Ordering::Relaxed);
         });

@@ -71,10 +71,17 @@ fn connect(server: &Server) -> TcpStream {
     s
 }
 
-/// Reads one reply record; `None` if the server closed the connection.
+/// Reads one reply record; `None` if the server closed the connection. Panics if the
+/// server neither answers nor closes within the read timeout, so "closed" is never
+/// mistaken for "silent".
 fn read_reply(s: &mut TcpStream) -> Option<Bytes> {
     let mut mark = [0u8; 4];
-    if s.read_exact(&mut mark).is_err() {
+    if let Err(e) = s.read_exact(&mut mark) {
+        use std::io::ErrorKind::{TimedOut, WouldBlock};
+        assert!(
+            !matches!(e.kind(), WouldBlock | TimedOut),
+            "server neither replied nor closed"
+        );
         return None;
     }
     let len = (u32::from_be_bytes(mark) & !LAST) as usize;
@@ -486,4 +493,39 @@ fn retransmitted_non_idempotent_call_gets_the_first_reply() {
         .unwrap();
     let (_, _, mut d) = status_of(read_reply(&mut second).unwrap());
     assert_eq!(CreateRes::decode(&mut d).unwrap().status(), Nfsstat3::Exist);
+}
+
+#[test]
+fn idle_connections_are_closed_and_busy_ones_kept() {
+    let server = Server::start(&["--idle-timeout-secs", "1"]);
+    let mut idle = connect(&server);
+    let mut busy = connect(&server);
+    let started = Instant::now();
+    // The busy client talks every 200 ms for 2.5 s: never idle for a whole second.
+    let mut xid = 1;
+    while started.elapsed() < Duration::from_millis(2500) {
+        assert_eq!(
+            null_call(&mut busy, xid),
+            ReplyStatus::Accepted(AcceptStat::Success)
+        );
+        xid += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The idle one was closed after about a second (plus at most a watchdog period).
+    assert!(
+        read_reply(&mut idle).is_none(),
+        "idle connection still open"
+    );
+    let _ = idle.write_all(&record(&call_body(
+        9,
+        NFS_PROGRAM,
+        NFS_V3,
+        0,
+        sys_cred(),
+        &[],
+    )));
+    assert!(
+        read_reply(&mut idle).is_none(),
+        "idle connection answered after the timeout"
+    );
 }

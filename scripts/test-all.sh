@@ -45,4 +45,6 @@ log "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "cargo test (unit, property, wire, libnfs-utils and integration tests)"
 cargo test --workspace --quiet
+log "loom model checks (timer groups)"
+RUSTFLAGS="--cfg granary_loom" cargo test --quiet -p granary-runtime --lib --target-dir target/loom groups::loom_models
 log "all tests passed in $(( $(date +%s) - start )) s"

@@ -12,7 +12,7 @@
 use std::ops::Range;
 
 #[cfg(granary_loom)]
-use loom::sync::atomic::{AtomicU64, Ordering};
+use ::loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(not(granary_loom))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -349,21 +349,21 @@ mod tests {
 }
 
 /// Model checks of the activation/idle races:
-/// `RUSTFLAGS="--cfg granary_loom" cargo test -p granary-runtime --lib --target-dir target/loom groups::loom`
+/// `RUSTFLAGS="--cfg granary_loom" cargo test -p granary-runtime --lib --target-dir target/loom groups::loom_models`
 #[cfg(all(test, granary_loom))]
-mod loom {
+mod loom_models {
     use super::*;
-    use loom::sync::Arc;
+    use ::loom::sync::Arc;
 
     /// Two workers of one group leave and rejoin concurrently; whatever the interleaving,
     /// the migrator is an active member (or none when both are idle).
     #[test]
     fn leave_and_join_race_in_one_group() {
-        loom::model(|| {
+        ::loom::model(|| {
             let g = Arc::new(Groups::new(2));
             let a = {
                 let g = Arc::clone(&g);
-                loom::thread::spawn(move || {
+                ::loom::thread::spawn(move || {
                     g.leave(0);
                     g.join(0);
                 })
@@ -379,14 +379,14 @@ mod loom {
     /// up agreeing with the group (the cross-level race).
     #[test]
     fn leave_and_join_race_across_levels() {
-        loom::model(|| {
+        ::loom::model(|| {
             let g = Arc::new(Groups::new(9));
             for w in 1..8 {
                 g.leave(w);
             }
             let a = {
                 let g = Arc::clone(&g);
-                loom::thread::spawn(move || g.leave(0))
+                ::loom::thread::spawn(move || g.leave(0))
             };
             g.join(1);
             a.join().unwrap();
@@ -399,14 +399,14 @@ mod loom {
     /// migrator, and nobody is left believing it is responsible.
     #[test]
     fn last_workers_of_two_groups_go_idle_together() {
-        loom::model(|| {
+        ::loom::model(|| {
             let g = Arc::new(Groups::new(9));
             for w in 1..8 {
                 g.leave(w);
             }
             let a = {
                 let g = Arc::clone(&g);
-                loom::thread::spawn(move || g.leave(0))
+                ::loom::thread::spawn(move || g.leave(0))
             };
             g.leave(8);
             a.join().unwrap();

@@ -13,6 +13,7 @@
 //! signal) up to a deadline.
 #![forbid(unsafe_code)]
 
+pub mod experiment;
 pub mod groups;
 pub mod timers;
 

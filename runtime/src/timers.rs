@@ -109,6 +109,12 @@ struct WorkerTimers {
     sleeping_until: AtomicU64,
     /// Earliest global deadline, published when going idle.
     published: AtomicU64,
+    /// Timer passes this worker's driver ran (wake-ups), for the lab.
+    passes: AtomicU64,
+    /// Set when going idle woke the driver to re-plan: tokio then skips the park but
+    /// still reports an unpark, which must not count as activity. Touched only by the
+    /// worker's own thread.
+    replanning: std::sync::atomic::AtomicBool,
 }
 
 /// All timers of one server.
@@ -142,6 +148,8 @@ impl Timers {
                 wake: tokio::sync::Notify::new(),
                 sleeping_until: AtomicU64::new(NEVER),
                 published: AtomicU64::new(NEVER),
+                passes: AtomicU64::new(0),
+                replanning: std::sync::atomic::AtomicBool::new(false),
             })
             .collect();
         Self {
@@ -215,6 +223,12 @@ impl Timers {
             .unwrap_or(from)
     }
 
+    /// Timer passes worker `w`'s driver has run (each one a wake-up of that worker).
+    #[must_use]
+    pub fn driver_passes(&self, w: usize) -> u64 {
+        self.workers[w].passes.load(Ordering::Relaxed)
+    }
+
     /// True while worker `w` is not parked.
     #[must_use]
     pub fn is_active(&self, w: usize) -> bool {
@@ -230,6 +244,27 @@ impl Timers {
         self.workers[w].published.store(mine, Ordering::Release);
         self.groups.leave(w);
         self.arm_for_idle(w);
+        // The driver planned its sleep while busy, counting its own global timers; idle,
+        // it needs to wake only for its local timers (or for everyone's, if it was the
+        // last to go idle). Let it re-plan before the worker parks.
+        if self.mode == TimerMode::Pull
+            && self.workers[w].sleeping_until.load(Ordering::Acquire) < self.idle_plan(w)
+        {
+            self.workers[w].replanning.store(true, Ordering::Relaxed);
+            self.workers[w].wake.notify_one();
+        }
+    }
+
+    /// When idle worker `w` must wake: for its local timers, and, while no worker is
+    /// active, for the earliest global timer of all.
+    fn idle_plan(&self, w: usize) -> u64 {
+        let local = lock(&self.workers[w].local)
+            .next_deadline()
+            .unwrap_or(NEVER);
+        if self.effective_migrator().is_some() {
+            return local;
+        }
+        local.min(self.earliest_published(0..self.workers.len()))
     }
 
     /// After `w` went idle: whoever now answers for idle timers must wake in time.
@@ -251,6 +286,10 @@ impl Timers {
     /// Worker `w` woke up: rejoin its groups; if it became a migrator, its driver runs
     /// its next pass with the idle members' deadlines.
     pub fn worker_active(&self, w: usize) {
+        if self.workers[w].replanning.load(Ordering::Relaxed) {
+            // The "unpark" after a park skipped for our own re-plan: still idle.
+            return;
+        }
         let became_migrator = self.groups.join(w);
         self.workers[w].published.store(NEVER, Ordering::Release);
         if became_migrator {
@@ -301,6 +340,15 @@ impl Timers {
             next = next.min(shared.next_deadline().unwrap_or(NEVER));
         }
         next = next.min(self.expire_idle(w, now, &mut due));
+        if self.mode == TimerMode::Pull && !self.is_active(w) {
+            // Running while marked idle (re-planning before a park): publish what is
+            // left and sleep only as long as idleness allows.
+            let mine = lock(&self.workers[w].global)
+                .next_deadline()
+                .unwrap_or(NEVER);
+            self.workers[w].published.store(mine, Ordering::Release);
+            next = self.idle_plan(w);
+        }
         self.stats
             .fired
             .fetch_add(due.len() as u64, Ordering::Relaxed);
@@ -340,7 +388,9 @@ impl Timers {
     pub async fn drive(self: Arc<Self>, w: usize, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             let now = self.now();
+            self.workers[w].passes.fetch_add(1, Ordering::Relaxed);
             let next = self.run_expiry(w, now);
+            self.workers[w].replanning.store(false, Ordering::Relaxed);
             self.workers[w]
                 .sleeping_until
                 .store(next, Ordering::Release);

@@ -347,13 +347,23 @@ mod tests {
     }
 
     #[test]
-    fn pull_fires_every_timer_of_idle_workers() {
-        let w = idle_wakeups(
+    fn pull_fires_idle_workers_timers_without_waking_them() {
+        // 40 timers of idle worker 1 over 0.8 s: tokio wakes it for each; pull lets the
+        // busy worker 0 expire them.
+        let pull = idle_wakeups(
             Design::Ours(TimerMode::Pull),
             2,
-            20,
-            Duration::from_millis(400),
+            40,
+            Duration::from_millis(800),
         );
-        assert_eq!(w.fired, w.armed, "{w:?}");
+        assert_eq!(pull.fired, pull.armed, "{pull:?}");
+        let tokio = idle_wakeups(Design::Tokio, 2, 40, Duration::from_millis(800));
+        assert_eq!(tokio.fired, tokio.armed);
+        assert!(
+            pull.idle_wakeups_per_sec * 4.0 < tokio.idle_wakeups_per_sec,
+            "pull {:.1}/s vs tokio {:.1}/s",
+            pull.idle_wakeups_per_sec,
+            tokio.idle_wakeups_per_sec
+        );
     }
 }

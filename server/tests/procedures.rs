@@ -10,20 +10,17 @@
 
 mod common;
 
-use std::fmt::Debug;
-use std::time::Duration;
-
 use bytes::Bytes;
 use client::{auth_sys, Auth, Nfs3Client};
-use common::Server;
+use common::nfs::*;
 use nfs3::nfs::{
-    AccessArgs, CreateOk, DirOpArgs3, Fattr3, Filename3, FsinfoArgs, FsinfoOk, FsstatArgs, Ftype3,
-    GetattrArgs, GetattrOk, LookupArgs, LookupFail, LookupOk, MkdirArgs, NfsFh3, NfsPath3,
-    Nfsstat3, Nfstime3, PathconfArgs, PathconfOk, PostOpAttr, PostOpFh3, PreOpAttr, ReadArgs,
-    ReadlinkArgs, ReadlinkFail, ReadlinkOk, Res3, Sattr3, SattrGuard3, SetTime, SetattrArgs,
-    SetattrFail, SetattrOk, Specdata3, StableHow, SymlinkArgs, SymlinkData3, WccAttr, WccData,
-    ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP, ACCESS3_MODIFY, ACCESS3_READ,
-    FSF3_CANSETTIME, FSF3_HOMOGENEOUS, FSF3_LINK, FSF3_SYMLINK,
+    AccessArgs, CreateOk, Fattr3, FsinfoArgs, FsinfoOk, FsstatArgs, Ftype3, GetattrArgs, GetattrOk,
+    LookupArgs, LookupFail, LookupOk, MkdirArgs, NfsFh3, NfsPath3, Nfsstat3, Nfstime3,
+    PathconfArgs, PathconfOk, PostOpAttr, PostOpFh3, ReadArgs, ReadlinkArgs, ReadlinkFail,
+    ReadlinkOk, Res3, Sattr3, SattrGuard3, SetTime, SetattrArgs, SetattrFail, SetattrOk, Specdata3,
+    StableHow, SymlinkArgs, SymlinkData3, ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND,
+    ACCESS3_LOOKUP, ACCESS3_MODIFY, ACCESS3_READ, FSF3_CANSETTIME, FSF3_HOMOGENEOUS, FSF3_LINK,
+    FSF3_SYMLINK,
 };
 
 /// The anonymous identity squashed callers and AUTH_NONE get (Linux `nobody`).
@@ -36,66 +33,9 @@ const ACCESS_ALL: u32 = 0x3f;
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-/// Starts `granary serve` with `args`, connects as AUTH_SYS root and mounts `/`.
-async fn start(args: &[&str]) -> (Server, Nfs3Client, NfsFh3) {
-    let server = Server::start(args);
-    let client = Nfs3Client::connect(server.addr, server.addr)
-        .await
-        .expect("connect")
-        .with_timeout(Duration::from_secs(10));
-    let root = client.mount("/").await.expect("MNT /");
-    (server, client, root)
-}
-
 /// The same connection, calling as AUTH_SYS `uid`/`gid` with supplementary `groups`.
 fn as_user(client: &Nfs3Client, uid: u32, gid: u32, groups: &[u32]) -> Nfs3Client {
     client.clone().with_auth(&auth_sys(uid, gid, groups))
-}
-
-/// The `Ok` body of a result, or a panic that shows the whole failed reply.
-fn expect_ok<T: Debug, F: Debug>(res: Res3<T, F>, what: &str) -> T {
-    match res {
-        Res3::Ok(ok) => ok,
-        Res3::Fail(status, body) => panic!("{what}: {status:?} {body:?}"),
-    }
-}
-
-fn dirop(dir: &NfsFh3, name: impl AsRef<[u8]>) -> DirOpArgs3 {
-    DirOpArgs3 {
-        dir: dir.clone(),
-        name: Filename3(Bytes::copy_from_slice(name.as_ref())),
-    }
-}
-
-fn mode_only(mode: u32) -> Sattr3 {
-    Sattr3 {
-        mode: Some(mode),
-        ..Sattr3::default()
-    }
-}
-
-fn wcc_attr(a: &Fattr3) -> WccAttr {
-    WccAttr {
-        size: a.size,
-        mtime: a.mtime,
-        ctime: a.ctime,
-    }
-}
-
-/// The `wcc_data` a reply should carry for an object that went from `before` to `after`.
-fn wcc(before: &Fattr3, after: &Fattr3) -> WccData {
-    WccData {
-        before: PreOpAttr(Some(wcc_attr(before))),
-        after: PostOpAttr(Some(*after)),
-    }
-}
-
-fn later(a: Nfstime3, b: Nfstime3) -> bool {
-    (a.seconds, a.nseconds) > (b.seconds, b.nseconds)
-}
-
-async fn getattr(client: &Nfs3Client, fh: &NfsFh3) -> Fattr3 {
-    client.getattr_ok(fh).await.expect("GETATTR")
 }
 
 async fn getattr_status(client: &Nfs3Client, fh: &NfsFh3) -> Nfsstat3 {

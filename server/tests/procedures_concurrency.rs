@@ -6,33 +6,18 @@
 
 mod common;
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use client::{auth_sys, Nfs3Client};
+use common::nfs::*;
 use common::Server;
 use nfs3::nfs::{
-    CreateArgs, CreateHow3, DirOpArgs3, Filename3, Ftype3, LookupArgs, NfsFh3, Nfsstat3, ReadArgs,
-    RemoveArgs, Res3, Sattr3, SattrGuard3, SetattrArgs, StableHow, WriteArgs,
+    CreateArgs, CreateHow3, Ftype3, LookupArgs, NfsFh3, Nfsstat3, ReadArgs, RemoveArgs, Res3,
+    Sattr3, SattrGuard3, SetattrArgs, StableHow, WriteArgs,
 };
 
 const TASKS: u32 = 16;
 /// Rounds of five procedures per task: 200 calls, plus a MKDIR and a listing.
 const ROUNDS: u32 = 40;
-
-async fn connect(server: &Server) -> Nfs3Client {
-    Nfs3Client::connect(server.addr, server.addr)
-        .await
-        .expect("connect")
-        .with_timeout(Duration::from_secs(10))
-}
-
-fn dirop(dir: &NfsFh3, name: &str) -> DirOpArgs3 {
-    DirOpArgs3 {
-        dir: dir.clone(),
-        name: Filename3(Bytes::copy_from_slice(name.as_bytes())),
-    }
-}
 
 fn ok<T: std::fmt::Debug, F: std::fmt::Debug>(res: Res3<T, F>, what: &str) -> T {
     match res {

@@ -4,62 +4,18 @@
 
 mod common;
 
-use std::fmt::Debug;
-use std::time::Duration;
-
 use bytes::Bytes;
 use client::{auth_sys, Nfs3Client};
+use common::nfs::*;
 use common::Server;
 use nfs3::nfs::{
-    CommitArgs, CommitFail, CommitOk, Fattr3, FsstatArgs, NfsFh3, Nfsstat3, Nfstime3, PostOpAttr,
-    PreOpAttr, ReadArgs, ReadFail, ReadOk, Res3, StableHow, WccAttr, WccData, WriteArgs, WriteFail,
-    WriteOk, Writeverf3,
+    CommitArgs, CommitFail, CommitOk, FsstatArgs, NfsFh3, Nfsstat3, PostOpAttr, ReadArgs, ReadFail,
+    ReadOk, Res3, StableHow, WriteArgs, WriteFail, WriteOk, Writeverf3,
 };
 
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-async fn connect(server: &Server) -> Nfs3Client {
-    Nfs3Client::connect(server.addr, server.addr)
-        .await
-        .expect("connect")
-        .with_timeout(Duration::from_secs(10))
-}
-
-/// Starts `granary serve` with `args`, connects as AUTH_SYS root and mounts `/`.
-async fn start(args: &[&str]) -> (Server, Nfs3Client, NfsFh3) {
-    let server = Server::start(args);
-    let client = connect(&server).await;
-    let root = client.mount("/").await.expect("MNT /");
-    (server, client, root)
-}
-
-fn expect_ok<T: Debug, F: Debug>(res: Res3<T, F>, what: &str) -> T {
-    match res {
-        Res3::Ok(ok) => ok,
-        Res3::Fail(status, body) => panic!("{what}: {status:?} {body:?}"),
-    }
-}
-
-fn wcc(before: &Fattr3, after: &Fattr3) -> WccData {
-    WccData {
-        before: PreOpAttr(Some(WccAttr {
-            size: before.size,
-            mtime: before.mtime,
-            ctime: before.ctime,
-        })),
-        after: PostOpAttr(Some(*after)),
-    }
-}
-
-fn later(a: Nfstime3, b: Nfstime3) -> bool {
-    (a.seconds, a.nseconds) > (b.seconds, b.nseconds)
-}
-
-async fn getattr(client: &Nfs3Client, fh: &NfsFh3) -> Fattr3 {
-    client.getattr_ok(fh).await.expect("GETATTR")
-}
 
 async fn read(client: &Nfs3Client, fh: &NfsFh3, offset: u64, count: u32) -> Res3<ReadOk, ReadFail> {
     let args = ReadArgs {

@@ -4,18 +4,18 @@
 
 mod common;
 
-use std::fmt::Debug;
 use std::time::Duration;
 
 use bytes::Bytes;
 use client::{auth_sys, Nfs3Client};
+use common::nfs::*;
 use common::Server;
 use nfs3::mount::{
     DirPath, ExportNode, Exports, MntName, MntRes, MountBody, MountList, Mountstat3,
 };
 use nfs3::nfs::{
-    DirOpArgs3, Fattr3, Filename3, LinkArgs, LinkFail, NfsFh3, Nfsstat3, PostOpAttr, PreOpAttr,
-    RenameArgs, RenameFail, Res3, WccAttr, WccData,
+    Fattr3, LinkArgs, LinkFail, NfsFh3, Nfsstat3, PostOpAttr, PreOpAttr, RenameArgs, RenameFail,
+    Res3, WccAttr, WccData,
 };
 
 /// AUTH_SYS and AUTH_NONE, the flavors MNT offers.
@@ -24,13 +24,6 @@ const AUTH_FLAVORS: [u32; 2] = [1, 0];
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-async fn connect(server: &Server) -> Nfs3Client {
-    Nfs3Client::connect(server.addr, server.addr)
-        .await
-        .expect("connect")
-        .with_timeout(Duration::from_secs(10))
-}
 
 /// Starts `granary serve --config` with `toml` (written to a file named after `test`).
 fn start_with_config(test: &str, toml: &str) -> Server {
@@ -60,13 +53,6 @@ path = "/b"
 squash = "none"
 "#;
 
-fn expect_ok<T: Debug, F: Debug>(res: Res3<T, F>, what: &str) -> T {
-    match res {
-        Res3::Ok(ok) => ok,
-        Res3::Fail(status, body) => panic!("{what}: {status:?} {body:?}"),
-    }
-}
-
 async fn mnt(client: &Nfs3Client, path: impl AsRef<[u8]>) -> MntRes {
     client.mnt(path).await.expect("MNT call")
 }
@@ -84,13 +70,6 @@ fn mount_list(paths: &[&str]) -> MountList {
         ml_directory: DirPath(Bytes::copy_from_slice(path.as_bytes())),
     };
     MountList(paths.iter().map(body).collect())
-}
-
-fn dirop(dir: &NfsFh3, name: &str) -> DirOpArgs3 {
-    DirOpArgs3 {
-        dir: dir.clone(),
-        name: Filename3(Bytes::copy_from_slice(name.as_bytes())),
-    }
 }
 
 fn unchanged(a: &Fattr3) -> WccData {

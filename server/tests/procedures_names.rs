@@ -4,18 +4,14 @@
 
 mod common;
 
-use std::fmt::Debug;
-use std::time::Duration;
-
 use bytes::Bytes;
 use client::{auth_sys, Nfs3Client};
-use common::Server;
+use common::nfs::*;
 use nfs3::nfs::{
-    CreateArgs, CreateFail, CreateHow3, CreateOk, DeviceData3, DirOpArgs3, Fattr3, Filename3,
-    Ftype3, GetattrArgs, LinkArgs, LinkFail, LinkOk, MkdirArgs, MknodArgs, MknodData3, NfsFh3,
-    NfsPath3, Nfsstat3, Nfstime3, PostOpAttr, PostOpFh3, PreOpAttr, RemoveArgs, RemoveFail,
-    RemoveOk, RenameArgs, RenameFail, RenameOk, Res3, Sattr3, Specdata3, StableHow, SymlinkArgs,
-    SymlinkData3, WccAttr, WccData,
+    CreateArgs, CreateFail, CreateHow3, CreateOk, DeviceData3, Fattr3, Ftype3, GetattrArgs,
+    LinkArgs, LinkFail, LinkOk, MkdirArgs, MknodArgs, MknodData3, NfsFh3, NfsPath3, Nfsstat3,
+    PostOpAttr, PostOpFh3, RemoveArgs, RemoveFail, RemoveOk, RenameArgs, RenameFail, RenameOk,
+    Res3, Sattr3, Specdata3, StableHow, SymlinkArgs, SymlinkData3,
 };
 
 /// The anonymous identity squashed callers get.
@@ -25,59 +21,8 @@ const NOBODY: u32 = 65_534;
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-/// Starts `granary serve` with `args`, connects as AUTH_SYS root and mounts `/`.
-async fn start(args: &[&str]) -> (Server, Nfs3Client, NfsFh3) {
-    let server = Server::start(args);
-    let client = Nfs3Client::connect(server.addr, server.addr)
-        .await
-        .expect("connect")
-        .with_timeout(Duration::from_secs(10));
-    let root = client.mount("/").await.expect("MNT /");
-    (server, client, root)
-}
-
 fn as_user(client: &Nfs3Client, uid: u32, gid: u32) -> Nfs3Client {
     client.clone().with_auth(&auth_sys(uid, gid, &[]))
-}
-
-fn expect_ok<T: Debug, F: Debug>(res: Res3<T, F>, what: &str) -> T {
-    match res {
-        Res3::Ok(ok) => ok,
-        Res3::Fail(status, body) => panic!("{what}: {status:?} {body:?}"),
-    }
-}
-
-fn dirop(dir: &NfsFh3, name: impl AsRef<[u8]>) -> DirOpArgs3 {
-    DirOpArgs3 {
-        dir: dir.clone(),
-        name: Filename3(Bytes::copy_from_slice(name.as_ref())),
-    }
-}
-
-fn mode_only(mode: u32) -> Sattr3 {
-    Sattr3 {
-        mode: Some(mode),
-        ..Sattr3::default()
-    }
-}
-
-fn wcc(before: &Fattr3, after: &Fattr3) -> WccData {
-    WccData {
-        before: PreOpAttr(Some(WccAttr {
-            size: before.size,
-            mtime: before.mtime,
-            ctime: before.ctime,
-        })),
-        after: PostOpAttr(Some(*after)),
-    }
-}
-
-fn later(a: Nfstime3, b: Nfstime3) -> bool {
-    (a.seconds, a.nseconds) > (b.seconds, b.nseconds)
-}
-
-async fn getattr(client: &Nfs3Client, fh: &NfsFh3) -> Fattr3 {
-    client.getattr_ok(fh).await.expect("GETATTR")
 }
 
 async fn status_of_getattr(client: &Nfs3Client, fh: &NfsFh3) -> Nfsstat3 {

@@ -6,15 +6,13 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::fmt::Debug;
-use std::time::Duration;
 
 use bytes::Bytes;
 use client::{auth_sys, Nfs3Client};
-use common::Server;
+use common::nfs::*;
 use nfs3::nfs::{
-    entry3_size, entryplus3_size, Cookieverf3, Entry3, Entryplus3, Fattr3, NfsFh3, Nfsstat3,
-    PostOpAttr, PostOpFh3, ReaddirArgs, ReaddirFail, ReaddirOk, ReaddirplusArgs, ReaddirplusFail,
+    entry3_size, entryplus3_size, Cookieverf3, Entry3, Entryplus3, NfsFh3, Nfsstat3, PostOpAttr,
+    PostOpFh3, ReaddirArgs, ReaddirFail, ReaddirOk, ReaddirplusArgs, ReaddirplusFail,
     ReaddirplusOk, Res3,
 };
 use xdr::Encode;
@@ -22,28 +20,6 @@ use xdr::Encode;
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-/// Starts `granary serve` with `args`, connects as AUTH_SYS root and mounts `/`.
-async fn start(args: &[&str]) -> (Server, Nfs3Client, NfsFh3) {
-    let server = Server::start(args);
-    let client = Nfs3Client::connect(server.addr, server.addr)
-        .await
-        .expect("connect")
-        .with_timeout(Duration::from_secs(10));
-    let root = client.mount("/").await.expect("MNT /");
-    (server, client, root)
-}
-
-fn expect_ok<T: Debug, F: Debug>(res: Res3<T, F>, what: &str) -> T {
-    match res {
-        Res3::Ok(ok) => ok,
-        Res3::Fail(status, body) => panic!("{what}: {status:?} {body:?}"),
-    }
-}
-
-async fn getattr(client: &Nfs3Client, fh: &NfsFh3) -> Fattr3 {
-    client.getattr_ok(fh).await.expect("GETATTR")
-}
 
 async fn readdir(
     client: &Nfs3Client,

@@ -1,6 +1,8 @@
 //! Starting the real `granary` binary for integration tests.
 #![allow(dead_code)]
 
+pub mod nfs;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};

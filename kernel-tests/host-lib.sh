@@ -13,7 +13,8 @@ kt_die() {
 
 kt_log() { printf '\n== %s\n' "$*" >&2; }
 
-# kt_prepare: build granary (release) and the guest image (cached by vm.sh), then copy
+# kt_prepare: build granary (release; KT_GRANARY_BIN=PATH uses that binary instead)
+# and the guest image (cached by vm.sh), then copy
 # the binary, the guest scripts and ../shared/vm/guest-lib.sh into a fresh staging
 # directory, $KT_STAGE, that the guest sees at the same path.
 kt_prepare() {
@@ -23,10 +24,13 @@ kt_prepare() {
         command -v "$tool" >/dev/null ||
             kt_die "$tool not found: apt-get install qemu-system-x86 mmdebstrap cpio (scripts/test-all.sh installs them)"
     done
-    kt_log "cargo build --release -p granary"
-    (cd "$REPO" && cargo build --release -p granary --quiet) || kt_die "cargo build --release -p granary failed"
-    local bin=${CARGO_TARGET_DIR:-$REPO/target}/release/granary
-    [ -x "$bin" ] || kt_die "no binary at $bin after the build"
+    local bin=${KT_GRANARY_BIN:-}
+    if [ -z "$bin" ]; then
+        kt_log "cargo build --release -p granary"
+        (cd "$REPO" && cargo build --release -p granary --quiet) || kt_die "cargo build --release -p granary failed"
+        bin=${CARGO_TARGET_DIR:-$REPO/target}/release/granary
+    fi
+    [ -x "$bin" ] || kt_die "no granary binary at $bin"
     kt_log "vm.sh build (cached after the first time)"
     "$VM_SH" build || kt_die "vm.sh build failed: the Debian guest image could not be made (see above)"
     KT_STAGE=$(mktemp -d /tmp/granary-kt.XXXXXX)
@@ -44,10 +48,12 @@ kt_boot() {
     local timeout=$1 script=$2 rc
     shift 2
     kt_log "vm.sh run (TCG here: boot about 10 s; guest timeout ${timeout} s)"
+    # The guest gets no environment from here: pass every exported KT_* and PERF_*.
+    local v vars=(KT_STAGE="$KT_STAGE")
+    for v in $(compgen -e | grep -E '^(KT_|PERF_)' | grep -v '^KT_STAGE$'); do vars+=("$v=${!v}"); done
     set +e
     VM_TIMING=1 "$VM_SH" run --mem "${KT_MEM:-4G}" --cpus "${KT_CPUS:-2}" --timeout "$timeout" \
-        --share "$KT_STAGE" -- env KT_STAGE="$KT_STAGE" KT_TARGETS="${KT_TARGETS:-}" \
-        KT_CHECKS="${KT_CHECKS:-}" bash "$KT_STAGE/guest/$script" "$@" 2>&1 | tee "$KT_STAGE/log"
+        --share "$KT_STAGE" -- env "${vars[@]}" bash "$KT_STAGE/guest/$script" "$@" 2>&1 | tee "$KT_STAGE/log"
     rc=${PIPESTATUS[0]}
     set -e
     case $rc in

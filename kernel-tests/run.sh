@@ -6,6 +6,7 @@
 #   KT_CHECKS='^posix-' kernel-tests/run.sh   # only the checks whose names match
 #   KT_TARGETS=granary kernel-tests/run.sh    # only granary (knfsd is the reference)
 #   KT_KEEP=1 ...                             # keep the staging dir (outputs per check)
+#   KT_GRANARY_BIN=path/to/granary ...        # test that binary instead of building one
 #
 # Exit 0 when every check passed on every server; 1 when one failed or the guest could
 # not be built or booted (it never skips). See kernel-tests/README.md.

@@ -43,19 +43,34 @@ impl Backend for MemFs {
         Ok(self.space.stat())
     }
 
+    /// Marks the ctime observed: whoever asked will see it (seed 000).
     fn getattr(&self, id: FileId) -> FsResult<Attr> {
-        Ok(self.inode(id)?.read()?.attr(id))
+        let inode = self.inode(id)?;
+        let state = inode.read()?;
+        Ok(inode.observed_attr(&state))
     }
 
+    /// A guarded call locks the whole file first, so no WRITE can move ctime between the
+    /// check and the change.
     fn setattr(&self, id: FileId, set: &SetAttr, guard: Option<Timestamp>) -> FsResult<Attr> {
         let inode = self.inode(id)?;
         let mut state = inode.write()?;
-        if guard.is_some_and(|ctime| ctime != state.meta.ctime) {
+        let whole_file = guard
+            .and(inode.file.as_ref())
+            .map(|file| file.lock.write(0..u64::MAX));
+        if guard.is_some_and(|ctime| ctime != inode.ctime.load().time) {
             return Err(FsError::NotSync);
         }
         state.check_setattr(set)?;
-        state.apply_setattr(set, self.now(), &self.space);
-        Ok(state.attr(id))
+        inode.apply_setattr(
+            &mut state,
+            set,
+            &self.clock,
+            &self.space,
+            whole_file.is_some(),
+        );
+        drop(whole_file);
+        Ok(inode.observed_attr(&state))
     }
 
     fn lookup(&self, dir: FileId, name: &Name) -> FsResult<FileId> {
@@ -68,12 +83,16 @@ impl Backend for MemFs {
     }
 
     /// Returns at most `MAX_IO_BYTES` whatever `count` asks (a short read, not `eof`), so
-    /// one request cannot make the backend allocate more than a transfer's worth.
+    /// one request cannot make the backend allocate more than a transfer's worth. Holds the
+    /// file's range lock over the bytes asked for, and no other lock.
     fn read(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<ReadReply> {
         let inode = self.inode(id)?;
-        let state = inode.read()?;
-        let file = state.body.regular()?;
+        let file = inode.regular_file()?;
         let count = u64::from(count.min(MAX_IO_BYTES));
+        let _range = file
+            .lock
+            .read(offset_bytes..offset_bytes.saturating_add(count));
+        file.check_live()?;
         let (data, eof) = file.data.read(offset_bytes, count);
         Ok(ReadReply {
             data: Bytes::from(data),
@@ -81,7 +100,8 @@ impl Backend for MemFs {
         })
     }
 
-    /// An empty write changes nothing (not even mtime), as on Linux.
+    /// An empty write changes nothing (not even mtime), as on Linux. Holds the file's
+    /// range lock over the bytes written, and no other lock; mtime becomes the new ctime.
     fn write(
         &self,
         id: FileId,
@@ -91,16 +111,17 @@ impl Backend for MemFs {
     ) -> FsResult<WriteReply> {
         let count = u32::try_from(data.len()).map_err(|_| FsError::Inval)?;
         let inode = self.inode(id)?;
-        let mut guard = inode.write()?;
-        let state = &mut *guard;
-        let file = state.body.regular_mut()?;
-        offset_bytes
+        let file = inode.regular_file()?;
+        let end = offset_bytes
             .checked_add(u64::from(count))
             .filter(|&end| end <= MAX_FILE_SIZE)
             .ok_or(FsError::FBig)?;
+        let _range = file.lock.write(offset_bytes..end);
+        file.check_live()?;
         if count > 0 {
             file.data.write(offset_bytes, data, &self.space)?;
-            state.meta.touch_modified(self.now());
+            // Under the range lock: whoever locks these bytes next sees the new ctime too.
+            self.clock.stamp(&inode.ctime, true);
         }
         Ok(WriteReply {
             count,
@@ -110,7 +131,7 @@ impl Backend for MemFs {
 
     /// Memory is this backend's stable storage: every write is as durable as it gets.
     fn commit(&self, id: FileId, _offset_bytes: u64, _count: u32) -> FsResult<()> {
-        self.inode(id)?.read()?.body.regular().map(|_| ())
+        self.inode(id)?.regular_file()?.check_live()
     }
 
     fn create(

@@ -2,7 +2,8 @@
 //! others. Nothing survives a restart; the server's write verifier announces that.
 //!
 //! It owns the whole file system in memory:
-//! - `inode`: one file (attributes and contents) behind its own `RwLock`;
+//! - `inode`: one file: attributes behind its own `RwLock`, the ctime in one atomic word,
+//!   and a regular file's data behind its range lock ([`sync::RangeLock`]);
 //! - `sparse`: regular-file data as 64 KiB chunks, holes unallocated;
 //! - `dir`: directory entries with insertion-order cookies that never expire;
 //! - `table`: the sharded `FileId` → inode map (ids are never reused);
@@ -11,7 +12,7 @@
 //!
 //! # Locks
 //!
-//! Three kinds, always taken in this order:
+//! Four kinds, always taken in this order:
 //! 1. the **namespace mutex**, held by every operation that adds, removes or moves a
 //!    directory entry (create, mkdir, symlink, mknod, remove, rmdir, rename, link). Entries,
 //!    link counts, parents and liveness change only under it, so those operations see
@@ -21,18 +22,25 @@
 //!    under it, a directory operation write-locks every inode it changes (at most four) in
 //!    ascending `FileId` order and releases them together, so lookups, getattrs and
 //!    listings see either the old or the new tree, never a mix;
-//! 3. **table shard locks**: leaves, held only to clone or insert an `Arc<Inode>`.
+//! 3. a regular file's **range lock** (seed 003, `MemConfig::rangelock`): READ and WRITE
+//!    take only this one, over their bytes, and never an inode lock, so disjoint I/O on one
+//!    file runs in parallel; a size change takes it (to the end of the file) under the
+//!    inode's write lock, the last unlink takes the whole file;
+//! 4. **table shard locks** and a file's **chunk locks** (`sparse`): leaves, held only to
+//!    clone or insert an `Arc<Inode>`, or for the copy into or out of one chunk.
 //!
-//! Data I/O, getattr, setattr, lookup and readdir never take the namespace mutex: reads of
-//! one file share its read lock, and I/O on different files shares nothing but the atomic
-//! space counters.
+//! Data I/O, getattr, setattr, lookup and readdir never take the namespace mutex, and I/O
+//! on different files shares nothing but the atomic space counters and the clock's floor.
 //!
 //! # Times
 //!
-//! Every timestamp comes from the injected [`gtime::Clock`]. A write moves mtime and ctime;
-//! an attribute change moves ctime; an entry change moves the directory's mtime and ctime
-//! and the ctime of the file linked, unlinked or renamed. Reads do not move atime (as if
-//! mounted `noatime`): it would turn every read into a write of the inode's lock and buys
+//! Every timestamp comes from one [`gtime::MultigrainClock`] (seed 000,
+//! `MemConfig::timestamps`) over the injected [`gtime::Clock`]. A write moves mtime and
+//! ctime (mtime = ctime); an attribute change moves ctime; an entry change moves the
+//! directory's mtime and ctime and the ctime of the file linked, unlinked or renamed, all
+//! with one stamp. Every getattr (so every reply that carries attributes) marks the ctime
+//! observed, so in multigrain mode the next change gets a strictly later one. Reads do not
+//! move atime (as if mounted `noatime`): it would turn every read into a write and buys
 //! clients nothing they rely on.
 #![forbid(unsafe_code)]
 
@@ -47,7 +55,7 @@ mod table;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use gtime::{Clock, Timestamp};
+use gtime::{Clock, Ctime, MultigrainClock};
 use vfs::{FileId, Owner};
 
 use crate::dir::Dir;
@@ -56,6 +64,8 @@ use crate::space::Space;
 use crate::table::{Table, ROOT};
 
 pub use crate::sparse::CHUNK_BYTES;
+pub use gtime::TimestampMode;
+pub use sync::RangeLockMode;
 
 /// Sizes and the root directory's attributes of a [`MemFs`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +77,10 @@ pub struct MemConfig {
     pub root_mode: u32,
     pub root_uid: u32,
     pub root_gid: u32,
+    /// How changes are stamped (ignored by [`MemFs::with_clock`], which brings its own).
+    pub timestamps: TimestampMode,
+    /// Which range lock regular files use.
+    pub rangelock: RangeLockMode,
 }
 
 impl Default for MemConfig {
@@ -79,13 +93,16 @@ impl Default for MemConfig {
             root_mode: 0o777,
             root_uid: 0,
             root_gid: 0,
+            timestamps: TimestampMode::default(),
+            rangelock: RangeLockMode::default(),
         }
     }
 }
 
 /// The in-memory file system; implements [`vfs::Backend`].
 pub struct MemFs {
-    clock: Arc<dyn Clock>,
+    clock: Arc<MultigrainClock>,
+    rangelock: RangeLockMode,
     table: Table,
     space: Space,
     /// Serializes directory-entry changes; see the module comment for the lock order.
@@ -101,11 +118,21 @@ impl std::fmt::Debug for MemFs {
 }
 
 impl MemFs {
-    /// An empty file system whose root has the configured attributes and the clock's time.
+    /// An empty file system whose root has the configured attributes and the clock's time,
+    /// stamping changes with its own [`MultigrainClock`] in `config.timestamps` mode.
     #[must_use]
     pub fn new(config: MemConfig, clock: Arc<dyn Clock>) -> Self {
+        let clock = Arc::new(MultigrainClock::new(clock, config.timestamps));
+        Self::with_clock(config, clock)
+    }
+
+    /// As [`MemFs::new`] but stamping with a shared clock, so that the clock's floor, and
+    /// with it the ordering of change times, spans every file system that shares it.
+    #[must_use]
+    pub fn with_clock(config: MemConfig, clock: Arc<MultigrainClock>) -> Self {
         let fs = Self {
             clock,
+            rangelock: config.rangelock,
             table: Table::new(),
             space: Space::new(config.capacity_bytes, config.max_files),
             namespace: Mutex::new(()),
@@ -114,17 +141,46 @@ impl MemFs {
             uid: config.root_uid,
             gid: config.root_gid,
         };
-        let meta = Meta::new(config.root_mode, owner.uid, owner.gid, fs.now());
+        let now = fs.clock.now();
+        let meta = Meta::new(config.root_mode, owner.uid, owner.gid, now);
         let root_id = fs.table.allocate_id();
         assert_eq!(root_id, ROOT, "the root is the first file");
         let root = InodeState::new(meta, Body::Directory(Dir::new(ROOT)));
-        fs.table.insert(Arc::new(Inode::new(ROOT, root)));
+        let ctime = Ctime::new(now, true);
+        fs.table
+            .insert(Arc::new(Inode::new(ROOT, root, ctime, fs.rangelock)));
         fs.space.force_file();
         fs
     }
 
-    fn now(&self) -> Timestamp {
-        self.clock.now()
+    /// The clock that stamps this file system's changes.
+    #[must_use]
+    pub fn clock(&self) -> &Arc<MultigrainClock> {
+        &self.clock
+    }
+
+    /// Runs `body` while holding bytes `range` of regular file `id` the way a READ
+    /// (`write` false) or WRITE holds them: for tests and the lab, which show that I/O on
+    /// other ranges goes on meanwhile and I/O on overlapping ones waits.
+    ///
+    /// # Errors
+    /// `Stale`, `IsDir` or `Inval` as a READ of `id` would fail.
+    pub fn with_range_held<R>(
+        &self,
+        id: FileId,
+        range: std::ops::Range<u64>,
+        write: bool,
+        body: impl FnOnce() -> R,
+    ) -> vfs::FsResult<R> {
+        let inode = self.inode(id)?;
+        let file = inode.regular_file()?;
+        let _held = if write {
+            file.lock.write(range)
+        } else {
+            file.lock.read(range)
+        };
+        file.check_live()?;
+        Ok(body())
     }
 
     fn inode(&self, id: FileId) -> vfs::FsResult<Arc<Inode>> {

@@ -2,16 +2,16 @@
 //! link) and removing them (remove, rmdir). Each runs under the namespace mutex, checks
 //! everything before changing anything, and write-locks the directory and the file it
 //! changes together (ascending `FileId` order), so no reader sees an entry without its link
-//! count or the reverse.
+//! count or the reverse. One multigrain stamp covers every inode an operation changes.
 
 use std::sync::Arc;
 
-use gtime::Timestamp;
-use vfs::{CreateMode, FileId, FsError, FsResult, Name, Owner, SetAttr};
+use gtime::{Ctime, Timestamp};
+use sync::RangeLockMode;
+use vfs::{CreateMode, FileId, FsError, FsResult, Name, Owner, SetAttr, SetTime};
 
 use crate::inode::{write_pair, Body, Inode, InodeState, Meta, Regular};
 use crate::space::Space;
-use crate::sparse::SparseData;
 use crate::MemFs;
 
 /// A file about to be created.
@@ -25,22 +25,45 @@ pub(crate) struct NewNode<'a> {
 }
 
 impl NewNode<'_> {
-    /// The new inode's state at time `now` (`FBig` for a size past the limit).
-    fn build(self, now: Timestamp, space: &Space) -> FsResult<InodeState> {
+    /// The size a new regular file starts with, if `attrs` gives one.
+    fn size_bytes(&self) -> Option<u64> {
+        self.attrs
+            .size_bytes
+            .filter(|_| matches!(self.body, Body::Regular(_)))
+    }
+
+    /// `FBig` for a size past the limit: everything that can refuse a new node.
+    fn check(&self) -> FsResult<()> {
+        match self.size_bytes() {
+            Some(size_bytes) if size_bytes > vfs::limits::MAX_FILE_SIZE => Err(FsError::FBig),
+            _ => Ok(()),
+        }
+    }
+
+    /// The new, checked inode, created at `now`: mode, size (regular files) and times of
+    /// `attrs` apply.
+    fn build(self, id: FileId, now: Timestamp, space: &Space, locks: RangeLockMode) -> Inode {
+        let size_bytes = self.size_bytes();
         let mode = self.attrs.mode.unwrap_or(self.default_mode);
-        let is_regular = matches!(self.body, Body::Regular(_));
-        let meta = Meta::new(mode, self.owner.uid, self.owner.gid, now);
-        let mut state = InodeState::new(meta, self.body);
-        let rest = SetAttr {
-            size_bytes: self.attrs.size_bytes.filter(|_| is_regular),
-            atime: self.attrs.atime,
-            mtime: self.attrs.mtime,
-            ..SetAttr::default()
+        let mut meta = Meta::new(mode, self.owner.uid, self.owner.gid, now);
+        if let SetTime::Client(atime) = self.attrs.atime {
+            meta.atime = atime;
+        }
+        let mtime_follows = match self.attrs.mtime {
+            SetTime::Client(mtime) => {
+                meta.mtime = mtime;
+                false
+            }
+            SetTime::ServerTime | SetTime::DontChange => true,
         };
-        state.check_setattr(&rest)?;
-        // Growing a new, empty file allocates nothing, so this cannot run out of space.
-        state.apply_setattr(&rest, now, space);
-        Ok(state)
+        let state = InodeState::new(meta, self.body);
+        let inode = Inode::new(id, state, Ctime::new(now, mtime_follows), locks);
+        if let (Some(size_bytes), Some(file)) = (size_bytes, &inode.file) {
+            // Nobody else can reach the file yet, and growing an empty file allocates
+            // nothing, so this needs no lock and cannot run out of space.
+            file.data.set_size(size_bytes, space);
+        }
+        inode
     }
 }
 
@@ -60,8 +83,7 @@ impl MemFs {
     fn add_entry_locked(&self, dir: FileId, name: &Name, node: NewNode<'_>) -> FsResult<FileId> {
         let dir_inode = self.inode(dir)?;
         let mut dir_state = dir_inode.write()?;
-        let InodeState { meta, body, .. } = &mut *dir_state;
-        let entries = body.dir_mut()?;
+        let entries = dir_state.body.dir_mut()?;
         if entries.get(name).is_some() {
             return Err(FsError::Exist);
         }
@@ -69,18 +91,18 @@ impl MemFs {
         if is_dir && entries.nlink() >= vfs::limits::MAX_LINKS {
             return Err(FsError::MLink);
         }
-        let now = self.now();
-        let state = node.build(now, &self.space)?;
+        node.check()?;
         self.space.reserve_file()?;
-        if let Err(err) = self.space.reserve_bytes(state.body.charged_bytes()) {
+        if let Err(err) = self.space.reserve_bytes(node.body.charged_bytes()) {
             self.space.release_file();
             return Err(err);
         }
+        let now = self.clock.stamp(&dir_inode.ctime, true).time;
         let id = self.table.allocate_id();
+        let inode = node.build(id, now, &self.space, self.rangelock);
         // In the table before it has a name, so a looked-up id always resolves.
-        self.table.insert(Arc::new(Inode::new(id, state)));
+        self.table.insert(Arc::new(inode));
         entries.insert(name, id, is_dir);
-        meta.touch_modified(now);
         Ok(id)
     }
 
@@ -103,10 +125,7 @@ impl MemFs {
             CreateMode::Exclusive(verifier) => (&empty, Some(*verifier)),
         };
         let node = NewNode {
-            body: Body::Regular(Regular {
-                data: SparseData::default(),
-                verifier,
-            }),
+            body: Body::Regular(Regular { verifier }),
             default_mode: 0o644,
             owner,
             attrs,
@@ -132,7 +151,7 @@ impl MemFs {
                     ..SetAttr::default()
                 };
                 state.check_setattr(&size_only)?;
-                state.apply_setattr(&size_only, self.now(), &self.space);
+                inode.apply_setattr(&mut state, &size_only, &self.clock, &self.space, false);
                 Ok(id)
             }
         }
@@ -154,14 +173,16 @@ impl MemFs {
             _ => {}
         }
         let victim = self.inode(entry.id)?;
-        let now = self.now();
         let (mut dir_state, mut victim_state) = write_pair(&dir_inode, &victim)?;
         if rmdir && !victim_state.body.dir()?.is_empty() {
             return Err(FsError::NotEmpty);
         }
         dir_state.body.dir_mut()?.remove(name);
-        dir_state.meta.touch_modified(now);
-        let died = victim_state.unlink(now, &self.space);
+        let stamps = self
+            .clock
+            .stamp_all(&[(&dir_inode.ctime, true), (&victim.ctime, false)]);
+        victim_state.meta.keep_mtime(&stamps[1]);
+        let died = victim.unlink(&mut victim_state, &self.space);
         drop((dir_state, victim_state));
         if died {
             self.table.remove(entry.id);
@@ -188,12 +209,13 @@ impl MemFs {
         if nlink >= vfs::limits::MAX_LINKS {
             return Err(FsError::MLink);
         }
-        let now = self.now();
         let (mut dir_state, mut target_state) = write_pair(&dir_inode, &target)?;
         dir_state.body.dir_mut()?.insert(name, id, false);
-        dir_state.meta.touch_modified(now);
         target_state.meta.nlink += 1;
-        target_state.meta.ctime = now;
+        let stamps = self
+            .clock
+            .stamp_all(&[(&dir_inode.ctime, true), (&target.ctime, false)]);
+        target_state.meta.keep_mtime(&stamps[1]);
         Ok(())
     }
 }

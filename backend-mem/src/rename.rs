@@ -6,12 +6,12 @@
 //! are the same file (success, nothing changes, as POSIX says); a directory is not moved
 //! into its own subtree (`Inval`); a replaced target is compatible (`IsDir`, `NotDir`,
 //! `NotEmpty`); the new parent can take another subdirectory (`MLink`). Then it write-locks
-//! every inode involved in ascending `FileId` order and applies all changes before
-//! releasing any lock.
+//! every inode involved in ascending `FileId` order and applies all changes, with one
+//! multigrain stamp for all of them, before releasing any lock.
 
 use std::sync::Arc;
 
-use gtime::Timestamp;
+use gtime::{Ctime, Stamp};
 use vfs::{FileId, FsError, FsResult, Name};
 
 use crate::dir::{Dir, Entry};
@@ -120,12 +120,20 @@ impl MemFs {
         inodes.dedup_by_key(|inode| inode.id);
         let mut guards = inodes
             .iter()
-            .map(|inode| Ok((inode.id, inode.write()?)))
-            .collect::<FsResult<Vec<(FileId, WriteGuard<'_>)>>>()?;
-        let now = self.now();
+            .map(|inode| inode.write())
+            .collect::<FsResult<Vec<WriteGuard<'_>>>>()?;
+        // A directory's entries change (mtime follows ctime); anything else: ctime only.
+        let cells: Vec<(&Ctime, bool)> = inodes
+            .iter()
+            .map(|inode| {
+                let is_dir = inode.id == plan.from_dir.id || inode.id == plan.to_dir.id;
+                (&inode.ctime, is_dir)
+            })
+            .collect();
+        let stamps = self.clock.stamp_all(&cells);
         let mut died = false;
-        for (id, state) in &mut guards {
-            died |= self.rename_edit(plan, *id, state, from, to, now);
+        for ((inode, state), stamp) in inodes.iter().zip(&mut guards).zip(&stamps) {
+            died |= self.rename_edit(plan, inode, state, from, to, stamp);
         }
         drop(guards);
         if died {
@@ -136,19 +144,24 @@ impl MemFs {
         Ok(())
     }
 
-    /// Applies every role inode `id` plays in the rename; true if it died.
+    /// Applies every role `inode` plays in the rename, `stamp` being its new ctime; true
+    /// if it died.
     fn rename_edit(
         &self,
         plan: &Plan,
-        id: FileId,
+        inode: &Inode,
         state: &mut InodeState,
         from: &Name,
         to: &Name,
-        now: Timestamp,
+        stamp: &Stamp,
     ) -> bool {
+        let id = inode.id;
+        let is_dir = id == plan.from_dir.id || id == plan.to_dir.id;
+        if !is_dir {
+            state.meta.keep_mtime(stamp);
+        }
         if id == plan.from_dir.id {
             checked_dir(state).remove(from);
-            state.meta.touch_modified(now);
         }
         if id == plan.to_dir.id {
             let dir = checked_dir(state);
@@ -156,16 +169,12 @@ impl MemFs {
                 dir.remove(to);
             }
             dir.insert(to, plan.moving.id, plan.moving.is_dir);
-            state.meta.touch_modified(now);
         }
-        if id == plan.moving.id {
-            state.meta.ctime = now;
-            if plan.moving.is_dir {
-                checked_dir(state).parent = plan.to_dir.id;
-            }
+        if id == plan.moving.id && plan.moving.is_dir {
+            checked_dir(state).parent = plan.to_dir.id;
         }
         if plan.replaced.is_some_and(|r| r.id == id) {
-            return state.unlink(now, &self.space);
+            return inode.unlink(state, &self.space);
         }
         false
     }

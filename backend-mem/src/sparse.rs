@@ -1,11 +1,26 @@
-//! Sparse contents of a regular file.
+//! Sparse contents of a regular file, safe to read and write from many threads at once.
 //!
 //! Data lives in fixed-size chunks keyed by chunk index; a missing chunk is a hole and
 //! reads as zeros. Invariant: every byte of an allocated chunk at or past `size_bytes` is
 //! zero, so growing the file (by a write past the end or a setattr) exposes zeros without
 //! touching the chunks. Writing only zeros where no chunk exists allocates nothing.
+//!
+//! # Concurrency
+//!
+//! The caller holds the file's range lock over the bytes it touches (see `inode`): a read
+//! or write over its range, a size change over `[min(old, new), end of file)`, clearing
+//! over the whole file. Under that, the chunk map sits behind an `RwLock` that I/O takes
+//! shared (exclusively only for the moment it adds missing chunks), and each chunk has its
+//! own `RwLock`, taken for the copy alone. Two writes of disjoint ranges therefore copy in
+//! parallel unless they share a 64 KiB chunk, and then only for the copy. The range lock
+//! is what makes an I/O atomic with respect to overlapping ones; these locks only make the
+//! memory accesses sound. A size change or clear never removes a chunk a concurrent I/O
+//! uses: its range lock starts at or below the size it cuts to, which is past the end of
+//! every range it does not exclude.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use vfs::FsResult;
 
@@ -55,97 +70,152 @@ fn pieces(offset_bytes: u64, len: usize) -> impl Iterator<Item = Piece> {
     })
 }
 
+type Chunk = RwLock<Box<[u8]>>;
+type Chunks = BTreeMap<u64, Chunk>;
+
+// Poisoning is ignored throughout: every critical section below is a copy or a map
+// update that cannot leave the data half-changed in a way a later reader could trip on
+// (a panic mid-copy already reported a bug).
+fn read_chunk(chunk: &Chunk) -> RwLockReadGuard<'_, Box<[u8]>> {
+    chunk.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write_chunk(chunk: &Chunk) -> RwLockWriteGuard<'_, Box<[u8]>> {
+    chunk.write().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The bytes of a regular file.
 #[derive(Debug, Default)]
 pub(crate) struct SparseData {
-    size_bytes: u64,
-    chunks: BTreeMap<u64, Box<[u8]>>,
+    size_bytes: AtomicU64,
+    /// Number of chunks in `chunks` (what `Space` was charged, in chunks).
+    chunk_count: AtomicU64,
+    chunks: RwLock<Chunks>,
 }
 
 impl SparseData {
+    fn map(&self) -> RwLockReadGuard<'_, Chunks> {
+        self.chunks.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn map_mut(&self) -> RwLockWriteGuard<'_, Chunks> {
+        self.chunks.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub(crate) fn size_bytes(&self) -> u64 {
-        self.size_bytes
+        self.size_bytes.load(Ordering::Acquire)
     }
 
     /// Bytes held in chunks (what `Space` was charged for this file).
     pub(crate) fn allocated_bytes(&self) -> u64 {
-        self.chunks.len() as u64 * CHUNK_BYTES
+        self.chunk_count.load(Ordering::Acquire) * CHUNK_BYTES
     }
 
     /// Copies up to `count` bytes at `offset_bytes`; true as second value when the read
-    /// reached the end of the file.
+    /// reached the end of the file. The caller holds a read range lock over the bytes.
     pub(crate) fn read(&self, offset_bytes: u64, count: u64) -> (Vec<u8>, bool) {
-        if offset_bytes >= self.size_bytes {
+        let size_bytes = self.size_bytes();
+        if offset_bytes >= size_bytes {
             return (Vec::new(), true);
         }
-        let available = self.size_bytes - offset_bytes;
+        let available = size_bytes - offset_bytes;
         // The caller bounds `count` by `MAX_IO_BYTES`, so this fits any usize.
         let len = usize::try_from(count.min(available)).unwrap_or(CHUNK_LEN);
         let mut out = vec![0; len];
+        let map = self.map();
         for piece in pieces(offset_bytes, len) {
-            if let Some(chunk) = self.chunks.get(&piece.index) {
+            if let Some(chunk) = map.get(&piece.index) {
+                let chunk = read_chunk(chunk);
                 out[piece.at..piece.at + piece.len]
                     .copy_from_slice(&chunk[piece.within..piece.within + piece.len]);
             }
         }
-        let eof = offset_bytes + len as u64 >= self.size_bytes;
+        let eof = offset_bytes + len as u64 >= size_bytes;
         (out, eof)
     }
 
     /// Writes `data` at `offset_bytes`, reserving new chunks from `space` first: on `NoSpc`
-    /// nothing changed. The caller checked that the end fits `MAX_FILE_SIZE`.
-    pub(crate) fn write(&mut self, offset_bytes: u64, data: &[u8], space: &Space) -> FsResult<()> {
+    /// nothing changed. The caller holds a write range lock over the bytes and checked that
+    /// the end fits `MAX_FILE_SIZE`.
+    pub(crate) fn write(&self, offset_bytes: u64, data: &[u8], space: &Space) -> FsResult<()> {
         let end = offset_bytes + data.len() as u64;
         debug_assert!(end <= vfs::limits::MAX_FILE_SIZE);
-        let new_chunks = pieces(offset_bytes, data.len())
-            .filter(|p| !self.chunks.contains_key(&p.index) && !is_zero(slice(data, p)))
-            .count() as u64;
+        if missing(&self.map(), offset_bytes, data) > 0 {
+            self.allocate(offset_bytes, data, space)?;
+        }
+        let map = self.map();
+        for piece in pieces(offset_bytes, data.len()) {
+            let source = slice(data, &piece);
+            match map.get(&piece.index) {
+                Some(chunk) => write_chunk(chunk)[piece.within..piece.within + piece.len]
+                    .copy_from_slice(source),
+                None => debug_assert!(is_zero(source), "non-zero data into a missing chunk"),
+            }
+        }
+        drop(map);
+        self.size_bytes.fetch_max(end, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Adds the zeroed chunks a write needs, under the map's write lock so that writers
+    /// sharing a new chunk reserve it once.
+    fn allocate(&self, offset_bytes: u64, data: &[u8], space: &Space) -> FsResult<()> {
+        let mut map = self.map_mut();
+        let new_chunks = missing(&map, offset_bytes, data);
         space.reserve_bytes(new_chunks * CHUNK_BYTES)?;
         let mut allocated = 0;
         for piece in pieces(offset_bytes, data.len()) {
-            let source = slice(data, &piece);
-            let chunk = match self.chunks.get_mut(&piece.index) {
-                Some(chunk) => chunk,
-                None if is_zero(source) => continue,
-                None => {
-                    allocated += 1;
-                    self.chunks
-                        .entry(piece.index)
-                        .or_insert_with(|| vec![0; CHUNK_LEN].into_boxed_slice())
-                }
-            };
-            chunk[piece.within..piece.within + piece.len].copy_from_slice(source);
+            if !map.contains_key(&piece.index) && !is_zero(slice(data, &piece)) {
+                map.insert(
+                    piece.index,
+                    RwLock::new(vec![0; CHUNK_LEN].into_boxed_slice()),
+                );
+                allocated += 1;
+            }
         }
         assert_eq!(
             allocated, new_chunks,
             "reserved chunks must match allocated ones"
         );
-        self.size_bytes = self.size_bytes.max(end);
+        self.chunk_count.fetch_add(allocated, Ordering::AcqRel);
         Ok(())
     }
 
     /// Sets the size: shrinking frees whole chunks past the end (giving their bytes back to
-    /// `space`) and zeroes the tail of the last one; growing allocates nothing.
-    pub(crate) fn set_size(&mut self, size_bytes: u64, space: &Space) {
-        if size_bytes < self.size_bytes {
-            let gone = self.chunks.split_off(&size_bytes.div_ceil(CHUNK_BYTES));
+    /// `space`) and zeroes the tail of the last one; growing allocates nothing. The caller
+    /// holds a write range lock from `min(size_bytes, self.size_bytes())` to the end.
+    pub(crate) fn set_size(&self, size_bytes: u64, space: &Space) {
+        if size_bytes < self.size_bytes() {
+            let mut map = self.map_mut();
+            let gone = map.split_off(&size_bytes.div_ceil(CHUNK_BYTES));
+            self.chunk_count
+                .fetch_sub(gone.len() as u64, Ordering::AcqRel);
             space.release_bytes(gone.len() as u64 * CHUNK_BYTES);
             let within = usize::try_from(size_bytes % CHUNK_BYTES).unwrap_or(0);
             if within != 0 {
-                if let Some(chunk) = self.chunks.get_mut(&(size_bytes / CHUNK_BYTES)) {
-                    chunk[within..].fill(0);
+                if let Some(chunk) = map.get_mut(&(size_bytes / CHUNK_BYTES)) {
+                    chunk.get_mut().unwrap_or_else(PoisonError::into_inner)[within..].fill(0);
                 }
             }
         }
-        self.size_bytes = size_bytes;
+        self.size_bytes.store(size_bytes, Ordering::Release);
     }
 
-    /// Frees every chunk (the file is gone).
-    pub(crate) fn clear(&mut self, space: &Space) {
-        space.release_bytes(self.allocated_bytes());
-        self.chunks.clear();
-        self.size_bytes = 0;
+    /// Frees every chunk (the file is gone). The caller holds the whole-file write lock.
+    pub(crate) fn clear(&self, space: &Space) {
+        let mut map = self.map_mut();
+        space.release_bytes(map.len() as u64 * CHUNK_BYTES);
+        map.clear();
+        self.chunk_count.store(0, Ordering::Release);
+        self.size_bytes.store(0, Ordering::Release);
     }
+}
+
+/// Chunks a write of `data` at `offset_bytes` would have to allocate.
+fn missing(map: &Chunks, offset_bytes: u64, data: &[u8]) -> u64 {
+    pieces(offset_bytes, data.len())
+        .filter(|p| !map.contains_key(&p.index) && !is_zero(slice(data, p)))
+        .count() as u64
 }
 
 fn slice<'d>(data: &'d [u8], piece: &Piece) -> &'d [u8] {
@@ -186,7 +256,7 @@ mod tests {
     #[test]
     fn holes_read_as_zeros_and_cost_nothing() {
         let space = space();
-        let mut data = SparseData::default();
+        let data = SparseData::default();
         data.write(3 * C + 10, b"abc", &space).unwrap();
         assert_eq!(data.size_bytes(), 3 * C + 13);
         assert_eq!(data.allocated_bytes(), C);
@@ -201,7 +271,7 @@ mod tests {
     #[test]
     fn writing_zeros_into_a_hole_allocates_nothing() {
         let space = space();
-        let mut data = SparseData::default();
+        let data = SparseData::default();
         data.write(0, &vec![0; 3 * CHUNK_LEN], &space).unwrap();
         assert_eq!(data.size_bytes(), 3 * C);
         assert_eq!(data.allocated_bytes(), 0);
@@ -213,7 +283,7 @@ mod tests {
     #[test]
     fn shrink_then_grow_reads_zeros() {
         let space = space();
-        let mut data = SparseData::default();
+        let data = SparseData::default();
         data.write(0, &vec![0xaa; 2 * CHUNK_LEN], &space).unwrap();
         assert_eq!(space.stat().free_bytes, 14 * C);
         data.set_size(10, &space);
@@ -232,7 +302,7 @@ mod tests {
     #[test]
     fn a_write_that_does_not_fit_changes_nothing() {
         let space = Space::new(2 * C, 10);
-        let mut data = SparseData::default();
+        let data = SparseData::default();
         data.write(0, &[1; 10], &space).unwrap();
         let before = data.read(0, 10);
         assert_eq!(
@@ -249,7 +319,7 @@ mod tests {
     #[test]
     fn reads_stop_at_the_end() {
         let space = space();
-        let mut data = SparseData::default();
+        let data = SparseData::default();
         data.write(0, b"hello", &space).unwrap();
         assert_eq!(data.read(5, 10), (Vec::new(), true));
         assert_eq!(data.read(99, 10), (Vec::new(), true));

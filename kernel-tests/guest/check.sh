@@ -12,6 +12,7 @@
 #   KT_MNT, KT_MOUNT   nfs only: the mount point and the command that mounts it
 #   KT_SRC    source files made once per boot (f.SIZE: SIZE random bytes)
 #   KT_GUEST  this directory
+#   KT_DETAIL a directory for detail files (long outputs; see detail below)
 set -u
 export LC_ALL=C
 
@@ -30,6 +31,30 @@ export KT_RELOAD=reload KT_KIND KT_MNT KT_MOUNT
 
 sha() { sha256sum | cut -c1-16; }
 
+# step NAME: a note with the time since the previous step (or the start) and the
+# client's NFSv3 calls in between, by procedure (/proc/net/rpc/nfs counts calls of all
+# mounts; suite.sh runs one context at a time, so they are this group's).
+KT_STEP_T=${EPOCHREALTIME/./}
+KT_STEP_RPC=$(grep '^proc3' /proc/net/rpc/nfs 2>/dev/null)
+step() {
+    local now=${EPOCHREALTIME/./} rpc
+    rpc=$(grep '^proc3' /proc/net/rpc/nfs 2>/dev/null)
+    echo "note: step $1: $(( (now - KT_STEP_T) / 1000 )) ms; calls: $(awk -v a="$KT_STEP_RPC" -v b="$rpc" 'BEGIN {
+        split("null getattr setattr lookup access readlink read write create mkdir symlink mknod remove rmdir rename link readdir readdirplus fsstat fsinfo pathconf commit", n, " ")
+        split(a, x, " "); split(b, y, " "); s = ""
+        for (i = 1; i <= 22; i++) { d = y[i + 2] - x[i + 2]; if (d) s = s " " n[i] "=" d }
+        print s == "" ? " none" : s }')"
+    KT_STEP_T=$now KT_STEP_RPC=$rpc
+}
+
+# detail NAME: save stdin as a detail file (suite.sh diffs the reference's and the
+# server's on failure) and print its line count and checksum.
+detail() {
+    mkdir -p "$KT_DETAIL"
+    sed "s#$KT_ROOT#ROOT#g" >"$KT_DETAIL/$1"
+    echo "$1: $(wc -l <"$KT_DETAIL/$1") lines, sha $(sha <"$KT_DETAIL/$1")"
+}
+
 # manifest DIR [times]: one sorted line per entry: path, type, mode, owner, link count,
 # size (not for directories: tmpfs and NFS servers report different directory sizes),
 # symlink target, and with "times" mtime and ctime (ns).
@@ -45,19 +70,19 @@ contents() {
 }
 
 # ------------------------------------------------------------- copy in and out
-# Files of 0 B, 1 B, 4 KiB, 1 MiB + 1 and 64 MiB: cp in, umount + mount, checksum on
-# the server, cp out and cmp; then overwrite a few bytes in the middle in place
-# (partial pages) and read back after another umount + mount.
+# Files of 0 B, 1 B, 4 KiB, 1 MiB + 1 and 64 MiB: cp in, umount + mount, cp out (so
+# from the server) and cmp with the source; then overwrite 7 bytes in the middle in
+# place (partial pages) and checksum after another umount + mount.
 SIZES=(0 1 4096 1048577 67108864)
 grp_copy() {
     local d=$KT_ROOT/copy n back=/tmp/kt-back.$$ r=/tmp/kt-copy.$$
     mkdir -p "$d"
     for n in "${SIZES[@]}"; do cp "$KT_SRC/f.$n" "$d/f.$n" >"$r.$n" 2>&1; echo "cp in: $?" >>"$r.$n"; done
+    step "cp in"
     reload || return 1
     for n in "${SIZES[@]}"; do
         {
             echo "size on server: $(stat -c %s "$d/f.$n")"
-            echo "sha on server: $(sha <"$d/f.$n") (source $(sha <"$KT_SRC/f.$n"))"
             cp "$d/f.$n" "$back"; echo "cp out: $?"
             cmp "$KT_SRC/f.$n" "$back" && echo "copied out: identical to the source"
             rm -f "$back"
@@ -65,6 +90,7 @@ grp_copy() {
         [ "$n" -gt 8192 ] &&
             printf 'granary' | dd of="$d/f.$n" bs=1 seek=$((n / 2 - 3)) conv=notrunc status=none
     done
+    step "cp out, overwrite"
     reload || return 1
     for n in "${SIZES[@]}"; do
         echo "== copy-$n"
@@ -75,67 +101,74 @@ grp_copy() {
 }
 
 # ------------------------------------------------------------- a real tree
+# cp -a of the guest's /usr/share/doc (about 1,200 entries, 34 MB), then after umount
+# + mount diff -r (every byte read back from the server) and the attributes cp -a
+# keeps: type, mode, owner, link count, size, symlink target and mtime.
 grp_doc_tree() {
-    local d=$KT_ROOT/doc-tree back=/tmp/kt-docback.$$ a b
+    local d=$KT_ROOT/doc-tree
     mkdir -p "$d"
     echo "== doc-tree-cp-in"
     cp -a /usr/share/doc "$d/doc"; echo "cp -a in: $?"
+    step "cp -a in"
     reload || return 1
-    diff -r /usr/share/doc "$d/doc" && echo "diff -r source copy: identical"
+    diff -r /usr/share/doc "$d/doc" && echo "diff -r with the source: identical"
+    step "diff -r"
     echo "== doc-tree-attributes"
-    # cp -a keeps modes, owners and mtimes (not ctimes): fields 1-8 of the manifest.
-    a=$(manifest /usr/share/doc times | cut -f1-8) b=$(manifest "$d/doc" times | cut -f1-8)
-    if [ "$a" = "$b" ]; then echo "manifest (type, mode, owner, links, size, target, mtime): as source"
-    else echo "manifest differs from the source (< source, > copy):"; diff <(echo "$a") <(echo "$b") | head -40; fi
-    echo "entries: $(echo "$b" | wc -l)"
-    echo "== doc-tree-cp-out"
-    cp -a "$d/doc" "$back"; echo "cp -a out: $?"
-    diff -r /usr/share/doc "$back" && echo "diff -r copied out: identical"
-    [ "$(manifest "$back" times | cut -f1-5,7,8)" = "$(manifest /usr/share/doc times | cut -f1-5,7,8)" ] &&
-        echo "copied out: modes, owners, links, targets, mtimes as source"
-    rm -rf "$back"
+    manifest /usr/share/doc times | cut -f1-8 >/tmp/kt-src-manifest.$$
+    manifest "$d/doc" times | cut -f1-8 | detail doc-manifest
+    if cmp -s /tmp/kt-src-manifest.$$ "$KT_DETAIL/doc-manifest"; then echo "as the source"
+    else echo "differs from the source (< source, > copy):"; diff /tmp/kt-src-manifest.$$ "$KT_DETAIL/doc-manifest" | head -20; fi
+    rm -f /tmp/kt-src-manifest.$$
+    step "manifest"
     # The tree stays on the mount: persist checks it again across umount + mount.
 }
 
 # ------------------------------------------------------------- 10,000 entries
-# 10,000 files (every 100th with a few bytes), made by 4 processes at once.
+# 10,000 files (every 100th with a few bytes), made by 4 processes at once; after
+# umount + mount, ls -l, find and du on it, then rm -rf, which reads the directory in
+# chunks while it removes entries (the cookies of later chunks must still hold).
 grp_bigdir() {
-    local d=$KT_ROOT/bigdir
+    local d=$KT_ROOT/bigdir n=${KT_BIGDIR_ENTRIES:-10000}
     echo "== bigdir-create"
-    python3 -S - "$d" <<'EOF'
+    python3 -S - "$d" "$n" <<'EOF'
 import os, sys
 from multiprocessing import Pool
-d = sys.argv[1]
+d, n = sys.argv[1], int(sys.argv[2])
 def make(part):
-    for i in range(part, 10000, 4):
-        with open(f"{d}/f{i:05d}", "w") as f:
-            if i % 100 == 0:
-                f.write(f"entry {i}\n")
+    for i in range(part, n, 4):
+        fd = os.open(f"{d}/f{i:05d}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        if i % 100 == 0:
+            os.write(fd, f"entry {i}\n".encode())
+        os.close(fd)
 os.mkdir(d)
 with Pool(4) as p:
     p.map(make, range(4))
 print("created", len(os.listdir(d)))
 EOF
+    step create
     reload || return 1
     echo "== bigdir-ls"
+    # Without the "total" line: it counts blocks, which servers report differently.
     ls -ln --time-style=+T "$d" >/tmp/kt-ls.$$; echo "ls -l rc: $?"
-    echo "lines: $(wc -l </tmp/kt-ls.$$), listing sha: $(sha </tmp/kt-ls.$$)"
-    grep -v '^total' /tmp/kt-ls.$$ | sed -n '1,3p;5000p;$p'
-    echo "note: $(head -1 /tmp/kt-ls.$$)"; rm -f /tmp/kt-ls.$$
-    echo "ls -f count: $(ls -f "$d" | wc -l)"
+    grep -v '^total' /tmp/kt-ls.$$ | detail ls-l
+    echo "note: ls -l $(head -1 /tmp/kt-ls.$$)"; rm -f /tmp/kt-ls.$$
+    echo "ls -f: $(ls -f "$d" | wc -l) names"
+    step "ls -l, ls -f"
     reload || return 1
     echo "== bigdir-find"
-    echo "find: $(find "$d" -printf '%P %y %s %n\n' | sort | sha), count $(find "$d" | wc -l)"
+    find "$d" -mindepth 1 -printf '%P %y %m %U:%G %s %n\n' | sort | detail find
     echo "find -size 11c: $(find "$d" -size 11c | wc -l), -empty: $(find "$d" -empty | wc -l)"
     echo "find -name f0999?: $(find "$d" -name 'f0999?' | sort | tr '\n' ' ')"
+    step find
     echo "== bigdir-du"
     echo "du --inodes: $(du -s --inodes "$d" | cut -f1)"
-    echo "du -ab (files): $(du -ab "$d" | grep -v "	$d\$" | sort -k2 | sha), total $(du -ab "$d" | grep -v "	$d\$" | awk '{ s += $1 } END { print s }')"
+    du -ab "$d" | grep -v "$(printf '\t')$d\$" | sort -k2 | detail du-ab
     echo "note: du -sk (blocks, not compared): $(du -sk "$d" | cut -f1) KiB; f00100: $(stat -c 'size %s blocks %b' "$d/f00100")"
+    step du
     echo "== bigdir-rm"
-    # rm -rf reads the directory in chunks while it removes entries: cookies must hold.
     rm -rf "$d"; echo "rm -rf: $?"
     [ -e "$d" ] && echo "still there: $(ls -f "$d" | wc -l) entries" || echo "gone"
+    step "rm -rf"
 }
 
 # ------------------------------------------------------------- POSIX semantics
@@ -180,9 +213,11 @@ grp_fio() {
     fio_jobfile "$d" 1 >/tmp/kt-fio-v.$$
     fio --output-format=terse --terse-version=3 /tmp/kt-fio-w.$$ >/tmp/kt-fio-w.out.$$ 2>&1
     echo "write pass: rc $?" >/tmp/kt-fio-rc.$$
+    step "write pass"
     reload || return 1
     fio --output-format=terse --terse-version=3 /tmp/kt-fio-v.$$ >/tmp/kt-fio-v.out.$$ 2>&1
     echo "verify pass: rc $?" >>/tmp/kt-fio-rc.$$
+    step "verify pass"
     # terse v3: field 3 the job name, 5 its error (errno; EILSEQ 84 on a bad block).
     local j name
     for j in $(grep -o '^\[fio-[^]]*' /tmp/kt-fio-w.$$ | tr -d '['); do
@@ -200,18 +235,22 @@ grp_fio() {
 }
 
 # ------------------------------------------------------------- concurrency
+# stress-ng's hdd (verifies what it wrote), dir, rename, dentry and filename stressors
+# at once, for KT_STRESS_SECS. Not its link and symlink stressors: each of their bogo
+# operations makes and removes thousands of links, 265 s and 108 s for one under TCG
+# (they cannot stop within a time bound); writers.py covers links and symlinks.
 grp_stress_ng() {
     local d=$KT_ROOT/stress-ng
     mkdir -p "$d"
     echo "== stress-ng"
-    # hdd verifies what it wrote; dir, rename, link and symlink check their own results.
     stress-ng --temp-path "$d" --timeout "${KT_STRESS_SECS:-15}s" --hdd 2 --hdd-bytes 8m \
-        --hdd-write-size 64k --verify --dir 1 --dir-dirs 256 --rename 1 --link 1 --symlink 1 \
-        --metrics-brief >/tmp/kt-stress.$$ 2>&1
+        --hdd-write-size 64k --verify --dir 1 --dir-dirs 64 --rename 1 --dentry 1 --dentries 256 \
+        --filename 1 --metrics-brief >/tmp/kt-stress.$$ 2>&1
     echo "stress-ng: rc $?"
     sed -n 's/^stress-ng: [a-z]*: *\[[0-9]*\] //p' /tmp/kt-stress.$$ |
         grep -E '^(passed|failed|skipped|metrics untrustworthy):|fail|error|verif' | grep -v 'failed: 0'
-    grep -E ' (hdd|dir|rename|link|symlink) ' /tmp/kt-stress.$$ | sed 's/^/note: /' | tail -6
+    grep -E ' (hdd|dir|rename|dentry|filename) ' /tmp/kt-stress.$$ | sed 's/^/note: /' | tail -6
+    step stress-ng
     echo "left behind: $(find "$d" -mindepth 1 | wc -l)"
     rm -rf "$d" /tmp/kt-stress.$$
 }
@@ -221,10 +260,11 @@ grp_writers() {
     mkdir -p "$d"
     echo "== writers"
     python3 -S "$KT_GUEST/writers.py" "$d/tree" 4 "${KT_WRITER_ROUNDS:-40}"; echo "writers: rc $?"
+    step writers
     reload || return 1
-    echo "final tree: $(manifest "$d/tree" | sha), $(manifest "$d/tree" | wc -l) entries"
-    echo "contents: $(contents "$d/tree" | sha), $(find "$d/tree" -type f | wc -l) files"
-    manifest "$d/tree" | sed 's/^/note: /' | head -5
+    manifest "$d/tree" | detail writers-manifest
+    contents "$d/tree" | detail writers-contents
+    step "manifest, contents"
     # The tree stays on the mount: persist checks it again across umount + mount.
 }
 
@@ -241,9 +281,12 @@ grp_persist() {
     ln "$d/a/mib" "$d/hard"; ln -s a/b/4095 "$d/sym"; mkfifo "$d/fifo"
     chmod 0751 "$d/a"; chmod 0600 "$d/zero"; chown 1000:1000 "$d/a/b/4095"
     sync
+    step "tree, sync"
     { manifest "$KT_ROOT" times; contents "$KT_ROOT"; } >"$before"
+    step "manifest before"
     reload || return 1
     { manifest "$KT_ROOT" times; contents "$KT_ROOT"; } >"$after"
+    step "manifest after umount + mount"
     echo "== persist-whole-mount"
     # Everything the earlier checks left (the doc tree, the writers' tree, this tree).
     if cmp -s "$before" "$after"; then
@@ -253,7 +296,7 @@ grp_persist() {
     fi
     echo "note: $(grep -c . "$before") lines of manifest and checksums"
     echo "== persist-tree"
-    manifest "$d"; contents "$d"
+    manifest "$d" | detail persist-manifest; contents "$d" | detail persist-contents
     rm -f "$before" "$after"
 }
 

@@ -29,7 +29,7 @@ install_granary() {
 # granary_start PORT SQUASH LOG: one granary on 127.0.0.1:PORT; waits until it listens.
 granary_start() {
     local port=$1 squash=$2 log=$3 i
-    "$GRANARY" serve --listen "127.0.0.1:$port" --no-portmap --squash "$squash" \
+    "$GRANARY" ${KT_GRANARY_LOG:+--log "$KT_GRANARY_LOG"} serve --listen "127.0.0.1:$port" --no-portmap --squash "$squash" \
         --mem-capacity-bytes "$GRANARY_CAP_BYTES" >"$log" 2>&1 &
     KT_PIDS+=($!)
     echo "granary (squash $squash) pid $! on 127.0.0.1:$port"

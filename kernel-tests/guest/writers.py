@@ -3,9 +3,9 @@
 
     writers.py DIR [WORKERS] [ROUNDS]
 
-WORKERS processes run ROUNDS rounds each, at the same time, in DIR. Each round of
-worker w: writes w/f<k> (a size and content derived from w and k), overwrites an
-older file in place, appends a line to the shared log (O_APPEND, all workers),
+WORKERS processes run ROUNDS rounds each, at the same time, in DIR. Each round k of
+worker w: writes w/f<k> (a size and content derived from w and k), overwrites part
+of an older file in place, appends a line to the shared log (O_APPEND, all workers),
 renames a file into the shared directory, adds a hard link and a symlink, makes a
 directory, finds it not empty, empties it and removes it, and replaces shared/cur-w
 atomically (write a temporary name, rename over). Each worker records the results
@@ -43,13 +43,15 @@ def worker(args):
     for k in range(rounds):
         f = f"{mine}/f{k}"
         write(f, content(w, k))
-        if k >= 3:
-            fd = os.open(f"{mine}/f{k - 3}", os.O_WRONLY)
+        j = k - 2  # an older file still under its first name (every third one moved)
+        if j >= 0 and j % 3 != 0:
+            fd = os.open(f"{mine}/f{j}", os.O_WRONLY)
             os.pwrite(fd, f"overwritten by round {k}".encode(), 100)
             os.close(fd)
         write(f"{shared}/log", f"{w} {k}\n".encode(), os.O_WRONLY | os.O_APPEND)
         if k % 3 == 0:
             os.rename(f, f"{shared}/w{w}-f{k}")
+            f = f"{shared}/w{w}-f{k}"
         if k % 5 == 1:
             os.link(f, f"{mine}/l{k}")
         if k % 4 == 2:

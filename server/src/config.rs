@@ -23,6 +23,10 @@ pub struct ServerConfig {
     pub portmap: bool,
     /// Timer design (seed 002): pull (default), push or global.
     pub timers: runtime::timers::TimerMode,
+    /// How file changes are stamped (seed 000): coarse, fine or multigrain (default).
+    pub timestamps: backend_mem::TimestampMode,
+    /// Range lock of each file (seed 003): mutex, lockfree (default) or cheat.
+    pub rangelock: backend_mem::RangeLockMode,
 }
 
 /// Connection limits (defaults in `rpc::limits`).
@@ -80,6 +84,8 @@ struct FileConfig {
     workers: Option<Spanned<usize>>,
     portmap: Option<bool>,
     timers: Option<Spanned<String>>,
+    timestamps: Option<Spanned<String>>,
+    rangelock: Option<Spanned<String>>,
     #[serde(default)]
     limits: FileLimits,
     #[serde(default, rename = "export")]
@@ -150,6 +156,12 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
     config.portmap = file.portmap.unwrap_or(true);
     if let Some(t) = &file.timers {
         config.timers = t.get_ref().parse().map_err(|m| at(&t.span(), m))?;
+    }
+    if let Some(t) = &file.timestamps {
+        config.timestamps = parse_timestamps(t.get_ref()).map_err(|m| at(&t.span(), m))?;
+    }
+    if let Some(r) = &file.rangelock {
+        config.rangelock = parse_rangelock(r.get_ref()).map_err(|m| at(&r.span(), m))?;
     }
     apply_limits(&mut config.limits, &file.limits, &at)?;
     config.exports = Vec::new();
@@ -257,7 +269,32 @@ impl ServerConfig {
             }],
             portmap: true,
             timers: runtime::timers::TimerMode::default(),
+            timestamps: backend_mem::TimestampMode::default(),
+            rangelock: backend_mem::RangeLockMode::default(),
         }
+    }
+}
+
+/// Parses `--timestamps` / `timestamps =`.
+///
+/// # Errors
+/// A message listing the choices.
+pub fn parse_timestamps(s: &str) -> Result<backend_mem::TimestampMode, String> {
+    s.parse()
+        .map_err(|e: gtime::multigrain::UnknownTimestampMode| e.to_string())
+}
+
+/// Parses `--rangelock` / `rangelock =`; `none` is refused: it gives up the atomicity of
+/// overlapping READ and WRITE (only `granary lab` uses it).
+///
+/// # Errors
+/// A message listing the choices.
+pub fn parse_rangelock(s: &str) -> Result<backend_mem::RangeLockMode, String> {
+    match s.parse() {
+        Ok(backend_mem::RangeLockMode::None) | Err(_) => Err(format!(
+            "unknown range-lock mode {s:?}; use \"mutex\", \"lockfree\" (the default) or \"cheat\""
+        )),
+        Ok(mode) => Ok(mode),
     }
 }
 
@@ -424,5 +461,29 @@ capacity_bytes = 4096
         assert!(e.contains("line 1") && e.contains("out of range"), "{e}");
         let e = error_of("");
         assert!(e.contains("no exports"), "{e}");
+        let e = error_of("timestamps = \"exact\"\n[[export]]\npath = \"/\"\n");
+        assert!(e.contains("line 1") && e.contains("\"multigrain\""), "{e}");
+    }
+
+    #[test]
+    fn seed_switches_parse_and_default() {
+        let c = parse("[[export]]\npath = \"/\"\n", "t.toml").unwrap();
+        assert_eq!(c.timestamps, backend_mem::TimestampMode::Multigrain);
+        assert_eq!(c.rangelock, backend_mem::RangeLockMode::LockFree);
+        let text = "timestamps = \"coarse\"\nrangelock = \"mutex\"\n[[export]]\npath = \"/\"\n";
+        let c = parse(text, "t.toml").unwrap();
+        assert_eq!(c.timestamps, backend_mem::TimestampMode::Coarse);
+        assert_eq!(c.rangelock, backend_mem::RangeLockMode::Mutex);
+        let e = parse(
+            "\nrangelock = \"none\"\n[[export]]\npath = \"/\"\n",
+            "t.toml",
+        )
+        .unwrap_err()
+        .0;
+        assert!(
+            e.starts_with("t.toml: line 2: unknown range-lock mode"),
+            "{e}"
+        );
+        assert!(parse_timestamps("fine").is_ok() && parse_rangelock("cheat").is_ok());
     }
 }

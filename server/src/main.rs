@@ -1,7 +1,9 @@
 //! `granary`: the command-line entry point.
 #![forbid(unsafe_code)]
 
+mod bench;
 mod config;
+mod lab;
 mod portmap;
 mod serve;
 
@@ -28,6 +30,10 @@ enum Command {
     /// Serve exports over NFSv3. With no arguments: an empty in-memory export "/" on
     /// 127.0.0.1:2049.
     Serve(ServeArgs),
+    /// Benchmark granary beside the peer NFS servers and the loopback limit.
+    Bench(bench::BenchArgs),
+    /// Re-run the seed designs' experiments, before and after, on this machine.
+    Lab(lab::LabArgs),
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +94,16 @@ struct ServeArgs {
     #[arg(long, value_name = "MODE")]
     timers: Option<String>,
 
+    /// File change times (seed 000): multigrain (coarse unless observed; default), coarse
+    /// or fine.
+    #[arg(long, value_name = "MODE")]
+    timestamps: Option<String>,
+
+    /// Byte-range lock of each file (seed 003): lockfree (default), cheat (lock-free after
+    /// a first conflict) or mutex (the old per-file FIFO).
+    #[arg(long, value_name = "MODE")]
+    rangelock: Option<String>,
+
     /// Do not register with a local portmapper/rpcbind.
     #[arg(long)]
     no_portmap: bool,
@@ -100,6 +116,8 @@ fn main() -> ExitCode {
         Command::Serve(args) => {
             build_config(args).and_then(|c| serve::run(c).map_err(|e| e.to_string()))
         }
+        Command::Bench(args) => bench::run(&args),
+        Command::Lab(args) => lab::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -150,6 +168,12 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     }
     if let Some(t) = &args.timers {
         c.timers = t.parse().map_err(|m| format!("--timers: {m}"))?;
+    }
+    if let Some(t) = &args.timestamps {
+        c.timestamps = config::parse_timestamps(t).map_err(|m| format!("--timestamps: {m}"))?;
+    }
+    if let Some(r) = &args.rangelock {
+        c.rangelock = config::parse_rangelock(r).map_err(|m| format!("--rangelock: {m}"))?;
     }
     apply_limit_flags(&mut c.limits, &args)?;
     c.portmap &= !args.no_portmap;

@@ -13,7 +13,7 @@ use runtime::timers::{Scope, Timers};
 use tokio::sync::watch;
 use vfs::{Export, ExportId, ExportTable, HandleKey};
 
-use crate::config::{BackendConfig, ExportConfig, ServerConfig};
+use crate::config::{BackendConfig, ServerConfig};
 use crate::portmap;
 
 /// How long shutdown waits for in-flight requests before exiting anyway.
@@ -41,7 +41,7 @@ pub enum ServeError {
 /// # Errors
 /// Start-up failures; see [`ServeError`].
 pub fn run(config: ServerConfig) -> Result<(), ServeError> {
-    let exports = build_exports(&config.exports);
+    let exports = build_exports(&config);
     let state = Arc::new(nfsd::NfsState::new(exports, rand::random()));
     let mut dispatcher = Dispatcher::new();
     nfsd::register(&mut dispatcher, &state);
@@ -159,9 +159,15 @@ fn schedule_reply_cache_prune(
     timers.insert(from, REPLY_CACHE_PRUNE_INTERVAL, Scope::Global, prune);
 }
 
-fn build_exports(configs: &[ExportConfig]) -> ExportTable {
-    let clock = gtime::SystemClock::shared();
-    let exports = configs
+fn build_exports(config: &ServerConfig) -> ExportTable {
+    // One multigrain clock for every export: its floor orders change times across them.
+    let clock = Arc::new(gtime::MultigrainClock::new(
+        gtime::SystemClock::shared(),
+        config.timestamps,
+    ));
+    tracing::info!(timestamps = %config.timestamps, rangelock = %config.rangelock, "seed designs");
+    let exports = config
+        .exports
         .iter()
         .enumerate()
         .map(|(i, c)| {
@@ -169,9 +175,11 @@ fn build_exports(configs: &[ExportConfig]) -> ExportTable {
                 BackendConfig::Mem { capacity_bytes } => {
                     let mem = backend_mem::MemConfig {
                         capacity_bytes,
+                        timestamps: config.timestamps,
+                        rangelock: config.rangelock,
                         ..Default::default()
                     };
-                    Arc::new(backend_mem::MemFs::new(mem, Arc::clone(&clock)))
+                    Arc::new(backend_mem::MemFs::with_clock(mem, Arc::clone(&clock)))
                 }
             };
             let id = ExportId(u32::try_from(i + 1).expect("fewer than 2^32 exports"));

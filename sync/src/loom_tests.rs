@@ -2,13 +2,17 @@
 //! bound) of a few threads inserting, validating, waiting, releasing and unlinking.
 //!
 //! ```sh
-//! RUSTFLAGS="--cfg loom --cfg crossbeam_loom" LOOM_MAX_PREEMPTIONS=2 \
-//!     CARGO_TARGET_DIR=target/loom cargo test -p granary-sync --release --lib loom
+//! RUSTFLAGS="--cfg loom --cfg crossbeam_loom" CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p granary-sync --release --lib loom
 //! ```
 //!
-//! Each model keeps to two or three threads and a couple of ranges so it finishes in
-//! seconds. Exclusion is checked with an occupancy word per model; a lost wake-up shows
-//! up as loom's deadlock report (every thread blocked).
+//! Each model keeps to two threads and a couple of ranges. With loom's preemption bound
+//! at 1 (2 for the validation model, which needs two), the six models take about a
+//! minute on a 2-core machine; `LOOM_MAX_PREEMPTIONS=2` runs all of them at 2 (several
+//! minutes).
+//! Exclusion is checked with an occupancy word per model; a lost wake-up shows up as
+//! loom's deadlock report (every thread blocked). crossbeam-epoch runs on loom's atomics
+//! too (`crossbeam_loom`), which is most of the state space.
 #![forbid(unsafe_code)]
 
 use loom::sync::atomic::{AtomicUsize, Ordering};
@@ -57,9 +61,28 @@ impl Occupancy {
 /// Runs one thread per `(start, end, write, repeat)`: each takes its range `repeat`
 /// times, checking occupancy while it holds it.
 fn model(mode: RangeLockMode, requests: &'static [(u64, u64, bool, usize)]) {
-    loom::model(move || {
+    model_holding(mode, None, 1, requests);
+}
+
+/// As [`model`], with the main thread holding `held` (a read range) throughout, so that
+/// the list has a node in it that the others insert around.
+fn model_holding(
+    mode: RangeLockMode,
+    held: Option<(u64, u64)>,
+    preemptions: usize,
+    requests: &'static [(u64, u64, bool, usize)],
+) {
+    let mut builder = loom::model::Builder::new();
+    if std::env::var_os("LOOM_MAX_PREEMPTIONS").is_none() {
+        builder.preemption_bound = Some(preemptions);
+    }
+    builder.check(move || {
         let lock = Arc::new(RangeLock::new(mode));
         let occupancy = Arc::new(Occupancy::new());
+        let holding = held.map(|(start, end)| {
+            occupancy.enter(start, end, false);
+            lock.read(start..end)
+        });
         let threads: Vec<_> = requests
             .iter()
             .map(|&(start, end, write, repeat)| {
@@ -81,6 +104,7 @@ fn model(mode: RangeLockMode, requests: &'static [(u64, u64, bool, usize)]) {
         for t in threads {
             t.join().expect("model thread");
         }
+        drop(holding);
         // Everything was released: a whole-range try must succeed.
         assert!(lock.try_write(0..40).is_some());
     });
@@ -93,6 +117,23 @@ fn loom_lockfree_reader_vs_writer() {
     model(
         RangeLockMode::LockFree,
         &[(0, 20, false, 1), (10, 30, true, 1)],
+    );
+}
+
+/// The race writer validation exists for: with a node already in the list, the writer
+/// walks past the place where the reader then inserts in front of that node, so neither
+/// insert walk sees the other; only validation (the writer's of its predecessors, the
+/// reader's of its successors) keeps them apart. Two preemptions: one to let the reader
+/// in between the writer's walk and its insert, one to let the writer in while the reader
+/// holds its range. (Without the fence after inserting, or without writer validation,
+/// this model fails.)
+#[test]
+fn loom_lockfree_validation_catches_concurrent_inserts() {
+    model_holding(
+        RangeLockMode::LockFree,
+        Some((10, 20)),
+        2,
+        &[(0, 30, false, 1), (20, 40, true, 1)],
     );
 }
 

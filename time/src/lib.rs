@@ -5,13 +5,21 @@
 //! - [`Timestamp`]: wall-clock seconds + nanoseconds since the Unix epoch, as file times
 //!   are stored and sent on the wire;
 //! - [`Clock`]: a source of wall-clock stamps and of monotonic instants;
-//! - [`SystemClock`] (the real one) and [`ManualClock`] (tests).
+//! - [`SystemClock`] (the real one) and [`ManualClock`] (tests);
+//! - [`multigrain`]: file change times that are coarse unless observed (seed 000), and
+//!   [`coarse_resolution`], the tick of the coarse clock it reads.
 //!
 //! The multigrain timestamp clock (seed 000) and the timer wheels (seed 002) live here too
 //! as they arrive.
 #![forbid(unsafe_code)]
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+pub mod multigrain;
+mod prim;
 pub mod wheel;
+
+pub use multigrain::{Ctime, CtimeValue, FloorRead, MultigrainClock, Stamp, TimestampMode};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -50,6 +58,13 @@ impl Timestamp {
 pub trait Clock: Send + Sync + 'static {
     /// The current wall-clock time, used for file timestamps.
     fn now(&self) -> Timestamp;
+
+    /// The wall-clock time as of the last tick of a coarse clock: cheaper to read, at most
+    /// one tick ([`coarse_resolution`]) behind [`Clock::now`], never ahead of it. Clocks
+    /// with no cheaper source return [`Clock::now`].
+    fn coarse_now(&self) -> Timestamp {
+        self.now()
+    }
 
     /// Monotonic time since an arbitrary fixed origin, used for timeouts and ages.
     fn monotonic(&self) -> Duration;
@@ -96,6 +111,24 @@ impl Clock for SystemClock {
     fn monotonic(&self) -> Duration {
         self.origin.elapsed()
     }
+
+    /// `CLOCK_REALTIME_COARSE`: a vDSO read of the time of the last tick.
+    fn coarse_now(&self) -> Timestamp {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        Timestamp {
+            seconds: t.tv_sec,
+            nanos: u32::try_from(t.tv_nsec).unwrap_or(0),
+        }
+    }
+}
+
+/// The resolution of the system's coarse wall clock (`clock_getres(CLOCK_REALTIME_COARSE)`):
+/// how far [`SystemClock::coarse_now`] can lag, one kernel tick (1 to 10 ms).
+#[must_use]
+pub fn coarse_resolution() -> Duration {
+    let t = rustix::time::clock_getres(rustix::time::ClockId::RealtimeCoarse);
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    Duration::from_secs(secs) + Duration::from_nanos(u64::try_from(t.tv_nsec).unwrap_or(0))
 }
 
 /// A clock that moves only when told to. Wall time and monotonic time advance together.
@@ -173,5 +206,18 @@ mod tests {
     #[test]
     fn system_clock_is_after_2020() {
         assert!(SystemClock::new().now().seconds > 1_577_836_800);
+    }
+
+    #[test]
+    fn coarse_time_lags_by_at_most_a_tick() {
+        let clock = SystemClock::new();
+        let tick = coarse_resolution();
+        assert!(tick >= Duration::from_nanos(1) && tick <= Duration::from_millis(100));
+        let coarse = clock.coarse_now();
+        let fine = clock.now();
+        assert!(coarse <= fine, "{coarse:?} > {fine:?}");
+        // Generous slack: the thread may be descheduled between the two reads.
+        let lag = fine.as_nanos() - coarse.as_nanos();
+        assert!(lag <= 2 * u64::try_from(tick.as_nanos()).unwrap() + 50_000_000);
     }
 }

@@ -4,4 +4,5 @@
 mod behaviour;
 mod fixture;
 mod model;
+mod ranges;
 mod threads;

@@ -3,8 +3,8 @@
 //! result. See docs/LAB.md for what each experiment does and how to read it.
 //!
 //! - `granary lab list`: the experiments;
-//! - `granary lab <experiment> [--json] [--quick] [--samples N]`: a table (median, min,
-//!   max and after/before per variant), or one JSON object (see `report`).
+//! - `granary lab <experiment> [--json] [--json-file F] [--quick] [--samples N]`: a table
+//!   (median, min, max and after/before per variant), or one JSON object (see `report`).
 //!
 //! Every experiment is bounded in time: well under a minute by default, a few seconds
 //! with `--quick` (for CI: the numbers then only show that everything runs).
@@ -34,6 +34,11 @@ pub struct LabArgs {
     /// CI-sized run: two short samples per variant (checks that it runs, not speed).
     #[arg(long)]
     quick: bool,
+
+    /// Also write the JSON object to this file (the table still goes to stdout), so one
+    /// run gives both.
+    #[arg(long, value_name = "FILE")]
+    json_file: Option<std::path::PathBuf>,
 
     /// Samples per variant (default 5, 2 with --quick).
     #[arg(long, value_name = "N")]
@@ -132,9 +137,13 @@ pub fn run(args: &LabArgs) -> Result<(), String> {
     let settings = Settings::from_args(args)?;
     let mut report = (experiment.run)(&settings)?;
     report.context.splice(0..0, machine_context(&settings));
+    let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
+    if let Some(path) = &args.json_file {
+        std::fs::write(path, format!("{json}\n"))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     if args.json {
-        let text = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
-        println!("{text}");
+        println!("{json}");
     } else {
         print!("{}", report.to_table());
     }

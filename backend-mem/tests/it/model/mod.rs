@@ -16,7 +16,7 @@ mod reference;
 
 use std::collections::BTreeMap;
 
-use granary_backend_mem::{MemConfig, CHUNK_BYTES};
+use granary_backend_mem::{MemConfig, RangeLockMode, TimestampMode, CHUNK_BYTES};
 use proptest::prelude::*;
 use vfs::{FileType, FsError};
 
@@ -280,26 +280,47 @@ fn cases() -> u32 {
         .unwrap_or(64)
 }
 
+fn matches_the_model(config: MemConfig, ops: &[Op<At>]) -> Result<(), TestCaseError> {
+    let fx = Fx::with(MemConfig {
+        capacity_bytes: CAPACITY_BYTES,
+        max_files: MAX_FILES,
+        ..config
+    });
+    let mut model = Model::new();
+    for (step, op) in ops.iter().enumerate() {
+        let op = model.picker().place(op);
+        let want = model.apply(&op);
+        let got = real::apply(&fx.fs, &op);
+        prop_assert_eq!(&got, &want, "step {} {:?}", step, op);
+        check_step(&fx, &model);
+    }
+    for (path, data) in model.files_by_path() {
+        prop_assert!(
+            real::contents(&fx, &path) == data,
+            "contents of {:?} differ",
+            path
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn mem_matches_the_model(ops in proptest::collection::vec(op(), 1..48)) {
-        let fx = Fx::with(MemConfig {
-            capacity_bytes: CAPACITY_BYTES,
-            max_files: MAX_FILES,
-            ..MemConfig::default()
-        });
-        let mut model = Model::new();
-        for (step, op) in ops.iter().enumerate() {
-            let op = model.picker().place(op);
-            let want = model.apply(&op);
-            let got = real::apply(&fx.fs, &op);
-            prop_assert_eq!(&got, &want, "step {} {:?}", step, op);
-            check_step(&fx, &model);
-        }
-        for (path, data) in model.files_by_path() {
-            prop_assert!(real::contents(&fx, &path) == data, "contents of {:?} differ", path);
-        }
+        matches_the_model(MemConfig::default(), &ops)?;
+    }
+
+    /// The same, with every range lock and every timestamp mode (seeds 000 and 003):
+    /// none of them may change what a single client sees.
+    #[test]
+    fn every_mode_matches_the_model(
+        lock in proptest::sample::select(RangeLockMode::ALL.to_vec()),
+        stamps in proptest::sample::select(TimestampMode::ALL.to_vec()),
+        ops in proptest::collection::vec(op(), 1..48),
+    ) {
+        let config = MemConfig { rangelock: lock, timestamps: stamps, ..MemConfig::default() };
+        matches_the_model(config, &ops)?;
     }
 }

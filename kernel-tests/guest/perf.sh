@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Kernel-client performance run, INSIDE the vm.sh guest as root (kernel-tests/perf.sh
+# boots it): granary, kernel nfsd (tmpfs) and nfs-ganesha (FSAL VFS on tmpfs), all
+# NFSv3 over the guest's loopback, mounted by the guest's kernel client, measured
+# with the same fio jobs in the same boot, in interleaved rounds (round 1: every
+# workload on every server, then round 2, ...), so that the host's load drifts over
+# all three alike.
+# Env: KT_STAGE (staging dir; results go to $KT_STAGE/out), PERF_SECS (seconds per
+#      job, default 8), PERF_ROUNDS (default 3), PERF_SIZE (file size, default 128m),
+#      KT_ACCEL (the accelerator vm.sh used, for the report), KT_META (JSON object
+#      with host facts for the report).
+set -u
+KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
+# shellcheck source=common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+SECS=${PERF_SECS:-8}
+ROUNDS=${PERF_ROUNDS:-3}
+SIZE=${PERF_SIZE:-128m}
+RAW=/tmp/perf-raw
+SERVERS=(granary knfsd ganesha)
+# name rw bs iodepth: 4 KiB random at QD1 (psync) and QD16 (libaio), 1 MiB
+# sequential at QD4 (libaio); all O_DIRECT, so that every I/O is an RPC.
+WORKLOADS=(
+    "randread-4k-qd1 randread 4k 1" "randread-4k-qd16 randread 4k 16"
+    "randwrite-4k-qd1 randwrite 4k 1" "randwrite-4k-qd16 randwrite 4k 16"
+    "seqread-1m-qd4 read 1m 4" "seqwrite-1m-qd4 write 1m 4"
+)
+
+fail() { echo "perf: FAIL: $*"; exit 1; }
+
+start_all() {
+    install_granary || fail "cannot install granary"
+    mkdir -p /mnt/granary /mnt/knfsd /mnt/ganesha "$RAW"
+    granary_start "$GRANARY_PORT" none /tmp/granary.log || fail "granary did not start"
+    $(granary_mount_cmd "$GRANARY_PORT" /mnt/granary) || fail "cannot mount granary"
+    knfsd_start /export || fail "knfsd did not start"
+    $(knfsd_mount_cmd /export /mnt/knfsd) || fail "cannot mount knfsd"
+    ganesha_start /ganesha-export || fail "nfs-ganesha did not start"
+    $(ganesha_mount_cmd /mnt/ganesha) || fail "cannot mount nfs-ganesha"
+    grep -E ' /mnt/(granary|knfsd|ganesha) ' /proc/mounts | sed 's/^/    /'
+}
+
+# lay_out SERVER: write the test file once, so that no timed job includes fio's layout
+# (every job is O_DIRECT, so no client cache is warm afterwards either).
+lay_out() {
+    fio --name=layout --filename="/mnt/$1/perf.dat" --size="$SIZE" --bs=1m --rw=write \
+        --direct=1 --ioengine=psync --output-format=terse >/dev/null || fail "layout on $1"
+}
+
+run_job() { # SERVER ROUND NAME RW BS QD
+    local eng=libaio out=$RAW/$1-$3-r$2.json
+    [ "$6" = 1 ] && eng=psync
+    fio --name="$3" --filename="/mnt/$1/perf.dat" --size="$SIZE" --rw="$4" --bs="$5" \
+        --iodepth="$6" --ioengine=$eng --direct=1 --time_based --runtime="$SECS" \
+        --ramp_time=1 --randrepeat=0 --output-format=json >"$out" 2>"$out.err" ||
+        { echo "fio $1 $3 round $2 failed:"; cat "$out.err"; return 1; }
+    python3 -S -c 'import json,sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+d = j["read"] if j["read"]["io_bytes"] else j["write"]
+print(f"  {sys.argv[2]:8} {sys.argv[3]:18} round {sys.argv[4]}: {d[\"iops\"]:9.0f} IOPS {d[\"bw\"] / 1024:8.1f} MiB/s  clat mean {d[\"clat_ns\"][\"mean\"] / 1000:9.1f} us")' \
+        "$out" "$1" "$3" "$2"
+}
+
+main() {
+    local t0=${EPOCHREALTIME/./} s r w name rw bs qd
+    echo "perf: guest $(uname -r), $(nproc) vCPUs, accel ${KT_ACCEL:-?}, $SECS s per job, $ROUNDS rounds, file $SIZE"
+    start_all
+    for s in "${SERVERS[@]}"; do lay_out "$s"; done
+    for r in $(seq "$ROUNDS"); do
+        for w in "${WORKLOADS[@]}"; do
+            read -r name rw bs qd <<<"$w"
+            for s in "${SERVERS[@]}"; do run_job "$s" "$r" "$name" "$rw" "$bs" "$qd" || fail "fio $s $name"; done
+        done
+    done
+    local w_names=()
+    for w in "${WORKLOADS[@]}"; do w_names+=("${w%% *}"); done
+    python3 "$KT_GUEST/perf_report.py" "$RAW" "$KT_STAGE/out" "${KT_ACCEL:-unknown}" "$SECS" "$ROUNDS" "$SIZE" \
+        "${KT_META:-"{}"}" "${SERVERS[*]}" "${w_names[*]}" || fail "report"
+    umount /mnt/granary /mnt/knfsd /mnt/ganesha
+    stop_started
+    [ -f /tmp/ganesha/ganesha.pid ] && kill "$(cat /tmp/ganesha/ganesha.pid)" 2>/dev/null
+    echo "perf: done in $(( (${EPOCHREALTIME/./} - t0) / 1000000 )) s"
+}
+
+main

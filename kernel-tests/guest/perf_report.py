@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""perf_report.py RAW OUT ACCEL SECS ROUNDS SIZE META SERVERS WORKLOADS
+
+Reads fio's JSON outputs RAW/SERVER-WORKLOAD-rROUND.json (written by perf.sh) and
+writes OUT/results.json (every round's figures, medians, spreads, ratios) and
+OUT/README.md (the table). Medians over rounds; the spread is min..max. Ratios are
+granary's median over each peer's median (above 1: granary is faster; for latency,
+below 1 is faster).
+"""
+
+import json
+import statistics
+import sys
+
+
+def load(raw, server, workload, rnd):
+    with open(f"{raw}/{server}-{workload}-r{rnd}.json") as f:
+        job = json.load(f)["jobs"][0]
+    d = job["read"] if job["read"]["io_bytes"] else job["write"]
+    pct = d["clat_ns"].get("percentile", {})
+    return {
+        "iops": round(d["iops"], 1),
+        "mib_per_s": round(d["bw"] / 1024, 2),
+        "clat_mean_us": round(d["clat_ns"]["mean"] / 1000, 1),
+        "clat_p99_us": round(pct.get("99.000000", 0) / 1000, 1),
+    }
+
+
+def main():
+    raw, out, accel, secs, rounds, size, meta = sys.argv[1:8]
+    servers, workloads = sys.argv[8].split(), sys.argv[9].split()
+    rounds = int(rounds)
+    results = {}
+    for w in workloads:
+        results[w] = {}
+        for s in servers:
+            runs = [load(raw, s, w, r) for r in range(1, rounds + 1)]
+            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            spread = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in runs[0]}
+            results[w][s] = {"rounds": runs, "median": med, "min_max": spread}
+        g = results[w]["granary"]["median"]
+        results[w]["ratios"] = {
+            f"granary/{p}": {
+                "iops": round(g["iops"] / results[w][p]["median"]["iops"], 3),
+                "clat_mean": round(g["clat_mean_us"] / results[w][p]["median"]["clat_mean_us"], 3),
+            }
+            for p in servers if p != "granary"
+        }
+    doc = {
+        "accelerator": accel,
+        "note": ("Under TCG (software emulation) absolute numbers are emulation-bound and "
+                 "mean nothing outside this run; only the ratios between servers measured "
+                 "in the same guest boot do." if accel == "tcg" else
+                 "Servers measured in the same guest boot; compare ratios."),
+        "client": "Linux 6.1 kernel NFS client (Debian 12 guest of ../shared/vm/vm.sh), "
+                  "NFSv3 over TCP on the guest's loopback, nolock",
+        "servers": {
+            "granary": "granary serve --squash none --no-portmap (mem backend), 2 workers",
+            "knfsd": "Linux 6.1 nfsd exporting a tmpfs (sync, no_root_squash)",
+            "ganesha": "nfs-ganesha 4.3 (Debian), FSAL VFS on a tmpfs",
+        },
+        "fio": {"direct": 1, "runtime_s": int(secs), "ramp_time_s": 1, "size": size,
+                "rounds": rounds, "engines": "psync at iodepth 1, libaio otherwise"},
+        "meta": json.loads(meta),
+        "workloads": results,
+    }
+    with open(f"{out}/results.json", "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+    peers = [p for p in servers if p != "granary"]
+    lines = [
+        f"# Kernel-client fio: granary vs {', '.join(peers)} (accelerator: {accel})",
+        "",
+        f"**{doc['note']}**",
+        "",
+        f"- Client: {doc['client']}.",
+    ]
+    lines += [f"- {s}: {d}." for s, d in doc["servers"].items()]
+    lines += [
+        f"- fio: O_DIRECT, {secs} s per job after 1 s ramp, file {size}, psync at iodepth 1, "
+        f"libaio at 4 and 16; {rounds} rounds interleaved (every workload on every server, "
+        "then again); median of the rounds, spread min..max in results.json.",
+    ]
+    for k, v in doc["meta"].items():
+        lines.append(f"- {k}: {v}")
+    lines += ["", "Median IOPS (MiB/s for the 1 MiB jobs) and mean completion latency:", ""]
+    head = "| workload | " + " | ".join(servers) + " | " + " | ".join(f"granary/{p}" for p in peers) + " |"
+    lines += [head, "|---" + "|---:" * (len(servers) + len(peers)) + "|"]
+    for w in workloads:
+        cells = []
+        for s in servers:
+            m = results[w][s]["median"]
+            mm = results[w][s]["min_max"]["iops"]
+            figure = f"{m['mib_per_s']:.0f} MiB/s" if "1m" in w else f"{m['iops']:.0f} IOPS"
+            cells.append(f"{figure} ({m['clat_mean_us']:.0f} us; iops {mm[0]:.0f}..{mm[1]:.0f})")
+        ratios = [f"{results[w]['ratios'][f'granary/{p}']['iops']:.2f}" for p in peers]
+        lines.append(f"| {w} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    lines += ["", "Ratios are of median IOPS (equal to the bandwidth ratio for the 1 MiB jobs); "
+              "above 1 means granary did more.", ""]
+    with open(f"{out}/README.md", "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Kernel-client performance: fio 4 KiB random read/write at iodepth 1 and 16 and 1 MiB
+# sequential read/write, through the Linux NFSv3 client in the vm.sh guest, against
+# granary, kernel nfsd (tmpfs) and nfs-ganesha (FSAL VFS on tmpfs) in the same boot.
+#
+#   kernel-tests/perf.sh                  # writes bench/results/<date>-kernel-fio/
+#   PERF_SECS=8 PERF_ROUNDS=3 PERF_SIZE=128m kernel-tests/perf.sh
+#
+# Results: results.json (every round, medians, spreads, ratios) and README.md (the
+# table), marked with the accelerator vm.sh used. Under TCG (software emulation) only
+# the ratios between servers mean anything. Not part of scripts/test-all.sh.
+set -euo pipefail
+# shellcheck source=host-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/host-lib.sh"
+
+# The accelerator, decided as vm.sh's --accel auto does (checked against its log below).
+accel=${VM_ACCEL:-auto}
+if [ "$accel" = auto ]; then
+    if [ -w /dev/kvm ] && grep -qw -E 'vmx|svm' /proc/cpuinfo; then accel=kvm; else accel=tcg; fi
+fi
+dest=$REPO/bench/results/$(date +%F)-kernel-fio
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$REPO" diff --quiet HEAD -- 2>/dev/null || commit="$commit (with uncommitted changes)"
+
+kt_prepare
+trap 'rm -rf "$KT_STAGE"' EXIT
+meta=$(printf '{"date": "%s", "granary commit": "%s", "host": "%s, %s cores", "host load (1/5/15 min) before": "%s", "guest": "%s vCPUs, %s memory"}' \
+    "$(date -u +%FT%TZ)" "$commit" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" \
+    "$(nproc)" "$load_before" "${KT_CPUS:-2}" "${KT_MEM:-4G}")
+export KT_ACCEL=$accel KT_META=$meta PERF_SECS=${PERF_SECS:-8} PERF_ROUNDS=${PERF_ROUNDS:-3} \
+    PERF_SIZE=${PERF_SIZE:-128m}
+rc=0
+kt_boot "${KT_TIMEOUT:-1800}" perf.sh || rc=$?
+[ "$rc" = 0 ] || kt_die "the performance run failed (exit $rc)"
+grep -q "(accel $accel)" "$KT_STAGE/log" || kt_die "vm.sh did not report accel $accel; results not kept"
+mkdir -p "$dest"
+cp "$KT_STAGE/out/results.json" "$KT_STAGE/out/README.md" "$dest/"
+grep -E '^  (granary|knfsd|ganesha) ' "$KT_STAGE/log" >"$dest/rounds.txt" || true
+printf '\nHost load (1/5/15 min) after: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$dest/README.md"
+echo "kernel-tests/perf.sh: results in $dest"

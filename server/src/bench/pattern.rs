@@ -1,0 +1,112 @@
+//! The data every workload writes and every READ checks: each 8-byte word holds a function
+//! of its own file offset, so data at the wrong offset, a stale page, a torn write or a
+//! flipped bit all read back as a mismatch, whichever workload wrote the bytes. Rewrites
+//! write the same bytes, so a READ phase can verify what the WRITE phases left.
+
+use bytes::{Bytes, BytesMut};
+
+/// Mixes the word index so that neighbouring words, and the same word of files written at
+/// different offsets, differ in every byte.
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+/// XORed into every word so that zero-filled data ("a hole") never matches.
+const SALT: u64 = 0x6772_616e_6172_7921; // "granary!"
+
+/// The byte at file offset `offset`.
+#[must_use]
+fn byte_at(offset: u64) -> u8 {
+    let word = (offset / 8).wrapping_mul(MIX) ^ SALT;
+    word.to_le_bytes()[(offset % 8) as usize]
+}
+
+/// `len` bytes of the pattern starting at file offset `offset`.
+#[must_use]
+pub fn fill(offset: u64, len: usize) -> Bytes {
+    let mut buf = BytesMut::with_capacity(len);
+    buf.resize(len, 0);
+    fill_into(offset, &mut buf);
+    buf.freeze()
+}
+
+/// Writes the pattern of `[offset, offset + buf.len())` into `buf`.
+pub fn fill_into(offset: u64, buf: &mut [u8]) {
+    let mut i = 0usize;
+    // Unaligned head, byte by byte.
+    while i < buf.len() && !(offset + i as u64).is_multiple_of(8) {
+        buf[i] = byte_at(offset + i as u64);
+        i += 1;
+    }
+    // Whole words.
+    let words = (buf.len() - i) / 8;
+    for (w, chunk) in buf[i..i + words * 8].chunks_exact_mut(8).enumerate() {
+        let index = (offset + i as u64) / 8 + w as u64;
+        let word = index.wrapping_mul(MIX) ^ SALT;
+        chunk.copy_from_slice(&word.to_le_bytes());
+    }
+    i += words * 8;
+    while i < buf.len() {
+        buf[i] = byte_at(offset + i as u64);
+        i += 1;
+    }
+}
+
+/// Checks that `data` is the pattern at `offset`; on a mismatch, names the first bad
+/// offset. Compares word by word without allocating (it runs on every READ).
+///
+/// # Errors
+/// The first offset whose byte differs, with both values.
+pub fn verify(offset: u64, data: &[u8]) -> Result<(), String> {
+    // Unaligned head and tail byte by byte; the aligned middle a word at a time.
+    let head = usize::try_from((8 - offset % 8) % 8)
+        .unwrap_or(0)
+        .min(data.len());
+    let words = (data.len() - head) / 8;
+    let tail_start = head + words * 8;
+    let bytes_ok = |range: std::ops::Range<usize>| {
+        range.clone().all(|i| data[i] == byte_at(offset + i as u64))
+    };
+    let first_word = (offset + head as u64) / 8;
+    let words_ok = data[head..tail_start]
+        .chunks_exact(8)
+        .enumerate()
+        .all(|(w, chunk)| {
+            let word = (first_word + w as u64).wrapping_mul(MIX) ^ SALT;
+            chunk == word.to_le_bytes()
+        });
+    if bytes_ok(0..head) && words_ok && bytes_ok(tail_start..data.len()) {
+        return Ok(());
+    }
+    let at = (0..data.len())
+        .find(|&i| data[i] != byte_at(offset + i as u64))
+        .unwrap_or(0);
+    Err(format!(
+        "data mismatch at file offset {}: read {:#04x}, wrote {:#04x}",
+        offset + at as u64,
+        data[at],
+        byte_at(offset + at as u64)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_and_bytes_agree_at_any_alignment() {
+        let whole = fill(0, 100);
+        for start in 0..20u64 {
+            let part = fill(start, 50);
+            assert_eq!(&part[..], &whole[start as usize..start as usize + 50]);
+            assert!(verify(start, &part).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_flipped_bit_or_a_shifted_block_is_caught() {
+        let mut data = fill(4096, 4096).to_vec();
+        data[100] ^= 1;
+        let err = verify(4096, &data).unwrap_err();
+        assert!(err.contains("offset 4196"), "{err}");
+        let shifted = fill(8192, 4096);
+        assert!(verify(4096, &shifted).is_err());
+    }
+}

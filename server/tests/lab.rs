@@ -1,0 +1,110 @@
+//! `granary lab`: the list names the seed experiments, and a quick run of each of this
+//! suite's experiments prints one JSON object of the documented shape. Timings are not
+//! checked: a CI-sized run only shows that every variant ran and reported numbers.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn granary(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args(args)
+        .output()
+        .expect("run granary");
+    assert!(
+        out.status.success(),
+        "granary {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[test]
+fn list_names_the_experiments() {
+    let list = granary(&["lab", "list"]);
+    for name in ["multigrain", "rangelock"] {
+        assert!(list.contains(name), "{name} missing from:\n{list}");
+    }
+    assert!(list.contains("000_a7f635558418b800.txt"));
+    assert!(list.contains("003_aa3bd601831e2c39.txt"));
+}
+
+#[test]
+fn unknown_experiments_are_refused_with_the_list() {
+    let out = Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args(["lab", "nosuch"])
+        .output()
+        .expect("run granary");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("granary lab list"), "{err}");
+}
+
+/// Checks the documented shape and returns the variants.
+fn check_shape(json: &Value, experiment: &str) -> serde_json::Map<String, Value> {
+    assert_eq!(json["experiment"], experiment);
+    assert!(json["unit"].as_str().is_some_and(|u| !u.is_empty()));
+    assert!(json["higher_is_better"].is_boolean());
+    assert!(json["seed_claim"].as_str().is_some_and(|c| !c.is_empty()));
+    let variants = json["variants"]
+        .as_object()
+        .expect("variants object")
+        .clone();
+    assert!(!variants.is_empty());
+    for (name, v) in &variants {
+        for key in ["median", "min", "max"] {
+            let x = v[key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name}.{key}: {v}"));
+            assert!(x.is_finite() && x >= 0.0, "{name}.{key} = {x}");
+        }
+        let samples = v["samples"].as_array().expect("samples array");
+        assert_eq!(samples.len(), 1, "{name}: one sample asked for");
+        assert!(v["min"].as_f64() <= v["median"].as_f64());
+        assert!(v["median"].as_f64() <= v["max"].as_f64());
+    }
+    for (name, base) in json["baselines"].as_object().expect("baselines") {
+        let base = base.as_str().expect("baseline name");
+        assert!(
+            variants.contains_key(base),
+            "{name}'s baseline {base} is no variant"
+        );
+    }
+    variants
+}
+
+#[test]
+fn quick_multigrain_json_has_every_design() {
+    let out = granary(&["lab", "multigrain", "--quick", "--json", "--samples", "1"]);
+    let json: Value = serde_json::from_str(&out).expect("one JSON object");
+    let variants = check_shape(&json, "multigrain");
+    for name in [
+        "stamp T=1 coarse",
+        "stamp T=1 separate",
+        "stamp T=1 combined",
+        "nfs WRITE 4KiB coarse",
+        "nfs WRITE 4KiB combined",
+    ] {
+        assert!(variants.contains_key(name), "{name} missing");
+    }
+    let res = json["context"]["coarse clock resolution"]
+        .as_str()
+        .expect("resolution");
+    assert!(
+        res.ends_with("(clock_getres(CLOCK_REALTIME_COARSE))"),
+        "{res}"
+    );
+}
+
+#[test]
+fn quick_rangelock_json_has_every_lock_and_thread_count() {
+    let out = granary(&["lab", "rangelock", "--quick", "--json", "--samples", "1"]);
+    let json: Value = serde_json::from_str(&out).expect("one JSON object");
+    let variants = check_shape(&json, "rangelock");
+    for threads in [1, 2, 4, 8] {
+        for lock in ["none", "mutex", "lockfree", "cheat"] {
+            let name = format!("read4k/lock T={threads} {lock}");
+            assert!(variants.contains_key(&name), "{name} missing");
+        }
+    }
+}

@@ -57,6 +57,22 @@ pub fn samples(n: usize, mut sample: impl FnMut() -> f64) -> Vec<f64> {
     (0..n).map(|_| sample()).collect()
 }
 
+/// `n` samples of each of `designs` designs, taken in turn (design 0, 1, ..., 0 again),
+/// so that a machine whose load changes during the run weighs on every design alike.
+pub fn interleaved(
+    designs: usize,
+    n: usize,
+    mut sample: impl FnMut(usize) -> f64,
+) -> Vec<Vec<f64>> {
+    let mut out = vec![Vec::with_capacity(n); designs];
+    for _ in 0..n {
+        for (design, samples) in out.iter_mut().enumerate() {
+            samples.push(sample(design));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@ use backend_mem::{MemConfig, MemFs};
 use gtime::{Clock, Ctime, FloorRead, MultigrainClock, SystemClock, TimestampMode};
 use vfs::{Backend, CreateMode, FileId, Name, Owner, SetAttr, Stability};
 
-use super::measure::{rate, samples};
+use super::measure::{interleaved, rate};
 use super::report::{Report, Variant};
 use super::{e2e, Settings};
 
@@ -107,63 +107,76 @@ fn new_file(fs: &MemFs, name: &str) -> FileId {
 
 fn stamp_group(threads: usize, settings: &Settings, out: &mut Vec<Variant>) {
     let group = format!("stamp T={threads}");
-    for design in [&COARSE, &SEPARATE, &COMBINED, &FINE] {
-        let clock = design.clock();
-        let measured = samples(settings.samples, || {
-            rate(threads, settings.sample, |_| {
-                let cell = Ctime::new(clock.now(), true);
-                let clock = &clock;
-                move || {
-                    black_box(clock.stamp(&cell, true));
-                }
-            })
-        });
+    let designs = [&COARSE, &SEPARATE, &COMBINED, &FINE];
+    let clocks: Vec<_> = designs.iter().map(|d| d.clock()).collect();
+    let measured = interleaved(designs.len(), settings.samples, |d| {
+        let clock = &clocks[d];
+        rate(threads, settings.sample, |_| {
+            let cell = Ctime::new(clock.now(), true);
+            move || {
+                black_box(clock.stamp(&cell, true));
+            }
+        })
+    });
+    for (design, measured) in designs.into_iter().zip(measured) {
         out.push(variant(&group, design, &COARSE, measured));
     }
+}
+
+/// Each thread's own file in a fresh file system per design.
+fn setups(designs: &[&Design], threads: usize) -> Vec<(MemFs, Vec<FileId>)> {
+    designs
+        .iter()
+        .map(|design| {
+            let fs = design.fs();
+            let files = (0..threads)
+                .map(|t| new_file(&fs, &format!("t{t}")))
+                .collect();
+            (fs, files)
+        })
+        .collect()
 }
 
 fn write_group(threads: usize, settings: &Settings, out: &mut Vec<Variant>) {
     let group = format!("write T={threads}");
-    for design in [&COARSE, &SEPARATE, &COMBINED, &FINE] {
-        let fs = design.fs();
-        let files: Vec<FileId> = (0..threads)
-            .map(|t| new_file(&fs, &format!("t{t}")))
-            .collect();
-        let measured = samples(settings.samples, || {
-            rate(threads, settings.sample, |t| {
-                let (fs, file) = (&fs, files[t]);
-                move || {
-                    black_box(fs.write(file, 0, b"x", Stability::Unstable).is_ok());
-                }
-            })
-        });
+    let designs = [&COARSE, &SEPARATE, &COMBINED, &FINE];
+    let setups = setups(&designs, threads);
+    let measured = interleaved(designs.len(), settings.samples, |d| {
+        let (fs, files) = &setups[d];
+        rate(threads, settings.sample, |t| {
+            let file = files[t];
+            move || {
+                black_box(fs.write(file, 0, b"x", Stability::Unstable).is_ok());
+            }
+        })
+    });
+    for (design, measured) in designs.into_iter().zip(measured) {
         out.push(variant(&group, design, &COARSE, measured));
     }
 }
 
-/// Returns the share of changes that took the fine path, per design key and k.
+/// Returns notes on how often multigrain took the fine path.
 fn stat_group(threads: usize, settings: &Settings, out: &mut Vec<Variant>) -> Vec<String> {
     let mut notes = Vec::new();
+    let designs = [&COARSE, &COMBINED, &FINE];
     for every in STAT_EVERY {
         let group = format!("write+stat k={every} T={threads}");
-        for design in [&COARSE, &COMBINED, &FINE] {
-            let fs = design.fs();
-            let files: Vec<FileId> = (0..threads)
-                .map(|t| new_file(&fs, &format!("t{t}")))
-                .collect();
-            let measured = samples(settings.samples, || {
-                rate(threads, settings.sample, |t| {
-                    let (fs, file) = (&fs, files[t]);
-                    let mut n = 0u64;
-                    move || {
-                        black_box(fs.write(file, 0, b"x", Stability::Unstable).is_ok());
-                        n += 1;
-                        if n.is_multiple_of(every) {
-                            black_box(fs.getattr(file).is_ok());
-                        }
+        let setups = setups(&designs, threads);
+        let measured = interleaved(designs.len(), settings.samples, |d| {
+            let (fs, files) = &setups[d];
+            rate(threads, settings.sample, |t| {
+                let file = files[t];
+                let mut n = 0u64;
+                move || {
+                    black_box(fs.write(file, 0, b"x", Stability::Unstable).is_ok());
+                    n += 1;
+                    if n.is_multiple_of(every) {
+                        black_box(fs.getattr(file).is_ok());
                     }
-                })
-            });
+                }
+            })
+        });
+        for ((design, measured), (fs, _)) in designs.iter().zip(measured).zip(&setups) {
             if design.key == COMBINED.key {
                 let stats = fs.clock().stats();
                 notes.push(format!(

@@ -11,14 +11,13 @@
 //!   file (range lock, chunk map, data copy, ctime stamp), each thread in its own 64 KiB chunk.
 
 use std::hint::black_box;
-use std::sync::Arc;
 
 use backend_mem::{MemConfig, MemFs, RangeLockMode, CHUNK_BYTES};
 use gtime::SystemClock;
 use sync::RangeLock;
-use vfs::{Backend, CreateMode, Name, Owner, SetAttr, Stability};
+use vfs::{Backend, CreateMode, FileId, Name, Owner, SetAttr, Stability};
 
-use super::measure::{rate, samples};
+use super::measure::{interleaved, rate};
 use super::report::{Report, Variant};
 use super::Settings;
 
@@ -52,73 +51,75 @@ fn variant(group: &str, mode: RangeLockMode, samples: Vec<f64>) -> Variant {
 }
 
 fn lock_group(threads: usize, write: bool, settings: &Settings, out: &mut Vec<Variant>) {
-    let group = format!(
-        "{}/lock T={threads}",
-        if write { "write4k" } else { "read4k" }
-    );
-    let shared: Arc<Vec<u8>> = Arc::new(vec![7; THREADS[THREADS.len() - 1] * PAGE]);
-    for mode in RangeLockMode::ALL {
-        let lock = RangeLock::new(mode);
-        let measured = samples(settings.samples, || {
-            rate(threads, settings.sample, |t| {
-                let (lock, shared) = (&lock, &shared);
-                let at = t * PAGE;
-                let range = at as u64..(at + PAGE) as u64;
-                let mut page = vec![0u8; PAGE];
-                move || {
-                    let guard = if write {
-                        lock.write(range.clone())
-                    } else {
-                        lock.read(range.clone())
-                    };
-                    if write {
-                        page.copy_from_slice(black_box(&shared[..PAGE]));
-                    } else {
-                        page.copy_from_slice(&shared[at..at + PAGE]);
-                    }
-                    black_box(&page);
-                    drop(guard);
+    let kind = if write { "write4k" } else { "read4k" };
+    let group = format!("{kind}/lock T={threads}");
+    let shared: Vec<u8> = vec![7; THREADS[THREADS.len() - 1] * PAGE];
+    let locks: Vec<RangeLock> = RangeLockMode::ALL.into_iter().map(RangeLock::new).collect();
+    let measured = interleaved(locks.len(), settings.samples, |d| {
+        let (lock, shared) = (&locks[d], &shared);
+        rate(threads, settings.sample, |t| {
+            let at = t * PAGE;
+            let range = at as u64..(at + PAGE) as u64;
+            let mut page = vec![0u8; PAGE];
+            move || {
+                let guard = if write {
+                    lock.write(range.clone())
+                } else {
+                    lock.read(range.clone())
+                };
+                if write {
+                    page.copy_from_slice(black_box(&shared[..PAGE]));
+                } else {
+                    page.copy_from_slice(&shared[at..at + PAGE]);
                 }
-            })
-        });
+                black_box(&page);
+                drop(guard);
+            }
+        })
+    });
+    for (mode, measured) in RangeLockMode::ALL.into_iter().zip(measured) {
         out.push(variant(&group, mode, measured));
     }
 }
 
+/// A mem file system using `mode`, with one file filled over every thread's chunk.
+fn filled_fs(mode: RangeLockMode) -> (MemFs, FileId) {
+    let config = MemConfig {
+        rangelock: mode,
+        ..MemConfig::default()
+    };
+    let fs = MemFs::new(config, SystemClock::shared());
+    let name = Name::new(b"shared".to_vec()).expect("valid name");
+    let owner = Owner { uid: 0, gid: 0 };
+    let create = CreateMode::Unchecked(SetAttr::default());
+    let file = fs.create(fs.root(), &name, &create, owner).expect("create");
+    let span = THREADS[THREADS.len() - 1] as u64 * CHUNK_BYTES;
+    for at in (0..span).step_by(PAGE) {
+        fs.write(file, at, &[7; PAGE], Stability::Unstable)
+            .expect("fill");
+    }
+    (fs, file)
+}
+
 fn mem_group(threads: usize, write: bool, settings: &Settings, out: &mut Vec<Variant>) {
-    let group = format!(
-        "{}/mem T={threads}",
-        if write { "write4k" } else { "read4k" }
-    );
-    for mode in RangeLockMode::ALL {
-        let config = MemConfig {
-            rangelock: mode,
-            ..MemConfig::default()
-        };
-        let fs = MemFs::new(config, SystemClock::shared());
-        let name = Name::new(b"shared".to_vec()).expect("valid name");
-        let owner = Owner { uid: 0, gid: 0 };
-        let create = CreateMode::Unchecked(SetAttr::default());
-        let file = fs.create(fs.root(), &name, &create, owner).expect("create");
-        let span = THREADS[THREADS.len() - 1] as u64 * CHUNK_BYTES;
-        for at in (0..span).step_by(PAGE) {
-            fs.write(file, at, &[7; PAGE], Stability::Unstable)
-                .expect("fill");
-        }
-        let measured = samples(settings.samples, || {
-            rate(threads, settings.sample, |t| {
-                let fs = &fs;
-                let at = t as u64 * CHUNK_BYTES;
-                let page = vec![9u8; PAGE];
-                move || {
-                    if write {
-                        black_box(fs.write(file, at, &page, Stability::Unstable).is_ok());
-                    } else {
-                        black_box(fs.read(file, at, PAGE as u32).map(|r| r.data.len()).ok());
-                    }
+    let kind = if write { "write4k" } else { "read4k" };
+    let group = format!("{kind}/mem T={threads}");
+    let setups: Vec<(MemFs, FileId)> = RangeLockMode::ALL.into_iter().map(filled_fs).collect();
+    let measured = interleaved(setups.len(), settings.samples, |d| {
+        let (fs, file) = (&setups[d].0, setups[d].1);
+        rate(threads, settings.sample, |t| {
+            let at = t as u64 * CHUNK_BYTES;
+            let page = vec![9u8; PAGE];
+            move || {
+                if write {
+                    black_box(fs.write(file, at, &page, Stability::Unstable).is_ok());
+                } else {
+                    black_box(fs.read(file, at, PAGE as u32).map(|r| r.data.len()).ok());
                 }
-            })
-        });
+            }
+        })
+    });
+    for (mode, measured) in RangeLockMode::ALL.into_iter().zip(measured) {
         out.push(variant(&group, mode, measured));
     }
 }

@@ -8,6 +8,7 @@
 //!   but worker 0 (lower is better: pull lets the busy migrator expire them);
 //! - global timers fired per second with every worker busy;
 //! - WRITE rate through the server started with each `--timers` mode.
+//!
 //! The measuring code is `runtime::experiment`.
 
 use std::time::Duration;

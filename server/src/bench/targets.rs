@@ -198,6 +198,11 @@ impl Target {
                 }
                 if self.data_dir.starts_with("/dev/shm") && self.data_dir.exists() {
                     drop(std::fs::remove_dir_all(&self.data_dir));
+                    // The run's parent directory goes with its last peer (fails while
+                    // another peer's directory is still in it).
+                    if let Some(parent) = self.data_dir.parent() {
+                        drop(std::fs::remove_dir(parent));
+                    }
                 }
             }
             Kind::Limit(r) => drop(r.take()),

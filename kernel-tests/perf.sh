@@ -5,6 +5,7 @@
 #
 #   kernel-tests/perf.sh                  # writes bench/results/<date>-kernel-fio/
 #   PERF_SECS=8 PERF_ROUNDS=3 PERF_SIZE=128m kernel-tests/perf.sh
+#   KT_GRANARY_BIN=path KT_GRANARY_COMMIT=abc1234 kernel-tests/perf.sh   # a prebuilt binary
 #
 # Results: results.json (every round, medians, spreads, ratios) and README.md (the
 # table), marked with the accelerator vm.sh used. Under TCG (software emulation) only
@@ -22,6 +23,7 @@ dest=$REPO/bench/results/$(date +%F)-kernel-fio
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$REPO" diff --quiet HEAD -- 2>/dev/null || commit="$commit (with uncommitted changes)"
+[ -z "${KT_GRANARY_BIN:-}" ] || commit="${KT_GRANARY_COMMIT:-unknown: prebuilt binary $KT_GRANARY_BIN}"
 
 kt_prepare
 trap 'rm -rf "$KT_STAGE"' EXIT

@@ -127,6 +127,9 @@ grp_doc_tree() {
 # 10,000 files (every 100th with a few bytes), made by 4 processes at once; after
 # umount + mount, ls -l, find and du on it, then rm -rf, which reads the directory in
 # chunks while it removes entries (the cookies of later chunks must still hold).
+# One umount + mount before ls only: find straight after a mount makes the client
+# read most of a big directory with plain READDIR and then LOOKUP + GETATTR every
+# entry (see kernel-tests/README.md), which under TCG costs minutes, not coverage.
 grp_bigdir() {
     local d=$KT_ROOT/bigdir n=${KT_BIGDIR_ENTRIES:-10000}
     echo "== bigdir-create"
@@ -136,7 +139,7 @@ from multiprocessing import Pool
 d, n = sys.argv[1], int(sys.argv[2])
 def make(part):
     for i in range(part, n, 4):
-        fd = os.open(f"{d}/f{i:05d}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(f"{d}/f{i:05d}", os.O_WRONLY | os.O_CREAT, 0o644)
         if i % 100 == 0:
             os.write(fd, f"entry {i}\n".encode())
         os.close(fd)
@@ -154,7 +157,6 @@ EOF
     echo "note: ls -l $(head -1 /tmp/kt-ls.$$)"; rm -f /tmp/kt-ls.$$
     echo "ls -f: $(ls -f "$d" | wc -l) names"
     step "ls -l, ls -f"
-    reload || return 1
     echo "== bigdir-find"
     find "$d" -mindepth 1 -printf '%P %y %m %U:%G %s %n\n' | sort | detail find
     echo "find -size 11c: $(find "$d" -size 11c | wc -l), -empty: $(find "$d" -empty | wc -l)"
@@ -263,7 +265,9 @@ grp_writers() {
     step writers
     reload || return 1
     manifest "$d/tree" | detail writers-manifest
-    contents "$d/tree" | detail writers-contents
+    # The log's line order depends on timing; its sorted lines do not.
+    contents "$d/tree" | grep -v ' ./log.unordered$' | detail writers-contents
+    echo "log read back, sorted: $(sort "$d/tree/log.unordered" | sha), $(wc -l <"$d/tree/log.unordered") lines"
     step "manifest, contents"
     # The tree stays on the mount: persist checks it again across umount + mount.
 }

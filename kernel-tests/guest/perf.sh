@@ -54,11 +54,7 @@ run_job() { # SERVER ROUND NAME RW BS QD
         --iodepth="$6" --ioengine=$eng --direct=1 --time_based --runtime="$SECS" \
         --ramp_time=1 --randrepeat=0 --output-format=json >"$out" 2>"$out.err" ||
         { echo "fio $1 $3 round $2 failed:"; cat "$out.err"; return 1; }
-    python3 -S -c 'import json,sys
-j = json.load(open(sys.argv[1]))["jobs"][0]
-d = j["read"] if j["read"]["io_bytes"] else j["write"]
-print(f"  {sys.argv[2]:8} {sys.argv[3]:18} round {sys.argv[4]}: {d[\"iops\"]:9.0f} IOPS {d[\"bw\"] / 1024:8.1f} MiB/s  clat mean {d[\"clat_ns\"][\"mean\"] / 1000:9.1f} us")' \
-        "$out" "$1" "$3" "$2"
+    python3 -S "$KT_GUEST/perf_report.py" --line "$out" "$1" "$3" "$2"
 }
 
 main() {

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """perf_report.py RAW OUT ACCEL SECS ROUNDS SIZE META SERVERS WORKLOADS
+   perf_report.py --line FIO_JSON SERVER WORKLOAD ROUND   (one job's line for the log)
 
 Reads fio's JSON outputs RAW/SERVER-WORKLOAD-rROUND.json (written by perf.sh) and
 writes OUT/results.json (every round's figures, medians, spreads, ratios) and
@@ -14,7 +15,11 @@ import sys
 
 
 def load(raw, server, workload, rnd):
-    with open(f"{raw}/{server}-{workload}-r{rnd}.json") as f:
+    return load_file(f"{raw}/{server}-{workload}-r{rnd}.json")
+
+
+def load_file(path):
+    with open(path) as f:
         job = json.load(f)["jobs"][0]
     d = job["read"] if job["read"]["io_bytes"] else job["write"]
     pct = d["clat_ns"].get("percentile", {})
@@ -26,7 +31,16 @@ def load(raw, server, workload, rnd):
     }
 
 
+def line(path, server, workload, rnd):
+    r = load_file(path)
+    print(f"  {server:8} {workload:18} round {rnd}: {r['iops']:9.0f} IOPS {r['mib_per_s']:8.1f} MiB/s"
+          f"  clat mean {r['clat_mean_us']:9.1f} us  p99 {r['clat_p99_us']:9.1f} us")
+
+
 def main():
+    if sys.argv[1] == "--line":
+        line(*sys.argv[2:6])
+        return
     raw, out, accel, secs, rounds, size, meta = sys.argv[1:8]
     servers, workloads = sys.argv[8].split(), sys.argv[9].split()
     rounds = int(rounds)
@@ -84,16 +98,17 @@ def main():
     ]
     for k, v in doc["meta"].items():
         lines.append(f"- {k}: {v}")
-    lines += ["", "Median IOPS (MiB/s for the 1 MiB jobs) and mean completion latency:", ""]
+    lines += ["", "Median IOPS (MiB/s for the 1 MiB jobs) with the rounds' min..max, and the "
+              "median of the mean completion latency:", ""]
     head = "| workload | " + " | ".join(servers) + " | " + " | ".join(f"granary/{p}" for p in peers) + " |"
     lines += [head, "|---" + "|---:" * (len(servers) + len(peers)) + "|"]
     for w in workloads:
         cells = []
         for s in servers:
             m = results[w][s]["median"]
-            mm = results[w][s]["min_max"]["iops"]
-            figure = f"{m['mib_per_s']:.0f} MiB/s" if "1m" in w else f"{m['iops']:.0f} IOPS"
-            cells.append(f"{figure} ({m['clat_mean_us']:.0f} us; iops {mm[0]:.0f}..{mm[1]:.0f})")
+            key, unit = ("mib_per_s", "MiB/s") if "1m" in w else ("iops", "IOPS")
+            lo, hi = results[w][s]["min_max"][key]
+            cells.append(f"{m[key]:.0f} {unit} ({lo:.0f}..{hi:.0f}); {m['clat_mean_us']:.0f} us")
         ratios = [f"{results[w]['ratios'][f'granary/{p}']['iops']:.2f}" for p in peers]
         lines.append(f"| {w} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     lines += ["", "Ratios are of median IOPS (equal to the bandwidth ratio for the 1 MiB jobs); "

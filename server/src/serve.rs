@@ -41,7 +41,10 @@ pub enum ServeError {
 /// # Errors
 /// Start-up failures; see [`ServeError`].
 pub fn run(config: ServerConfig) -> Result<(), ServeError> {
-    let exports = build_exports(&config);
+    // One system clock: wall time for file stamps, monotonic time for the reply cache,
+    // timers and connection watchdogs.
+    let clock = gtime::SystemClock::shared();
+    let exports = build_exports(&config, Arc::clone(&clock));
     let state = Arc::new(nfsd::NfsState::new(exports, rand::random()));
     let mut dispatcher = Dispatcher::new();
     nfsd::register(&mut dispatcher, &state);
@@ -49,7 +52,6 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         config.limits.reply_cache_entries,
         rpc::drc::DEFAULT_TTL,
     ));
-    let clock = gtime::SystemClock::shared();
     dispatcher.set_reply_cache(Arc::clone(&reply_cache), Arc::clone(&clock));
     let dispatcher = Arc::new(dispatcher);
     let listener = bind(config.listen, config.limits.max_connections)?;
@@ -159,12 +161,9 @@ fn schedule_reply_cache_prune(
     timers.insert(from, REPLY_CACHE_PRUNE_INTERVAL, Scope::Global, prune);
 }
 
-fn build_exports(config: &ServerConfig) -> ExportTable {
+fn build_exports(config: &ServerConfig, system: Arc<dyn gtime::Clock>) -> ExportTable {
     // One multigrain clock for every export: its floor orders change times across them.
-    let clock = Arc::new(gtime::MultigrainClock::new(
-        gtime::SystemClock::shared(),
-        config.timestamps,
-    ));
+    let clock = Arc::new(gtime::MultigrainClock::new(system, config.timestamps));
     tracing::info!(timestamps = %config.timestamps, rangelock = %config.rangelock, "seed designs");
     let exports = config
         .exports

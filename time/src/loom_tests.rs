@@ -153,6 +153,42 @@ fn loom_finished_change_orders_later_changes_of_other_files() {
     });
 }
 
+/// A slow change of file 2 reads the clock before a tick and installs its stamp after
+/// the tick; meanwhile file 1 is changed after the tick and then, after that change
+/// finished, file 2 is changed again. The second change of file 2 must not end with the
+/// slow change's older stamp, even when that one lands between its load and its CAS.
+#[test]
+fn loom_an_older_concurrent_stamp_does_not_stand() {
+    model(|| {
+        let (source, clock) = setup();
+        let one = Arc::new(Ctime::new(Timestamp::from_nanos(START), false));
+        let two = Arc::new(Ctime::new(Timestamp::from_nanos(START), false));
+        let finished = Arc::new(AtomicU64::new(0));
+        let slow = {
+            let (clock, two) = (clock.clone(), two.clone());
+            thread::spawn(move || {
+                clock.stamp(&two, true);
+            })
+        };
+        let first = {
+            let (clock, one, finished) = (clock.clone(), one.clone(), finished.clone());
+            thread::spawn(move || {
+                source.advance(TICK);
+                let t = nanos(clock.stamp(&one, true).time);
+                finished.store(t, Ordering::Release);
+            })
+        };
+        let done = finished.load(Ordering::Acquire);
+        if done != 0 {
+            let t = nanos(clock.stamp(&two, true).time);
+            assert!(t >= done, "file 2 got {t}, before file 1's finished {done}");
+            assert!(nanos(two.load().time) >= done);
+        }
+        slow.join().unwrap();
+        first.join().unwrap();
+    });
+}
+
 /// Two threads each observe their own file and change it on a stopped clock: both need
 /// fine stamps, so their floor CASes race; the loser adopts or passes the winner, and
 /// each file's new ctime is later than what was observed.

@@ -41,11 +41,16 @@
 //! code). Loading the inode's word before reading the clock is what makes the floor cover
 //! every earlier stamp, which gives properties 1 to 3.
 //!
-//! The inode's word is then replaced with one CAS. If that fails only because an observer
-//! set `QUERIED` meanwhile, the change computes again once (that can happen only once per
-//! stamp, as only a stamp clears the bit); if it fails because a concurrent change stamped
-//! the inode, that stamp stands, as in Linux: it was taken after this change's load, so it
-//! already covers it.
+//! The inode's word is then replaced with a CAS. If that fails because an observer set
+//! `QUERIED` meanwhile and saw a time not before this change's, the change computes again
+//! (the fine path; only a stamp clears the bit, so this happens once per stamp). If it
+//! fails because a concurrent change stamped the inode with a later or equal time, that
+//! stamp stands. If the concurrent stamp is *earlier* (its change read the clock before
+//! this one did), this change's stamp goes on top of it: letting the older one stand, as
+//! Linux does (it serializes changes of one inode with the inode lock, granary's data path
+//! does not), would let a change that began after another change finished end with an
+//! earlier ctime. Each retry means another thread's CAS succeeded, so the loop is
+//! lock-free; `previous` is the word finally replaced.
 //!
 //! A stepped-back wall clock holds stamps at the floor (and at each inode's ctime) until
 //! it catches up, rather than letting ctimes go backwards: Linux keeps its floor in
@@ -404,58 +409,49 @@ impl MultigrainClock {
     }
 
     /// Replaces `cell`'s word `current` with `nanos` and `tag` (see module docs).
-    fn install(&self, cell: &Ctime, current: u64, nanos: u64, tag: bool) -> Stamp {
-        let wanted = encode(nanos, tag);
-        let stamp = |installed: bool, word: u64| Stamp {
-            time: Timestamp::from_nanos(if installed { nanos } else { word & NANOS }),
-            previous: decode(current),
-            installed,
-        };
-        if wanted == current {
-            return stamp(true, current);
-        }
-        let actual =
-            match cell
-                .word
-                .compare_exchange(current, wanted, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return stamp(true, current),
+    fn install(&self, cell: &Ctime, mut current: u64, mut nanos: u64, tag: bool) -> Stamp {
+        loop {
+            let wanted = encode(nanos, tag);
+            if wanted == current {
+                return Stamp {
+                    time: Timestamp::from_nanos(nanos),
+                    previous: decode(current),
+                    installed: true,
+                };
+            }
+            let actual = match cell.word.compare_exchange(
+                current,
+                wanted,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    return Stamp {
+                        time: Timestamp::from_nanos(nanos),
+                        previous: decode(current),
+                        installed: true,
+                    }
+                }
                 Err(actual) => actual,
             };
-        if current & QUERIED != 0 || actual != current | QUERIED {
-            // Another change stamped the inode after our load: its stamp covers ours.
-            return stamp(false, actual);
-        }
-        // Only an observer got in between: the value seen must now be passed.
-        let nanos = if nanos > current & NANOS {
-            nanos
-        } else {
-            self.next_nanos(&[actual])
-        };
-        let retried = self.install_once(cell, actual, nanos, tag);
-        Stamp {
-            previous: decode(current),
-            ..retried
-        }
-    }
-
-    /// The second and last attempt of `install`.
-    fn install_once(&self, cell: &Ctime, current: u64, nanos: u64, tag: bool) -> Stamp {
-        let wanted = encode(nanos, tag);
-        match cell
-            .word
-            .compare_exchange(current, wanted, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => Stamp {
-                time: Timestamp::from_nanos(nanos),
-                previous: decode(current),
-                installed: true,
-            },
-            Err(actual) => Stamp {
-                time: Timestamp::from_nanos(actual & NANOS),
-                previous: decode(current),
-                installed: false,
-            },
+            let theirs = actual & NANOS;
+            if theirs < nanos {
+                // An older stamp (or an observer of the old one) got in: ours still goes
+                // on top, or a change that started after another finished could end with
+                // the earlier time.
+                current = actual;
+            } else if actual == current | QUERIED && current & QUERIED == 0 {
+                // Only an observer got in, and it saw a time not before ours: pass it.
+                nanos = self.next_nanos(&[actual]);
+                current = actual;
+            } else {
+                // A concurrent change stamped the inode no earlier than we would have.
+                return Stamp {
+                    time: Timestamp::from_nanos(theirs),
+                    previous: decode(current),
+                    installed: false,
+                };
+            }
         }
     }
 }

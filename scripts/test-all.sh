@@ -7,7 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libnfs-utils libnfs-dev rpcbind)
+# libnfs: the host's real NFS clients; rpcbind: registration test; qemu, mmdebstrap,
+# cpio: the Debian guest with the Linux kernel NFS client (kernel-tests/).
+packages=(libnfs-utils libnfs-dev rpcbind qemu-system-x86 mmdebstrap cpio)
 
 log() { printf '\n== %s\n' "$*"; }
 
@@ -50,4 +52,6 @@ RUSTFLAGS="--cfg granary_loom" cargo test --quiet -p granary-runtime --lib --tar
 log "loom model checks (range lock, multigrain clock)"
 RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --quiet --release -p granary-sync --lib --target-dir target/loom-sync loom
 RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --quiet --release -p granary-time --lib --target-dir target/loom-sync loom
+log "Linux kernel NFS client in a Debian guest, granary and knfsd side by side (kernel-tests/)"
+kernel-tests/run.sh
 log "all tests passed in $(( $(date +%s) - start )) s"

@@ -121,15 +121,18 @@ impl SparseData {
         let available = size_bytes - offset_bytes;
         // The caller bounds `count` by `MAX_IO_BYTES`, so this fits any usize.
         let len = usize::try_from(count.min(available)).unwrap_or(CHUNK_LEN);
-        let mut out = vec![0; len];
+        // Filled piece by piece: copied from a chunk, or zeros for a hole, so no byte is
+        // written twice (a zeroed buffer would cost a memset of up to 1 MiB per READ).
+        let mut out = Vec::with_capacity(len);
         let map = self.map();
         for piece in pieces(offset_bytes, len) {
-            if let Some(chunk) = map.get(&piece.index) {
-                let chunk = read_chunk(chunk);
-                out[piece.at..piece.at + piece.len]
-                    .copy_from_slice(&chunk[piece.within..piece.within + piece.len]);
+            match map.get(&piece.index) {
+                Some(chunk) => out
+                    .extend_from_slice(&read_chunk(chunk)[piece.within..piece.within + piece.len]),
+                None => out.resize(piece.at + piece.len, 0),
             }
         }
+        debug_assert_eq!(out.len(), len);
         let eof = offset_bytes + len as u64 >= size_bytes;
         (out, eof)
     }

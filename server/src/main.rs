@@ -12,6 +12,14 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+/// mimalloc keeps freed memory in per-thread heaps for reuse. With glibc's allocator every
+/// 1 MiB READ or WRITE buffer came from pages a thread arena had just handed back to the
+/// kernel (`madvise`), so each large request paid about 256 page faults and page clears:
+/// a quarter of the server's CPU time in 1 MiB sequential READ, which went from about 900
+/// to 2,070 MiB/s with this allocator (same client, same run).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A userspace NFS server: NFSv3 + MOUNT over TCP.
 #[derive(Debug, Parser)]
 #[command(name = "granary", version, about, long_about = None)]

@@ -48,13 +48,13 @@ pub static PROCEDURES: [Procedure<NfsState>; 22] = [
     procedure!(
         "readdir",
         readdir,
-        limits::PREF_READDIR_BYTES as usize,
+        limits::READDIR_REPLY_CAPACITY,
         Idempotent
     ),
     procedure!(
         "readdirplus",
         readdirplus,
-        limits::PREF_READDIR_BYTES as usize,
+        limits::READDIR_REPLY_CAPACITY,
         Idempotent
     ),
     procedure!("fsstat", fsstat, SMALL, Idempotent),

@@ -1000,7 +1000,7 @@ async fn fsinfo_announces_transfer_sizes_and_properties() {
         wtmax: 1 << 20,
         wtpref: 1 << 20,
         wtmult: 4096,
-        dtpref: 64 << 10,
+        dtpref: 1 << 20,
         maxfilesize: i64::MAX as u64,
         time_delta: Nfstime3 {
             seconds: 0,

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Runs every `granary lab` experiment (twice, to show run-to-run spread) and the
+# server-level timer comparison, and keeps everything under bench/results/<date>-lab-<tag>/
+# with the machine, the load before and after each run, and the git commit.
+#
+#   scripts/lab-run.sh [TAG]          # TAG defaults to "run"
+#   LAB_RUNS=3 LAB_EXPERIMENTS="timers" scripts/lab-run.sh quiet
+#
+# Run it alone on the machine: another job on the same cores moves every number.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tag=${1:-run}
+runs=${LAB_RUNS:-2}
+read -r -a experiments <<<"${LAB_EXPERIMENTS:-multigrain rangelock timers}"
+out=bench/results/$(date -u +%Y-%m-%d)-lab-$tag
+bin=target/release/granary
+
+cargo build --release -q -p granary
+mkdir -p "$out"
+
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "nproc: $(nproc)"
+    echo "uname -r: $(uname -r)"
+    grep -m1 'model name' /proc/cpuinfo
+    echo "memory: $(awk '/MemTotal/ { printf "%d MiB", $2 / 1024 }' /proc/meminfo)"
+    echo "git HEAD: $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (plus uncommitted changes)')"
+    echo "rustc: $(rustc --version)"
+    echo "binary: $bin (cargo build --release)"
+    echo "top processes before:"
+    ps -eo user,pid,pcpu,etime,args --sort=-pcpu | head -6 | cut -c1-140
+} >"$out/machine.txt"
+
+load() { echo "$1: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/loadavg.txt"; }
+
+for e in "${experiments[@]}"; do
+    for r in $(seq 1 "$runs"); do
+        load "$e run $r before"
+        echo "== granary lab $e (run $r of $runs)"
+        "$bin" lab "$e" --json-file "$out/$e-run$r.json" | tee "$out/$e-run$r.txt"
+        load "$e run $r after"
+    done
+done
+
+# The timer designs through the server: one granary per --timers mode, measured by one
+# bench run (interleaved, same client) on GETATTR and 4 KiB random WRITE.
+if [[ " ${experiments[*]} " == *" timers "* ]]; then
+    pids=()
+    targets=()
+    port=22300
+    for mode in global push pull; do
+        port=$((port + 1))
+        "$bin" serve --listen "127.0.0.1:$port" --no-portmap --timers "$mode" \
+            >"$out/serve-$mode.log" 2>&1 &
+        pids+=($!)
+        targets+=(--target "$mode=nfs://127.0.0.1/?nfsport=$port&mountport=$port")
+    done
+    trap 'kill "${pids[@]}" 2>/dev/null' EXIT
+    sleep 1
+    load "timers-server before"
+    "$bin" bench "${targets[@]}" --workloads 'getattr,rand4k/write*' --repeats 3 \
+        --no-limit --out "$out/timers-server" | tail -20
+    load "timers-server after"
+    kill "${pids[@]}"
+    wait "${pids[@]}" 2>/dev/null || true
+    trap - EXIT
+fi
+echo "results: $out"

@@ -1,7 +1,7 @@
 //! `vfs::Backend` for [`MemFs`]: attribute and data operations in full, directory
 //! operations handed to `namespace` and `rename`.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use gtime::Timestamp;
 use vfs::limits::{MAX_FILE_SIZE, MAX_IO_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_PATH_BYTES};
 use vfs::{
@@ -86,6 +86,22 @@ impl Backend for MemFs {
     /// one request cannot make the backend allocate more than a transfer's worth. Holds the
     /// file's range lock over the bytes asked for, and no other lock.
     fn read(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<ReadReply> {
+        let mut out = BytesMut::new();
+        let eof = self.read_into(id, offset_bytes, count, &mut out)?;
+        Ok(ReadReply {
+            data: out.freeze(),
+            eof,
+        })
+    }
+
+    /// Copies straight from the file's chunks into `out`, under a read range lock.
+    fn read_into(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        out: &mut BytesMut,
+    ) -> FsResult<bool> {
         let inode = self.inode(id)?;
         let file = inode.regular_file()?;
         let count = u64::from(count.min(MAX_IO_BYTES));
@@ -93,11 +109,7 @@ impl Backend for MemFs {
             .lock
             .read(offset_bytes..offset_bytes.saturating_add(count));
         file.check_live()?;
-        let (data, eof) = file.data.read(offset_bytes, count);
-        Ok(ReadReply {
-            data: Bytes::from(data),
-            eof,
-        })
+        Ok(file.data.read_into(offset_bytes, count, out))
     }
 
     /// An empty write changes nothing (not even mtime), as on Linux. Holds the file's

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use bytes::{BufMut, BytesMut};
 use vfs::FsResult;
 
 use crate::space::Space;
@@ -111,30 +112,37 @@ impl SparseData {
         self.chunk_count.load(Ordering::Acquire) * CHUNK_BYTES
     }
 
-    /// Copies up to `count` bytes at `offset_bytes`; true as second value when the read
-    /// reached the end of the file. The caller holds a read range lock over the bytes.
-    pub(crate) fn read(&self, offset_bytes: u64, count: u64) -> (Vec<u8>, bool) {
+    /// Appends up to `count` bytes at `offset_bytes` to `out` (a reply being encoded);
+    /// true when the read reached the end of the file. The caller holds a read range lock
+    /// over the bytes.
+    pub(crate) fn read_into(&self, offset_bytes: u64, count: u64, out: &mut BytesMut) -> bool {
         let size_bytes = self.size_bytes();
         if offset_bytes >= size_bytes {
-            return (Vec::new(), true);
+            return true;
         }
         let available = size_bytes - offset_bytes;
         // The caller bounds `count` by `MAX_IO_BYTES`, so this fits any usize.
         let len = usize::try_from(count.min(available)).unwrap_or(CHUNK_LEN);
         // Filled piece by piece: copied from a chunk, or zeros for a hole, so no byte is
         // written twice (a zeroed buffer would cost a memset of up to 1 MiB per READ).
-        let mut out = Vec::with_capacity(len);
+        out.reserve(len);
         let map = self.map();
         for piece in pieces(offset_bytes, len) {
             match map.get(&piece.index) {
                 Some(chunk) => out
                     .extend_from_slice(&read_chunk(chunk)[piece.within..piece.within + piece.len]),
-                None => out.resize(piece.at + piece.len, 0),
+                None => out.put_bytes(0, piece.len),
             }
         }
-        debug_assert_eq!(out.len(), len);
-        let eof = offset_bytes + len as u64 >= size_bytes;
-        (out, eof)
+        offset_bytes + len as u64 >= size_bytes
+    }
+
+    /// [`SparseData::read_into`] a fresh buffer (for tests).
+    #[cfg(test)]
+    pub(crate) fn read(&self, offset_bytes: u64, count: u64) -> (bytes::Bytes, bool) {
+        let mut out = BytesMut::new();
+        let eof = self.read_into(offset_bytes, count, &mut out);
+        (out.freeze(), eof)
     }
 
     /// Writes `data` at `offset_bytes`, reserving new chunks from `space` first: on `NoSpc`
@@ -264,7 +272,7 @@ mod tests {
         assert_eq!(data.size_bytes(), 3 * C + 13);
         assert_eq!(data.allocated_bytes(), C);
         let (bytes, eof) = data.read(3 * C + 8, 10);
-        assert_eq!(bytes, b"\0\0abc");
+        assert_eq!(&bytes[..], b"\0\0abc");
         assert!(eof);
         let (hole, eof) = data.read(C, 100);
         assert_eq!(hole, vec![0; 100]);
@@ -324,9 +332,9 @@ mod tests {
         let space = space();
         let data = SparseData::default();
         data.write(0, b"hello", &space).unwrap();
-        assert_eq!(data.read(5, 10), (Vec::new(), true));
-        assert_eq!(data.read(99, 10), (Vec::new(), true));
-        assert_eq!(data.read(1, 2), (b"el".to_vec(), false));
-        assert_eq!(data.read(1, 4), (b"ello".to_vec(), true));
+        assert_eq!(data.read(5, 10), (bytes::Bytes::new(), true));
+        assert_eq!(data.read(99, 10), (bytes::Bytes::new(), true));
+        assert_eq!(data.read(1, 2), (bytes::Bytes::from_static(b"el"), false));
+        assert_eq!(data.read(1, 4), (bytes::Bytes::from_static(b"ello"), true));
     }
 }

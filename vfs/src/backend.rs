@@ -11,7 +11,7 @@
 //! - ctime moves on every change of data, attributes or (for directories) entries, and
 //!   mtime moves with data or entry changes, taken from the backend's injected clock.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use gtime::Timestamp;
 
 use crate::error::FsResult;
@@ -51,6 +51,22 @@ pub trait Backend: Send + Sync + 'static {
     /// end returns no data and `eof`. `IsDir` for directories, `Inval` for other
     /// non-regular files.
     fn read(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<ReadReply>;
+
+    /// [`Backend::read`] into the end of `out` (a reply being encoded): appends exactly
+    /// the bytes read and returns `eof`. On an error `out` is as it was. Backends that
+    /// can fill a caller's buffer (a copy from memory, a `pread`) override this; the
+    /// default copies what `read` returns.
+    fn read_into(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        out: &mut BytesMut,
+    ) -> FsResult<bool> {
+        let reply = self.read(id, offset_bytes, count)?;
+        out.extend_from_slice(&reply.data);
+        Ok(reply.eof)
+    }
 
     /// Writes `data` at `offset`, growing the file (and leaving a hole) as needed.
     /// `FBig` past `properties().max_file_size`, `NoSpc` when storage is full (nothing is

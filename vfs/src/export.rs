@@ -8,7 +8,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use gtime::Timestamp;
 use ipnet::IpNet;
 
@@ -282,13 +282,39 @@ impl Export {
         offset_bytes: u64,
         count: u32,
     ) -> FsResult<ReadReply> {
+        self.may_read(cred, id)?;
+        self.backend.read(id, offset_bytes, count)
+    }
+
+    /// [`Export::read`] into the end of `out`, with no copy in between (see
+    /// [`Backend::read_into`]). Returns the attributes taken for the permission check,
+    /// before the read: a reply that carries them next to the data never pairs old data
+    /// with newer attributes (which would let a client cache stale data as current),
+    /// and `eof`.
+    pub fn read_into(
+        &self,
+        cred: &Cred,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        out: &mut BytesMut,
+    ) -> FsResult<(Attr, bool)> {
+        let attr = self.may_read(cred, id)?;
+        let eof = self.backend.read_into(id, offset_bytes, count, out)?;
+        Ok((attr, eof))
+    }
+
+    /// The owner may always read (owner override, as for execute-only binaries), others
+    /// need `r` or `x`. Returns the attributes it checked.
+    fn may_read(&self, cred: &Cred, id: FileId) -> FsResult<Attr> {
         let attr = self.getattr(id)?;
         let allowed =
             cred.uid == attr.uid || mode_allows(&attr, cred, R) || mode_allows(&attr, cred, X);
-        if !allowed {
-            return Err(FsError::Access);
+        if allowed {
+            Ok(attr)
+        } else {
+            Err(FsError::Access)
         }
-        self.backend.read(id, offset_bytes, count)
     }
 
     /// Writes file data; the owner may always write (owner override), others need `w`.

@@ -233,6 +233,44 @@ impl Encoder {
         self.buf[offset..offset + 4].copy_from_slice(&v.to_be_bytes());
     }
 
+    /// Overwrites bytes previously written at `offset` (e.g. a reserved slot).
+    ///
+    /// # Panics
+    /// If `offset + bytes.len()` is past the end of what was written.
+    pub fn patch(&mut self, offset: usize, bytes: &[u8]) {
+        self.buf[offset..offset + bytes.len()].copy_from_slice(bytes);
+    }
+
+    /// Variable-length opaque data that `fill` appends straight into the output buffer (a
+    /// file's bytes read into a reply, with no copy in between): length prefix, the bytes,
+    /// padding. `fill` must only append. Returns the length and what `fill` returned; if
+    /// it fails, nothing of the item stays written.
+    ///
+    /// # Errors
+    /// `fill`'s error.
+    ///
+    /// # Panics
+    /// If `fill` appends 4 GiB or more.
+    pub fn opaque_with<T, E>(
+        &mut self,
+        fill: impl FnOnce(&mut BytesMut) -> Result<T, E>,
+    ) -> Result<(usize, T), E> {
+        let start = self.buf.len();
+        self.u32(0);
+        let value = match fill(&mut self.buf) {
+            Ok(value) => value,
+            Err(e) => {
+                self.buf.truncate(start);
+                return Err(e);
+            }
+        };
+        let len = self.buf.len() - start - 4;
+        let prefix = u32::try_from(len).expect("XDR opaque longer than u32::MAX");
+        self.patch_u32(start, prefix);
+        self.buf.put_bytes(0, padded(len) - len);
+        Ok((len, value))
+    }
+
     /// Drops everything after the first `len` bytes (e.g. a half-encoded reply body that
     /// is replaced by an error).
     pub fn truncate(&mut self, len: usize) {
@@ -416,6 +454,35 @@ mod tests {
             &e.into_bytes()[..],
             &[0, 0, 0, 5, b'a', b'b', b'c', b'd', b'e', 0, 0, 0]
         );
+    }
+
+    #[test]
+    fn opaque_filled_in_place_matches_opaque_and_a_failed_fill_leaves_nothing() {
+        for len in 0..9 {
+            let data: Vec<u8> = (1..=len).collect();
+            let mut copied = Encoder::new();
+            copied.u32(7);
+            copied.opaque(&data);
+            let mut filled = Encoder::new();
+            filled.u32(7);
+            let (n, tag) = filled
+                .opaque_with(|out| {
+                    out.extend_from_slice(&data);
+                    Ok::<_, ()>("done")
+                })
+                .unwrap();
+            assert_eq!((n, tag), (data.len(), "done"));
+            assert_eq!(filled.into_bytes(), copied.into_bytes(), "{len} bytes");
+        }
+        let mut e = Encoder::new();
+        e.u32(7);
+        let failed = e.opaque_with(|out| {
+            out.extend_from_slice(b"half");
+            Err::<(), _>("disk gone")
+        });
+        assert_eq!(failed, Err("disk gone"));
+        e.patch(0, &[0, 0, 0, 9]);
+        assert_eq!(&e.into_bytes()[..], &[0, 0, 0, 9]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use granary_backend_mem::{MemConfig, MemFs};
 use gtime::{ManualClock, Timestamp};
 use vfs::{
@@ -199,8 +199,15 @@ fn owner_may_read_and_write_after_chmod_000() {
     e.write(&user(1), id, 0, b"abc", Stability::FileSync)
         .unwrap();
     chmod(&e, &user(1), id, 0o000);
-    assert_eq!(&e.read(&user(1), id, 0, 10).unwrap().data[..], b"abc");
-    assert_eq!(e.read(&user(2), id, 0, 10), Err(FsError::Access));
+    let mut data = BytesMut::new();
+    let (_, eof) = e.read_into(&user(1), id, 0, 10, &mut data).unwrap();
+    assert_eq!((&data[..], eof), (&b"abc"[..], true));
+    data.clear();
+    assert_eq!(
+        e.read_into(&user(2), id, 0, 10, &mut data),
+        Err(FsError::Access)
+    );
+    assert!(data.is_empty(), "a refused read appends nothing");
 }
 
 #[test]

@@ -412,19 +412,13 @@ impl MultigrainClock {
     fn install(&self, cell: &Ctime, mut current: u64, mut nanos: u64, tag: bool) -> Stamp {
         loop {
             let wanted = encode(nanos, tag);
-            if wanted == current {
-                return Stamp {
-                    time: Timestamp::from_nanos(nanos),
-                    previous: decode(current),
-                    installed: true,
-                };
-            }
-            let actual = match cell.word.compare_exchange(
-                current,
-                wanted,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            let swapped = if wanted == current {
+                Ok(current)
+            } else {
+                cell.word
+                    .compare_exchange(current, wanted, Ordering::AcqRel, Ordering::Acquire)
+            };
+            let actual = match swapped {
                 Ok(_) => {
                     return Stamp {
                         time: Timestamp::from_nanos(nanos),

@@ -18,7 +18,7 @@ use crate::error::{FsError, FsResult};
 use crate::handle::{Handle, HandleKey, HANDLE_BYTES};
 use crate::types::{
     AccessMask, Attr, Cookie, CreateMode, Cred, DirPage, FileId, FileType, FsProperties, FsStat,
-    Name, Owner, ReadReply, SetAttr, SetTime, SpecialFile, Stability, WriteReply,
+    Name, Owner, SetAttr, SetTime, SpecialFile, Stability, WriteReply,
 };
 
 /// Identifies an export inside handles; stable across restarts for the same config.
@@ -273,24 +273,12 @@ impl Export {
         Ok(())
     }
 
-    /// Reads file data. The owner may always read (Linux nfsd's owner override, so a
-    /// file opened before a chmod stays readable), others need read or execute permission.
-    pub fn read(
-        &self,
-        cred: &Cred,
-        id: FileId,
-        offset_bytes: u64,
-        count: u32,
-    ) -> FsResult<ReadReply> {
-        self.may_read(cred, id)?;
-        self.backend.read(id, offset_bytes, count)
-    }
-
-    /// [`Export::read`] into the end of `out`, with no copy in between (see
-    /// [`Backend::read_into`]). Returns the attributes taken for the permission check,
-    /// before the read: a reply that carries them next to the data never pairs old data
-    /// with newer attributes (which would let a client cache stale data as current),
-    /// and `eof`.
+    /// Reads file data into the end of `out`, with no copy in between (see
+    /// [`Backend::read_into`]). The owner may always read (Linux nfsd's owner override, so
+    /// a file opened before a chmod stays readable), others need read or execute
+    /// permission. Returns the attributes taken for the permission check, before the read:
+    /// a reply that carries them next to the data never pairs old data with newer
+    /// attributes (which would let a client cache stale data as current), and `eof`.
     pub fn read_into(
         &self,
         cred: &Cred,
@@ -299,22 +287,14 @@ impl Export {
         count: u32,
         out: &mut BytesMut,
     ) -> FsResult<(Attr, bool)> {
-        let attr = self.may_read(cred, id)?;
-        let eof = self.backend.read_into(id, offset_bytes, count, out)?;
-        Ok((attr, eof))
-    }
-
-    /// The owner may always read (owner override, as for execute-only binaries), others
-    /// need `r` or `x`. Returns the attributes it checked.
-    fn may_read(&self, cred: &Cred, id: FileId) -> FsResult<Attr> {
         let attr = self.getattr(id)?;
         let allowed =
             cred.uid == attr.uid || mode_allows(&attr, cred, R) || mode_allows(&attr, cred, X);
-        if allowed {
-            Ok(attr)
-        } else {
-            Err(FsError::Access)
+        if !allowed {
+            return Err(FsError::Access);
         }
+        let eof = self.backend.read_into(id, offset_bytes, count, out)?;
+        Ok((attr, eof))
     }
 
     /// Writes file data; the owner may always write (owner override), others need `w`.

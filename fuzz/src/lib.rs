@@ -1,0 +1,35 @@
+//! Helpers shared by granary's fuzz targets: a server stack (dispatcher, NFS + MOUNT
+//! over one mem export) built the way `granary serve` builds it, without sockets.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rpc::Dispatcher;
+use vfs::{Export, ExportId, ExportOptions, ExportTable, HandleKey};
+
+/// The peer every fuzzed call comes from.
+pub const PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    700,
+));
+
+/// A dispatcher serving NFSv3 and MOUNT v3 over one small mem export `/`, with a reply
+/// cache, on a manual clock (no time passes unless a target advances it).
+#[must_use]
+pub fn server() -> (Arc<Dispatcher>, Arc<nfsd::NfsState>) {
+    let clock = Arc::new(gtime::ManualClock::new(gtime::Timestamp::default()));
+    let mem = backend_mem::MemConfig {
+        capacity_bytes: 4 << 20,
+        max_files: 4096,
+        ..Default::default()
+    };
+    let backend: Arc<dyn vfs::Backend> = Arc::new(backend_mem::MemFs::new(mem, clock.clone()));
+    let export = Export::new(ExportId(1), "/".into(), ExportOptions::default(), backend);
+    let table = ExportTable::new(vec![export], HandleKey::new(1, [2; 16]));
+    let state = Arc::new(nfsd::NfsState::new(table, [7; 8]));
+    let mut d = Dispatcher::new();
+    nfsd::register(&mut d, &state);
+    let cache = Arc::new(rpc::drc::ReplyCache::new(64, std::time::Duration::from_secs(60)));
+    d.set_reply_cache(cache, clock);
+    (Arc::new(d), state)
+}

@@ -29,7 +29,10 @@ pub fn server() -> (Arc<Dispatcher>, Arc<nfsd::NfsState>) {
     let state = Arc::new(nfsd::NfsState::new(table, [7; 8]));
     let mut d = Dispatcher::new();
     nfsd::register(&mut d, &state);
-    let cache = Arc::new(rpc::drc::ReplyCache::new(64, std::time::Duration::from_secs(60)));
+    let cache = Arc::new(rpc::drc::ReplyCache::new(
+        64,
+        std::time::Duration::from_secs(60),
+    ));
     d.set_reply_cache(cache, clock);
     (Arc::new(d), state)
 }

@@ -29,9 +29,46 @@ pub const MIN_MAX_RECORD_BYTES: u32 = 4096;
 /// socket, so TCP flow control pushes back on the client.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
 
-/// Default open connections per server; more are accepted and closed at once, with a
-/// log line, so a flood cannot exhaust file descriptors.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default open connections per server. Past it, a connection idle for at least
+/// [`DEFAULT_RECLAIM_IDLE`] is closed to make room (from the address holding the most
+/// connections); if none is, the new one is accepted and closed at once, with a log line,
+/// so a flood cannot exhaust file descriptors.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// Default open connections per client address, checked at accept before the global
+/// limit, so one address cannot take every slot. A Linux client uses one connection per
+/// server (up to 16 with `nconnect`); load generators on one host use hundreds, so this
+/// stays generous: the fairness comes from reclaiming idle slots at the global limit.
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 1024;
+
+/// How long a connection must have been idle (no request in progress, nothing left to
+/// write) before it may be reclaimed for a new client at the global limit.
+pub const DEFAULT_RECLAIM_IDLE: Duration = Duration::from_secs(5);
+
+/// Default memory budget of one connection, in bytes: requests being read or run and
+/// replies waiting to be sent, each request charged its record plus the largest reply
+/// its procedure may produce. Past it the connection stops reading until replies drain,
+/// so TCP pushes back. Room for a 1 MiB WRITE and a few 1 MiB READ replies in flight.
+pub const DEFAULT_CONN_BUDGET_BYTES: usize = 8 << 20;
+
+/// Default memory budget of the whole server for the same things, in bytes. With
+/// [`DEFAULT_CONN_BUDGET_BYTES`] per connection, 64 connections moving 1 MiB transfers
+/// at full depth fill it; then every connection waits its turn (FIFO).
+pub const DEFAULT_SERVER_BUDGET_BYTES: usize = 512 << 20;
+
+/// How long a reply write may make no progress (the client does not read) before the
+/// connection is closed and everything it held is freed.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Bytes the reader buffers from the socket: one syscall picks up many small requests.
+pub const READ_BUFFER_BYTES: usize = 64 << 10;
+
+/// Bytes the writer gathers before a socket write.
+pub const WRITE_BUFFER_BYTES: usize = 64 << 10;
+
+/// Fixed bytes of one open connection besides its budget: the two buffers above plus
+/// tasks, channel and table entry (measured well under 8 KiB; 16 KiB of margin).
+pub const CONN_FIXED_BYTES: usize = READ_BUFFER_BYTES + WRITE_BUFFER_BYTES + (16 << 10);
 
 /// How long a client may take to deliver the rest of a record it has started. A client
 /// that sends half a request and stalls is dropped after this.
@@ -50,3 +87,10 @@ const _: () = assert!(
     "fragment length is 31 bits"
 );
 const _: () = assert!(WRITE_BATCH <= DEFAULT_MAX_IN_FLIGHT);
+const _: () = assert!(DEFAULT_MAX_CONNECTIONS_PER_CLIENT <= DEFAULT_MAX_CONNECTIONS);
+const _: () = assert!(
+    DEFAULT_CONN_BUDGET_BYTES >= 2 * DEFAULT_MAX_RECORD_BYTES as usize,
+    "a connection can hold a largest request and a largest reply at once"
+);
+const _: () = assert!(DEFAULT_SERVER_BUDGET_BYTES >= 16 * DEFAULT_CONN_BUDGET_BYTES);
+const _: () = assert!(DEFAULT_RECLAIM_IDLE.as_secs() < DEFAULT_IDLE_TIMEOUT.as_secs());

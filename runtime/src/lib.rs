@@ -13,7 +13,6 @@
 //! signal) up to a deadline.
 #![forbid(unsafe_code)]
 
-pub mod experiment;
 pub mod groups;
 pub mod timers;
 

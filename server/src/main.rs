@@ -1,11 +1,7 @@
 //! `granary`: the command-line entry point.
 #![forbid(unsafe_code)]
 
-mod bench;
-mod config;
-mod lab;
-mod portmap;
-mod serve;
+use serve::config;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -8,12 +8,14 @@
 //!
 //! Every experiment is bounded in time: well under a minute by default, a few seconds
 //! with `--quick` (for CI: the numbers then only show that everything runs).
+#![forbid(unsafe_code)]
 
 mod e2e;
 mod measure;
 mod multigrain;
 mod rangelock;
 mod report;
+pub mod timer_experiment;
 mod timers;
 
 use std::time::Duration;
@@ -150,6 +152,11 @@ pub fn run(args: &LabArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Cores this process may run on.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 /// Facts about the machine and the run that every report starts with.
 fn machine_context(settings: &Settings) -> Vec<(String, String)> {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
@@ -161,7 +168,7 @@ fn machine_context(settings: &Settings) -> Vec<(String, String)> {
         })
         .unwrap_or_else(|| "unknown".to_string());
     vec![
-        ("nproc".into(), crate::config::default_workers().to_string()),
+        ("nproc".into(), cores().to_string()),
         ("cpu".into(), cpu),
         (
             "kernel".into(),

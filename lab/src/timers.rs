@@ -9,14 +9,14 @@
 //! - global timers fired per second with every worker busy;
 //! - WRITE rate through the server started with each `--timers` mode.
 //!
-//! The measuring code is `runtime::experiment`.
+//! The measuring code is `timer_experiment`.
 
 use std::time::Duration;
 
-use runtime::experiment::{fire_rate, idle_wakeups, insert_cancel_ns, Design};
 use runtime::timers::TimerMode;
 
 use super::report::{Report, Variant};
+use super::timer_experiment::{fire_rate, idle_wakeups, insert_cancel_ns, Design};
 use super::{e2e, measure, Settings};
 
 const SEED_CLAIM: &str = "enqueue+cancel of 1000 timers with the other CPUs busy: 145 ns \
@@ -111,7 +111,7 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
     notes.push(format!(
         "{WORKERS} workers on a {}-core machine: the busy workers of the first group and the \
          measured one share cores",
-        crate::config::default_workers()
+        crate::cores()
     ));
     Ok(Report {
         experiment: "timers",

@@ -80,7 +80,7 @@ impl Design {
 
 /// 1 thread and one per core.
 pub fn thread_counts() -> Vec<usize> {
-    let mut counts = vec![1, crate::config::default_workers()];
+    let mut counts = vec![1, crate::cores()];
     counts.dedup();
     counts
 }

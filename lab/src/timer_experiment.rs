@@ -1,5 +1,5 @@
-//! The measurements behind `granary lab timers` (seed 002), kept next to the timers they
-//! measure so the lab only formats them.
+//! The measurements behind `granary lab timers` (seed 002), driving `runtime::timers`
+//! through its public API; `timers` only formats them.
 //!
 //! - [`insert_cancel_ns`]: one worker inserts 1000 global timers and cancels them, in a
 //!   loop, while the other workers are busy with timers of their own: ns per
@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use gtime::{Clock, SystemClock};
 
-use crate::timers::{Callback, Scope, TimerMode, Timers};
-use crate::{WorkerHooks, Workers};
+use runtime::timers::{Callback, Scope, TimerMode, Timers};
+use runtime::{WorkerHooks, Workers};
 
 /// Timers per measured batch (the seed's loop size).
 pub const BATCH: usize = 1000;
@@ -324,7 +324,7 @@ fn tokio_idle_wakeups(workers: usize, per_worker: usize, duration: Duration) -> 
     }
 }
 
-#[cfg(all(test, not(granary_loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -180,7 +180,7 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
     notes.push(format!(
         "this machine has {} cores: T above that measures oversubscription, where a \
          mutex holder can be preempted while others wait",
-        crate::config::default_workers()
+        crate::cores()
     ));
     Ok(Report {
         experiment: "rangelock",

@@ -14,6 +14,7 @@
 //!
 //! The load generator runs on one thread (a current-thread runtime), so the client costs
 //! every target the same core; on a 2-core machine the server under test gets the other.
+#![forbid(unsafe_code)]
 
 mod gen;
 mod iozone;

@@ -1,0 +1,11 @@
+//! The `granary serve` server: configuration (`config`), start-up and the accept loop
+//! (`serve`), and the portmapper registration (`portmap`). The `granary` binary parses
+//! the command line and calls [`run`]; `granary bench` and `granary lab` live in their own
+//! crates, so this one carries no benchmark or plotting dependencies.
+#![forbid(unsafe_code)]
+
+pub mod config;
+mod portmap;
+mod serve;
+
+pub use serve::run;

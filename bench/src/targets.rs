@@ -5,19 +5,16 @@
 //! The bench only ever stops what it started: granary by its child PID, peers through
 //! their script's `stop` (which stops only the PID the script saved).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use client::ServerAddrs;
+use harness::ServeProcess;
 
 use super::limit::Responder;
 use super::limits::GRANARY_MEM_CAP_BYTES;
 
-/// How long granary may take to print its address.
-const GRANARY_START_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long granary may take to exit after SIGTERM before it is killed.
 const GRANARY_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -36,7 +33,7 @@ pub enum Group {
 enum Kind {
     Granary {
         bin: PathBuf,
-        child: Option<Child>,
+        server: Option<ServeProcess>,
     },
     Peer {
         script: PathBuf,
@@ -64,7 +61,7 @@ impl Target {
     /// granary from `bin` (not started yet).
     #[must_use]
     pub fn granary(bin: PathBuf, version: String) -> Self {
-        Self::new("granary", Kind::Granary { bin, child: None }, version)
+        Self::new("granary", Kind::Granary { bin, server: None }, version)
     }
 
     /// A peer run by `script` (not started yet).
@@ -146,10 +143,12 @@ impl Target {
     pub fn prepare(&mut self, group: Group) -> Result<(), String> {
         let result = match &mut self.kind {
             Kind::External | Kind::Limit(_) => Ok(()),
-            Kind::Granary { child: Some(_), .. } => Ok(()),
-            Kind::Granary { bin, child } => start_granary(bin).map(|(c, a)| {
-                *child = Some(c);
-                self.addrs = Some(a);
+            Kind::Granary {
+                server: Some(_), ..
+            } => Ok(()),
+            Kind::Granary { bin, server } => start_granary(bin).map(|p| {
+                self.addrs = Some(p.addrs().clone());
+                *server = Some(p);
             }),
             Kind::Peer { script, mode } => {
                 let wanted = if self.name == "ganesha" {
@@ -185,9 +184,12 @@ impl Target {
     /// Stops the target if the bench started it.
     pub fn stop(&mut self) {
         match &mut self.kind {
-            Kind::Granary { child, .. } => {
-                if let Some(c) = child.take() {
-                    stop_child(c);
+            Kind::Granary { server, .. } => {
+                if let Some(p) = server.take() {
+                    // Not exited within the timeout: dropping the process killed it.
+                    if p.terminate(GRANARY_STOP_TIMEOUT).is_none() {
+                        tracing::warn!("granary did not exit on SIGTERM; killed");
+                    }
                 }
             }
             Kind::Peer { script, mode } => {
@@ -214,13 +216,15 @@ impl Target {
     /// Whether the target's process still runs (always true for ones not started here).
     pub fn alive(&mut self) -> bool {
         match &mut self.kind {
-            Kind::Granary { child: Some(c), .. } => matches!(c.try_wait(), Ok(None)),
+            Kind::Granary {
+                server: Some(p), ..
+            } => p.alive(),
             // The script's `url` fails unless the PID it saved still runs the server.
             Kind::Peer {
                 script,
                 mode: Some(_),
             } => run_script(script, &["url"]).is_ok(),
-            Kind::Peer { mode: None, .. } | Kind::Granary { child: None, .. } => false,
+            Kind::Peer { mode: None, .. } | Kind::Granary { server: None, .. } => false,
             Kind::External | Kind::Limit(_) => true,
         }
     }
@@ -233,56 +237,9 @@ impl Drop for Target {
 }
 
 /// Starts `bin serve` on an ephemeral loopback port and reads its address.
-fn start_granary(bin: &Path) -> Result<(Child, ServerAddrs), String> {
-    let mut child = Command::new(bin)
-        .args(["--log", "warn", "serve", "--listen", "127.0.0.1:0"])
-        .args(["--no-portmap", "--squash", "none", "--mem-capacity-bytes"])
-        .arg(GRANARY_MEM_CAP_BYTES.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
-    let Some(stdout) = child.stdout.take() else {
-        stop_child(child);
-        return Err("granary stdout not captured".into());
-    };
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut sent = false;
-        // Keep draining stdout after the URL so the server never blocks on the pipe.
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if !sent {
-                if let Some(addrs) = ServerAddrs::parse(&line) {
-                    sent = tx.send(addrs).is_ok();
-                }
-            }
-        }
-    });
-    match rx.recv_timeout(GRANARY_START_TIMEOUT) {
-        Ok(addrs) => Ok((child, addrs)),
-        Err(_) => {
-            stop_child(child);
-            Err(format!(
-                "granary printed no URL within {GRANARY_START_TIMEOUT:?}"
-            ))
-        }
-    }
-}
-
-/// SIGTERM (by PID, our own child), then SIGKILL if it does not exit.
-fn stop_child(mut child: Child) {
-    let pid = child.id().to_string();
-    drop(Command::new("kill").args(["-TERM", &pid]).status());
-    let polls = GRANARY_STOP_TIMEOUT.as_millis() / 50;
-    for _ in 0..polls {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    drop(child.kill());
-    drop(child.wait());
+fn start_granary(bin: &Path) -> Result<ServeProcess, String> {
+    let cap = GRANARY_MEM_CAP_BYTES.to_string();
+    ServeProcess::start(bin, &["--squash", "none", "--mem-capacity-bytes", &cap])
 }
 
 /// Runs a peer script's `start ...` and parses the URL it prints last.

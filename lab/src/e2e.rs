@@ -1,15 +1,13 @@
 //! End-to-end runs: a real `granary serve` (this same binary, started on 127.0.0.1:0 with
 //! the flags under test) and granary's own client driving it over loopback TCP.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use client::{nfs_ok, ClientError, Nfs3Client};
 use gtime::Clock;
+use harness::ServeProcess;
 use nfs3::nfs::{NfsFh3, StableHow, WriteArgs};
 
 use super::Settings;
@@ -20,54 +18,10 @@ const WRITE_BYTES: usize = 4096;
 /// Offsets cycle through this many 4 KiB blocks of the file.
 const BLOCKS: u64 = 256;
 
-/// A server process, killed when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> Result<Self, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find granary: {e}"))?;
-        let mut child = Command::new(exe)
-            .args([
-                "--log",
-                "warn",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--no-portmap",
-            ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start granary serve: {e}"))?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let mut addr = None;
-        for line in lines.by_ref() {
-            let line = line.map_err(|e| e.to_string())?;
-            if let Some(rest) = line.strip_prefix("granary: serving NFSv3 + MOUNT v3 on ") {
-                addr = rest.split_whitespace().next().and_then(|a| a.parse().ok());
-                break;
-            }
-        }
-        // Keep draining stdout so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        let server = Self {
-            child,
-            addr: addr.ok_or("granary serve printed no address")?,
-        };
-        Ok(server)
-    }
+/// Starts this same binary as `granary serve` with the flags under test.
+fn start(extra: &[&str]) -> Result<ServeProcess, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find granary: {e}"))?;
+    ServeProcess::start(&exe, extra)
 }
 
 /// WRITE rate (4 KiB, UNSTABLE, `IN_FLIGHT` at once) through a server started with
@@ -83,7 +37,7 @@ pub fn write_rate(extra: &[&str], settings: &Settings) -> Result<Vec<f64>, Strin
 pub fn write_rates(designs: &[&[&str]], settings: &Settings) -> Result<Vec<Vec<f64>>, String> {
     let servers = designs
         .iter()
-        .map(|extra| Server::start(extra))
+        .map(|extra| start(extra))
         .collect::<Result<Vec<_>, _>>()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -94,7 +48,7 @@ pub fn write_rates(designs: &[&[&str]], settings: &Settings) -> Result<Vec<Vec<f
         .block_on(&runtime, async {
             let mut targets = Vec::with_capacity(servers.len());
             for server in &servers {
-                let client = Nfs3Client::connect(server.addr, server.addr).await?;
+                let client = Nfs3Client::connect(server.addr(), server.addr()).await?;
                 let root = client.mount("/").await?;
                 let file = client.create_file(&root, "lab-write", 0o644).await?;
                 targets.push((client, file));

@@ -61,12 +61,9 @@ fn registrations(port: u16) -> Vec<String> {
 #[test]
 fn registers_with_rpcbind_and_unregisters_on_exit() {
     let _rpcbind = ensure_rpcbind();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_granary"))
-        .args(["--log", "warn", "serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start granary");
-    let server = common::Server::from_child(&mut child).adopt(child);
+    let mut cmd = Command::new(common::Server::bin());
+    cmd.args(["--log", "warn", "serve", "--listen", "127.0.0.1:0"]);
+    let server = common::Server::spawn(cmd);
     let port = server.addr.port();
     let mut regs = registrations(port);
     regs.sort();

@@ -1,0 +1,201 @@
+//! Starting a `granary serve` process and reading where it listens: the one harness the
+//! integration tests, `granary bench` and `granary lab` share.
+//!
+//! `granary serve` prints `granary: serving NFSv3 + MOUNT v3 on ADDR (N workers)` and then,
+//! per export, an indented `nfs://...` URL. [`ServeProcess::spawn`] waits (bounded by
+//! [`START_TIMEOUT`]) for the first URL, keeps draining stdout afterwards so the server
+//! never blocks on a full pipe, and owns the process: dropping it kills the process (by its
+//! own PID) and reaps it.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use client::ServerAddrs;
+
+/// Longest wait for a started server to print its address (a debug build on a busy
+/// machine takes a few seconds to start).
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The line `granary serve` prints once it listens.
+const SERVING_PREFIX: &str = "granary: serving NFSv3 + MOUNT v3 on ";
+
+/// How often [`ServeProcess::terminate`] polls for the exit.
+const EXIT_POLL: Duration = Duration::from_millis(20);
+
+/// The usual command line: `BIN --log warn serve --listen 127.0.0.1:0 --no-portmap EXTRA..`,
+/// stdin closed, stdout piped (for the address), stderr inherited.
+#[must_use]
+pub fn serve_command(bin: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.args(["--log", "warn", "serve", "--listen", "127.0.0.1:0"])
+        .arg("--no-portmap")
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    cmd
+}
+
+/// A running `granary serve`, killed when dropped.
+#[derive(Debug)]
+pub struct ServeProcess {
+    child: Child,
+    /// The address from the `serving ... on ADDR` line (NFS and MOUNT share it).
+    addr: SocketAddr,
+    /// The first export's URL, as printed.
+    url: String,
+    /// NFS and MOUNT addresses and export path parsed from `url`.
+    addrs: ServerAddrs,
+}
+
+impl ServeProcess {
+    /// Starts [`serve_command`]`(bin, extra)` and waits for its address.
+    ///
+    /// # Errors
+    /// See [`ServeProcess::spawn`].
+    pub fn start(bin: &Path, extra: &[&str]) -> Result<Self, String> {
+        Self::spawn(serve_command(bin, extra))
+    }
+
+    /// Starts `cmd` (any `granary serve` command line; stdout is piped here) and waits
+    /// for it to print its address and first export URL.
+    ///
+    /// # Errors
+    /// If the process cannot start, exits or closes stdout before printing them, or takes
+    /// longer than [`START_TIMEOUT`] (the process is then killed).
+    pub fn spawn(mut cmd: Command) -> Result<Self, String> {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
+        let Some(stdout) = child.stdout.take() else {
+            kill(&mut child);
+            return Err("granary serve: stdout not captured".into());
+        };
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || read_address(stdout, &tx));
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok((addr, url, addrs)) => Ok(Self {
+                child,
+                addr,
+                url,
+                addrs,
+            }),
+            Err(e) => {
+                kill(&mut child);
+                let why = match e {
+                    mpsc::RecvTimeoutError::Timeout => format!("within {START_TIMEOUT:?}"),
+                    mpsc::RecvTimeoutError::Disconnected => "before its output ended".into(),
+                };
+                Err(format!("granary serve printed no address and URL {why}"))
+            }
+        }
+    }
+
+    /// The address NFS and MOUNT listen on.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The first export's URL as the server printed it.
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// NFS and MOUNT addresses and export path of the first export's URL.
+    #[must_use]
+    pub fn addrs(&self) -> &ServerAddrs {
+        &self.addrs
+    }
+
+    /// The process id.
+    #[must_use]
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process still runs.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Sends SIGTERM (to this process only) and waits up to `within` for it to exit.
+    /// Returns its exit status, or `None` if it had to be killed.
+    #[must_use]
+    pub fn terminate(mut self, within: Duration) -> Option<ExitStatus> {
+        let pid = self.child.id().to_string();
+        drop(Command::new("kill").args(["-TERM", &pid]).status());
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(EXIT_POLL);
+        }
+        None
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        kill(&mut self.child);
+    }
+}
+
+fn kill(child: &mut Child) {
+    drop(child.kill());
+    drop(child.wait());
+}
+
+/// Reads stdout until the first export URL, sends the address, then drains the rest.
+fn read_address(
+    stdout: std::process::ChildStdout,
+    tx: &mpsc::Sender<(SocketAddr, String, ServerAddrs)>,
+) {
+    let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+    let mut addr = None;
+    for line in lines.by_ref() {
+        if let Some(rest) = line.strip_prefix(SERVING_PREFIX) {
+            addr = rest.split_whitespace().next().and_then(|a| a.parse().ok());
+        }
+        if let (Some(a), Some(addrs)) = (addr, ServerAddrs::parse(&line)) {
+            drop(tx.send((a, line.trim().to_string(), addrs)));
+            break;
+        }
+    }
+    lines.for_each(drop);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_address_and_url_from_a_fake_server() {
+        let mut cmd = Command::new("sh");
+        let script = "echo 'granary: serving NFSv3 + MOUNT v3 on 127.0.0.1:4049 (2 workers)'; \
+                      echo '    nfs://127.0.0.1/?version=3&nfsport=4049&mountport=4049'; \
+                      exec sleep 30";
+        cmd.args(["-c", script]);
+        let p = ServeProcess::spawn(cmd).unwrap();
+        assert_eq!(p.addr(), "127.0.0.1:4049".parse().unwrap());
+        assert_eq!(p.addrs().mount, p.addr());
+        assert!(p.url().starts_with("nfs://127.0.0.1/?"), "{}", p.url());
+        // SIGTERM ends the `sleep` the shell became.
+        assert!(p.terminate(Duration::from_secs(10)).is_some());
+    }
+
+    #[test]
+    fn a_process_that_prints_no_address_is_an_error() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo 'nfs://127.0.0.1/?nfsport=1'; exit 3"]);
+        let err = ServeProcess::spawn(cmd).unwrap_err();
+        assert!(err.contains("printed no address"), "{err}");
+    }
+}

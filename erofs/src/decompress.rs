@@ -47,7 +47,9 @@ fn lz4_partial(raw: &[u8], out_len: usize) -> Result<Vec<u8>> {
     let mut at = 0usize;
     let bad = || corrupt("LZ4 pcluster does not decode", 0);
     while out.len() < out_len {
-        let Some(&token) = raw.get(at) else { return bad() };
+        let Some(&token) = raw.get(at) else {
+            return bad();
+        };
         at += 1;
         let literals = lz4_length(raw, &mut at, usize::from(token >> 4))?;
         let Some(lit) = at.checked_add(literals).and_then(|end| raw.get(at..end)) else {
@@ -59,7 +61,9 @@ fn lz4_partial(raw: &[u8], out_len: usize) -> Result<Vec<u8>> {
         if out.len() >= out_len {
             break;
         }
-        let Some(off) = raw.get(at..at + 2) else { return bad() };
+        let Some(off) = raw.get(at..at + 2) else {
+            return bad();
+        };
         let offset = usize::from(u16::from_le_bytes([off[0], off[1]]));
         at += 2;
         let len = lz4_length(raw, &mut at, usize::from(token & 0xf))? + 4;
@@ -84,7 +88,9 @@ fn lz4_length(raw: &[u8], at: &mut usize, nibble: usize) -> Result<usize> {
     let mut len = nibble;
     if nibble == 15 {
         loop {
-            let Some(&b) = raw.get(*at) else { return corrupt("LZ4 length past the input", 0) };
+            let Some(&b) = raw.get(*at) else {
+                return corrupt("LZ4 length past the input", 0);
+            };
             *at += 1;
             len = len.saturating_add(usize::from(b));
             if b != 255 {
@@ -113,7 +119,9 @@ mod tests {
         assert!(decode(Codec::Plain, &[1, 2], 3).is_err());
         let mut unpadded = packed.clone();
         unpadded.extend_from_slice(&[0xa5; 300]);
-        let codec = Codec::Lz4 { zero_padding: false };
+        let codec = Codec::Lz4 {
+            zero_padding: false,
+        };
         assert_eq!(decode(codec, &unpadded, data.len()).unwrap(), data);
         assert_eq!(decode(codec, &unpadded, 500).unwrap(), data[..500]);
         assert!(decode(codec, &packed[..packed.len() / 2], data.len()).is_err());

@@ -159,7 +159,10 @@ mod tests {
         let e = parse_block(&b, 0).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!((&e[0].name[..], e[0].nid), (&b"a"[..], 5));
-        assert_eq!((&e[1].name[..], e[1].kind), (&b"bc"[..], FileKind::Directory));
+        assert_eq!(
+            (&e[1].name[..], e[1].kind),
+            (&b"bc"[..], FileKind::Directory)
+        );
         b[8] = 7; // not a multiple of 12
         assert!(parse_block(&b, 0).is_err());
         b[8] = 24;

@@ -20,7 +20,9 @@ pub struct Image {
 
 impl std::fmt::Debug for Image {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Image").field("sb", &self.sb).finish_non_exhaustive()
+        f.debug_struct("Image")
+            .field("sb", &self.sb)
+            .finish_non_exhaustive()
     }
 }
 
@@ -158,7 +160,10 @@ impl Image {
         if blkaddr == NULL_ADDR {
             return Ok((run, None));
         }
-        Ok((run, Some((u64::from(blkaddr) << self.sb.block_bits) + in_chunk)))
+        Ok((
+            run,
+            Some((u64::from(blkaddr) << self.sb.block_bits) + in_chunk),
+        ))
     }
 
     /// The target of a symlink.
@@ -206,7 +211,9 @@ impl Image {
     #[must_use]
     pub fn codec(&self, ext: &crate::zmap::Extent) -> crate::decompress::Codec {
         if ext.compressed {
-            crate::decompress::Codec::Lz4 { zero_padding: self.sb.zero_padding() }
+            crate::decompress::Codec::Lz4 {
+                zero_padding: self.sb.zero_padding(),
+            }
         } else {
             crate::decompress::Codec::Plain
         }

@@ -89,7 +89,11 @@ impl Inode {
             _ => return corrupt("unknown inode data layout", pos),
         };
         let xattr_count = u64::from(le16(&b, 2));
-        let xattr_bytes = if xattr_count == 0 { 0 } else { 12 + 4 * (xattr_count - 1) };
+        let xattr_bytes = if xattr_count == 0 {
+            0
+        } else {
+            12 + 4 * (xattr_count - 1)
+        };
         let mut inode = Self {
             nid,
             layout,

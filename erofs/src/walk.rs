@@ -23,11 +23,18 @@ pub fn exercise(bytes: Vec<u8>) -> usize {
         if seen.len() >= MAX_WALK_INODES || !seen.insert(nid) {
             continue;
         }
-        let Ok(inode) = image.inode(nid) else { continue };
+        let Ok(inode) = image.inode(nid) else {
+            continue;
+        };
         if inode.is_dir() {
-            let blocks = image.dir_blocks(&inode).unwrap_or(0).min(MAX_WALK_INODES as u64);
+            let blocks = image
+                .dir_blocks(&inode)
+                .unwrap_or(0)
+                .min(MAX_WALK_INODES as u64);
             for b in 0..blocks {
-                let Ok(entries) = image.dir_block(&inode, b) else { continue };
+                let Ok(entries) = image.dir_block(&inode, b) else {
+                    continue;
+                };
                 for e in entries {
                     let _ = image.lookup(&inode, &e.name);
                     todo.push(e.nid);

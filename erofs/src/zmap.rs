@@ -126,7 +126,11 @@ impl Image {
         }
         let compressed = head.ty != TYPE_PLAIN;
         if compressed {
-            let alg = if head.ty == TYPE_HEAD2 { zi.algs >> 4 } else { zi.algs & 0xf };
+            let alg = if head.ty == TYPE_HEAD2 {
+                zi.algs >> 4
+            } else {
+                zi.algs & 0xf
+            };
             if alg != 0 {
                 return Err(ErofsError::Unsupported(format!(
                     "compression algorithm {alg} (only LZ4 is supported)"
@@ -135,7 +139,12 @@ impl Image {
         } else if end - start > src.offset_len().1 {
             return corrupt("uncompressed extent larger than its pcluster", inode.pos);
         }
-        Ok(Extent { start, len: end - start, src, compressed })
+        Ok(Extent {
+            start,
+            len: end - start,
+            src,
+            compressed,
+        })
     }
 
     /// Reads the raw bytes of an extent's pcluster (the read the decoder then works on).
@@ -282,7 +291,9 @@ impl Image {
 
     fn load_compact(&self, inode: &Inode, zi: &ZInfo, lcn: u64, ahead: bool) -> Result<Lcluster> {
         if zi.lbits > 14 {
-            return Err(ErofsError::Unsupported("compact indexes over 16 KiB lclusters".into()));
+            return Err(ErofsError::Unsupported(
+                "compact indexes over 16 KiB lclusters".into(),
+            ));
         }
         let ebase = zi.header_end;
         let initial_4b = match (32 - ebase % 32) / 4 {
@@ -317,7 +328,9 @@ struct Pack<'a> {
 impl Pack<'_> {
     /// (low bits, type) of entry `i`.
     fn entry(&self, i: i64) -> Result<(u64, u8)> {
-        let bit = u64::try_from(i).unwrap_or(u64::MAX).saturating_mul(self.encodebits);
+        let bit = u64::try_from(i)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(self.encodebits);
         let at = usize::try_from(bit / 8).unwrap_or(usize::MAX);
         let Some(w) = self.bytes.get(at..at.saturating_add(4)) else {
             return corrupt("compact index entry outside its pack", 0);
@@ -384,7 +397,11 @@ impl Image {
         let vcnt: u64 = match shift {
             2 => 2,
             _ if zi.lbits <= 12 => 16,
-            _ => return Err(ErofsError::Unsupported("2B compact indexes over 4 KiB".into())),
+            _ => {
+                return Err(ErofsError::Unsupported(
+                    "2B compact indexes over 4 KiB".into(),
+                ))
+            }
         };
         let pack_bytes = vcnt << shift;
         let base = pos / pack_bytes * pack_bytes;
@@ -398,7 +415,11 @@ impl Image {
         let i = ((pos - base) >> shift) as i64;
         let big = zi.advise & ADVISE_BIG_PCLUSTER_1 != 0;
         let (lo, ty) = pack.entry(i)?;
-        let mut m = Lcluster { ty, next_pack: base + pack_bytes, ..Lcluster::default() };
+        let mut m = Lcluster {
+            ty,
+            next_pack: base + pack_bytes,
+            ..Lcluster::default()
+        };
         if ty == TYPE_NONHEAD {
             m.clusterofs = 1 << zi.lbits;
             if ahead {

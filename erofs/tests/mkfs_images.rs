@@ -25,7 +25,11 @@ fn compare(image: &Image, src: &Path, rel: &Path, opts: &[&str]) {
     let what = format!("{} with {opts:?}", rel.display());
     assert_eq!(inode.mode, meta.mode(), "mode of {what}");
     if !opts.contains(&"--all-root") {
-        assert_eq!((inode.uid, inode.gid), (meta.uid(), meta.gid()), "owner of {what}");
+        assert_eq!(
+            (inode.uid, inode.gid),
+            (meta.uid(), meta.gid()),
+            "owner of {what}"
+        );
     }
     if !meta.is_dir() {
         assert_eq!(u64::from(inode.nlink), meta.nlink(), "nlink of {what}");
@@ -47,11 +51,20 @@ fn compare(image: &Image, src: &Path, rel: &Path, opts: &[&str]) {
         }
     } else if ft.is_symlink() {
         let target = std::fs::read_link(&path).unwrap();
-        assert_eq!(image.read_link(&inode).unwrap(), target.as_os_str().as_encoded_bytes());
+        assert_eq!(
+            image.read_link(&inode).unwrap(),
+            target.as_os_str().as_encoded_bytes()
+        );
     } else if ft.is_dir() {
         let mut names: Vec<Vec<u8>> = Vec::new();
         for b in 0..image.dir_blocks(&inode).unwrap() {
-            names.extend(image.dir_block(&inode, b).unwrap().into_iter().map(|e| e.name));
+            names.extend(
+                image
+                    .dir_block(&inode, b)
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| e.name),
+            );
         }
         let mut want: Vec<Vec<u8>> = std::fs::read_dir(&path)
             .unwrap()
@@ -66,7 +79,10 @@ fn compare(image: &Image, src: &Path, rel: &Path, opts: &[&str]) {
         if ft.is_block_device() || ft.is_char_device() {
             let (ma, mi) = inode.rdev();
             let rdev = meta.rdev();
-            let want = (((rdev >> 8) & 0xfff) as u32, ((rdev & 0xff) | ((rdev >> 12) & !0xff)) as u32);
+            let want = (
+                ((rdev >> 8) & 0xfff) as u32,
+                ((rdev & 0xff) | ((rdev >> 12) & !0xff)) as u32,
+            );
             assert_eq!((ma, mi), want, "rdev of {what}");
         }
     }

@@ -11,9 +11,11 @@
 //! [`Workers::least_loaded`] picks the worker with the fewest live jobs; shutdown waits
 //! for every submitted job to finish (the jobs themselves watch the server's shutdown
 //! signal) up to a deadline.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+pub mod decode;
 pub mod groups;
+pub mod sched;
 pub mod timers;
 
 use std::cell::Cell;

@@ -27,6 +27,8 @@ pub struct ServerConfig {
     pub timestamps: backend_mem::TimestampMode,
     /// Range lock of each file (seed 003): mutex, lockfree (default) or cheat.
     pub rangelock: backend_mem::RangeLockMode,
+    /// Where EROFS decompression runs (seed 001): percore (default), pool or inline.
+    pub decode: runtime::decode::DecodeMode,
 }
 
 /// Connection limits (defaults in `rpc::limits`).
@@ -58,7 +60,13 @@ impl Default for Limits {
 /// Which backend serves an export.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendConfig {
-    Mem { capacity_bytes: u64 },
+    Mem {
+        capacity_bytes: u64,
+    },
+    /// A read-only EROFS image file.
+    Erofs {
+        image: std::path::PathBuf,
+    },
 }
 
 /// One export.
@@ -86,6 +94,7 @@ struct FileConfig {
     timers: Option<Spanned<String>>,
     timestamps: Option<Spanned<String>>,
     rangelock: Option<Spanned<String>>,
+    decode: Option<Spanned<String>>,
     #[serde(default)]
     limits: FileLimits,
     #[serde(default, rename = "export")]
@@ -110,6 +119,7 @@ struct FileExport {
     #[serde(default = "default_backend")]
     backend: Spanned<String>,
     capacity_bytes: Option<u64>,
+    image: Option<Spanned<String>>,
     #[serde(default)]
     read_only: bool,
     clients: Option<Vec<Spanned<String>>>,
@@ -162,6 +172,9 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
     }
     if let Some(r) = &file.rangelock {
         config.rangelock = parse_rangelock(r.get_ref()).map_err(|m| at(&r.span(), m))?;
+    }
+    if let Some(d) = &file.decode {
+        config.decode = d.get_ref().parse().map_err(|m| at(&d.span(), m))?;
     }
     apply_limits(&mut config.limits, &file.limits, &at)?;
     config.exports = Vec::new();
@@ -221,13 +234,25 @@ fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigE
         "mem" => BackendConfig::Mem {
             capacity_bytes: export.capacity_bytes.unwrap_or(DEFAULT_MEM_CAPACITY_BYTES),
         },
+        "erofs" => match &export.image {
+            Some(image) => BackendConfig::Erofs {
+                image: image.get_ref().into(),
+            },
+            None => {
+                let msg = "backend = \"erofs\" needs image = \"/path/to/image.erofs\"".to_string();
+                return Err(at(&export.backend.span(), msg));
+            }
+        },
         other => {
-            let msg = format!("unknown backend {other:?}; this version supports backend = \"mem\"");
+            let msg = format!(
+                "unknown backend {other:?}; this version supports backend = \"mem\" and \"erofs\""
+            );
             return Err(at(&export.backend.span(), msg));
         }
     };
+    let erofs = matches!(backend, BackendConfig::Erofs { .. });
     let mut options = vfs::ExportOptions {
-        read_only: export.read_only,
+        read_only: export.read_only || erofs,
         ..Default::default()
     };
     if let Some(clients) = &export.clients {
@@ -271,6 +296,7 @@ impl ServerConfig {
             timers: runtime::timers::TimerMode::default(),
             timestamps: backend_mem::TimestampMode::default(),
             rangelock: backend_mem::RangeLockMode::default(),
+            decode: runtime::decode::DecodeMode::default(),
         }
     }
 }
@@ -485,5 +511,23 @@ capacity_bytes = 4096
             "{e}"
         );
         assert!(parse_timestamps("fine").is_ok() && parse_rangelock("cheat").is_ok());
+    }
+
+    #[test]
+    fn erofs_exports_are_read_only_and_need_an_image() {
+        let text = "decode = \"pool\"\n[[export]]\npath = \"/img\"\nbackend = \"erofs\"\nimage = \"/tmp/x.erofs\"\n";
+        let c = parse(text, "test.toml").unwrap();
+        assert_eq!(c.decode, runtime::decode::DecodeMode::Pool);
+        assert!(c.exports[0].options.read_only);
+        assert_eq!(
+            c.exports[0].backend,
+            BackendConfig::Erofs {
+                image: "/tmp/x.erofs".into()
+            }
+        );
+        let e = error_of("[[export]]\npath = \"/\"\nbackend = \"erofs\"\n");
+        assert!(e.contains("line 3") && e.contains("image ="), "{e}");
+        let e = error_of("decode = \"fast\"\n[[export]]\npath = \"/\"\n");
+        assert!(e.contains("line 1") && e.contains("percore"), "{e}");
     }
 }

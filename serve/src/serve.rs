@@ -9,6 +9,7 @@ use std::time::Duration;
 use rpc::conn::{serve_connection, ConnLimits, Watchdog};
 use rpc::drc::ReplyCache;
 use rpc::Dispatcher;
+use runtime::decode::DecodeWorkers;
 use runtime::timers::{Scope, Timers};
 use tokio::sync::watch;
 use vfs::{Export, ExportId, ExportTable, HandleKey};
@@ -34,6 +35,8 @@ pub enum ServeError {
     Workers(std::io::Error),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("export {path}: {message}")]
+    Backend { path: String, message: String },
 }
 
 /// Runs the server until a shutdown signal.
@@ -44,7 +47,7 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     // One system clock: wall time for file stamps, monotonic time for the reply cache,
     // timers and connection watchdogs.
     let clock = gtime::SystemClock::shared();
-    let exports = build_exports(&config, Arc::clone(&clock));
+    let exports = build_exports(&config, Arc::clone(&clock))?;
     let state = Arc::new(nfsd::NfsState::new(exports, rand::random()));
     let mut dispatcher = Dispatcher::new();
     nfsd::register(&mut dispatcher, &state);
@@ -161,33 +164,55 @@ fn schedule_reply_cache_prune(
     timers.insert(from, REPLY_CACHE_PRUNE_INTERVAL, Scope::Global, prune);
 }
 
-fn build_exports(config: &ServerConfig, system: Arc<dyn gtime::Clock>) -> ExportTable {
+fn build_exports(
+    config: &ServerConfig,
+    system: Arc<dyn gtime::Clock>,
+) -> Result<ExportTable, ServeError> {
     // One multigrain clock for every export: its floor orders change times across them.
     let clock = Arc::new(gtime::MultigrainClock::new(system, config.timestamps));
     tracing::info!(timestamps = %config.timestamps, rangelock = %config.rangelock, "seed designs");
-    let exports = config
-        .exports
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let backend: Arc<dyn vfs::Backend> = match c.backend {
-                BackendConfig::Mem { capacity_bytes } => {
-                    let mem = backend_mem::MemConfig {
-                        capacity_bytes,
-                        timestamps: config.timestamps,
-                        rangelock: config.rangelock,
-                        ..Default::default()
-                    };
-                    Arc::new(backend_mem::MemFs::with_clock(mem, Arc::clone(&clock)))
-                }
-            };
-            let id = ExportId(u32::try_from(i + 1).expect("fewer than 2^32 exports"));
-            Export::new(id, c.path.clone(), c.options.clone(), backend)
-        })
-        .collect();
+    let mut decode = None;
+    let mut exports = Vec::with_capacity(config.exports.len());
+    for (i, c) in config.exports.iter().enumerate() {
+        let backend: Arc<dyn vfs::Backend> = match &c.backend {
+            BackendConfig::Mem { capacity_bytes } => {
+                let mem = backend_mem::MemConfig {
+                    capacity_bytes: *capacity_bytes,
+                    timestamps: config.timestamps,
+                    rangelock: config.rangelock,
+                    ..Default::default()
+                };
+                Arc::new(backend_mem::MemFs::with_clock(mem, Arc::clone(&clock)))
+            }
+            BackendConfig::Erofs { image } => {
+                let workers = match &decode {
+                    Some(w) => Arc::clone(w),
+                    None => {
+                        let w = Arc::new(DecodeWorkers::start(config.decode, None)?);
+                        tracing::info!(decode = ?config.decode, "EROFS decode workers (seed 001)");
+                        decode = Some(Arc::clone(&w));
+                        w
+                    }
+                };
+                let cache = backend_erofs::DEFAULT_CACHE_BYTES;
+                let fs = backend_erofs::ErofsBackend::open(image, workers, cache).map_err(|e| {
+                    ServeError::Backend {
+                        path: c.path.clone(),
+                        message: format!("{}: {e}", image.display()),
+                    }
+                })?;
+                Arc::new(fs)
+            }
+        };
+        let id = ExportId(u32::try_from(i + 1).expect("fewer than 2^32 exports"));
+        exports.push(Export::new(id, c.path.clone(), c.options.clone(), backend));
+    }
     // Handles of mem exports die with the server, so a fresh key and instance per run
     // makes an old handle STALE rather than naming a different file.
-    ExportTable::new(exports, HandleKey::new(rand::random(), rand::random()))
+    Ok(ExportTable::new(
+        exports,
+        HandleKey::new(rand::random(), rand::random()),
+    ))
 }
 
 fn bind(addr: SocketAddr, max_connections: usize) -> Result<TcpListener, ServeError> {
@@ -215,12 +240,19 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
     );
     for e in &config.exports {
         let mode = if e.options.read_only { "ro" } else { "rw" };
-        let BackendConfig::Mem { capacity_bytes } = e.backend;
-        println!(
-            "  export {} (mem, {} MiB cap, {mode})",
-            e.path,
-            capacity_bytes >> 20
-        );
+        match &e.backend {
+            BackendConfig::Mem { capacity_bytes } => println!(
+                "  export {} (mem, {} MiB cap, {mode})",
+                e.path,
+                capacity_bytes >> 20
+            ),
+            BackendConfig::Erofs { image } => println!(
+                "  export {} (erofs image {}, decode {:?}, {mode})",
+                e.path,
+                image.display(),
+                config.decode
+            ),
+        }
         println!("    {}", client_url(&host, port, &e.path));
     }
     println!("  kernel client: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {host}:{} /mnt", config.exports[0].path);

@@ -42,6 +42,11 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct ServeArgs {
+    /// What to export as "/": an EROFS image file (read-only). Without it: an empty
+    /// in-memory file system (or the exports of --config).
+    #[arg(value_name = "IMAGE")]
+    source: Option<PathBuf>,
+
     /// Address and port for NFS and MOUNT (both on the same port). Port 0 picks a free one.
     #[arg(long, value_name = "ADDR:PORT")]
     listen: Option<String>,
@@ -108,6 +113,12 @@ struct ServeArgs {
     #[arg(long, value_name = "MODE")]
     rangelock: Option<String>,
 
+    /// Where EROFS decompression runs (seed 001): percore (pinned per-core workers at raised
+    /// priority, fed by the core that read the data; default), pool (one shared queue, the
+    /// design the seed replaced) or inline (on the network worker).
+    #[arg(long, value_name = "MODE")]
+    decode: Option<String>,
+
     /// Do not register with a local portmapper/rpcbind.
     #[arg(long)]
     no_portmap: bool,
@@ -159,6 +170,10 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
             };
         }
         export.options.read_only = args.read_only;
+        if let Some(source) = &args.source {
+            export.backend = source_backend(source)?;
+            export.options.read_only = true;
+        }
         if let Some(s) = &args.squash {
             export.options.squash =
                 config::parse_squash(s).map_err(|m| format!("--squash: {m}"))?;
@@ -176,12 +191,29 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     if let Some(t) = &args.timestamps {
         c.timestamps = config::parse_timestamps(t).map_err(|m| format!("--timestamps: {m}"))?;
     }
+    if let Some(d) = &args.decode {
+        c.decode = d.parse().map_err(|m| format!("--decode: {m}"))?;
+    }
     if let Some(r) = &args.rangelock {
         c.rangelock = config::parse_rangelock(r).map_err(|m| format!("--rangelock: {m}"))?;
     }
     apply_limit_flags(&mut c.limits, &args)?;
     c.portmap &= !args.no_portmap;
     Ok(c)
+}
+
+/// The backend for `granary serve PATH`: a regular file with an EROFS superblock.
+fn source_backend(path: &std::path::Path) -> Result<config::BackendConfig, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.is_file() && backend_erofs::ErofsBackend::is_image(path) {
+        return Ok(config::BackendConfig::Erofs {
+            image: path.to_path_buf(),
+        });
+    }
+    Err(format!(
+        "{}: not an EROFS image (granary serve PATH serves EROFS image files)",
+        path.display()
+    ))
 }
 
 fn apply_limit_flags(l: &mut config::Limits, args: &ServeArgs) -> Result<(), String> {

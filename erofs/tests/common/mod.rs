@@ -9,7 +9,14 @@ use std::process::Command;
 /// Deterministic bytes: `compressible` repeats short words, otherwise xorshift noise.
 pub fn bytes(seed: u64, len: usize, compressible: bool) -> Vec<u8> {
     let mut x = seed | 1;
-    let words: [&[u8]; 6] = [b"granary ", b"erofs ", b"cluster ", b"nfs ", b"read\n", b"lz4 "];
+    let words: [&[u8]; 6] = [
+        b"granary ",
+        b"erofs ",
+        b"cluster ",
+        b"nfs ",
+        b"read\n",
+        b"lz4 ",
+    ];
     let mut out = Vec::with_capacity(len);
     while out.len() < len {
         x ^= x << 13;
@@ -36,9 +43,29 @@ pub fn make_tree(root: &Path, big_dir: bool, huge: bool) {
     std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
     write(&root.join("empty"), b"", 0o644);
     write(&root.join("one"), b"x", 0o600);
-    for (i, len) in [4095usize, 4096, 4097, 8191, 12_288, 65_537, 300_000, 1 << 20].iter().enumerate() {
-        write(&root.join(format!("text-{len}")), &bytes(i as u64 + 1, *len, true), 0o644);
-        write(&root.join(format!("noise-{len}")), &bytes(i as u64 + 100, *len, false), 0o640);
+    for (i, len) in [
+        4095usize,
+        4096,
+        4097,
+        8191,
+        12_288,
+        65_537,
+        300_000,
+        1 << 20,
+    ]
+    .iter()
+    .enumerate()
+    {
+        write(
+            &root.join(format!("text-{len}")),
+            &bytes(i as u64 + 1, *len, true),
+            0o644,
+        );
+        write(
+            &root.join(format!("noise-{len}")),
+            &bytes(i as u64 + 100, *len, false),
+            0o640,
+        );
     }
     let mut mixed = bytes(7, 200_000, true);
     mixed.extend(bytes(8, 200_000, false));
@@ -49,7 +76,8 @@ pub fn make_tree(root: &Path, big_dir: bool, huge: bool) {
     let f = std::fs::File::create(root.join("sparse")).unwrap();
     use std::os::unix::fs::FileExt;
     f.write_all_at(&bytes(11, 5000, false), 0).unwrap();
-    f.write_all_at(&bytes(12, 7000, true), (1 << 20) + 5000).unwrap();
+    f.write_all_at(&bytes(12, 7000, true), (1 << 20) + 5000)
+        .unwrap();
     f.set_len(3 << 20).unwrap();
     write(&root.join("sub/deeper/file"), b"deep\n", 0o444);
     std::fs::hard_link(root.join("text-4097"), root.join("sub/hardlink")).unwrap();
@@ -60,8 +88,15 @@ pub fn make_tree(root: &Path, big_dir: bool, huge: bool) {
     let _ = std::os::unix::net::UnixListener::bind(root.join("sock"));
     std::os::unix::fs::chown(root.join("one"), Some(1234), Some(5678)).unwrap();
     std::os::unix::fs::chown(root.join("sub"), Some(70_000), Some(80_000)).unwrap();
-    let _ = Command::new("setfattr").args(["-n", "user.granary", "-v", "hello"]).arg(root.join("one")).status();
-    std::fs::set_permissions(root.join("sub/deeper"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let _ = Command::new("setfattr")
+        .args(["-n", "user.granary", "-v", "hello"])
+        .arg(root.join("one"))
+        .status();
+    std::fs::set_permissions(
+        root.join("sub/deeper"),
+        std::fs::Permissions::from_mode(0o1777),
+    )
+    .unwrap();
     if big_dir {
         let d = root.join("big");
         std::fs::create_dir(&d).unwrap();
@@ -80,7 +115,11 @@ pub fn make_tree(root: &Path, big_dir: bool, huge: bool) {
 }
 
 fn specials(root: &Path) {
-    for (name, kind, dev) in [("fifo", "p", None), ("chr", "c", Some((1, 3))), ("blk", "b", Some((259, 70_000)))] {
+    for (name, kind, dev) in [
+        ("fifo", "p", None),
+        ("chr", "c", Some((1, 3))),
+        ("blk", "b", Some((259, 70_000))),
+    ] {
         let mut c = Command::new("mknod");
         c.arg(root.join(name)).arg(kind);
         if let Some((ma, mi)) = dev {
@@ -99,7 +138,11 @@ pub fn mkfs(image: &Path, src: &Path, opts: &[&str]) {
         .arg(src)
         .output()
         .expect("mkfs.erofs is not installed (apt-get install erofs-utils)");
-    assert!(out.status.success(), "mkfs.erofs {opts:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "mkfs.erofs {opts:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The option sets the differential tests cover: every supported layout and compressor.

@@ -1,0 +1,338 @@
+//! The `erofs` backend: serves a read-only EROFS image (`mkfs.erofs` output) through the
+//! [`vfs::Backend`] seam.
+//!
+//! File ids are inode nids, so handles stay valid across restarts for the same image
+//! (generation 0: an image never reuses an nid). Every change is `RoFs`. A compressed
+//! extent is read on the calling network worker, decoded by the decode workers of
+//! `runtime::decode` (seed 001: the worker pinned to the caller's core, or the pool, or
+//! inline) and kept in a bounded cache of decoded extents. A corrupt or unsupported part of
+//! the image fails only the request that touches it: `FsError::Io` and one log line.
+#![forbid(unsafe_code)]
+
+pub mod cache;
+mod read;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use erofs::{ErofsError, Image, Inode};
+use gtime::Timestamp;
+use runtime::decode::DecodeWorkers;
+use vfs::{
+    Attr, Backend, Cookie, CreateMode, DeviceNumber, DirEntry, DirPage, FileId, FileType, FsError,
+    FsProperties, FsResult, FsStat, Name, Owner, ReadReply, SetAttr, SpecialFile, Stability,
+    WriteReply,
+};
+
+pub use cache::ExtentCache;
+
+/// Default size of the decoded-extent cache.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+
+/// Bits of a readdir cookie that hold the entry index within a directory block (a 4 KiB
+/// block holds at most 341 entries).
+const COOKIE_INDEX_BITS: u32 = 16;
+
+/// A read-only EROFS image served as a backend.
+pub struct ErofsBackend {
+    image: Arc<Image>,
+    decode: Arc<DecodeWorkers>,
+    cache: ExtentCache,
+}
+
+impl ErofsBackend {
+    /// Opens the image at `path`.
+    ///
+    /// # Errors
+    /// If the file cannot be read, is not EROFS, or uses a feature this reader refuses
+    /// (the message names it).
+    pub fn open(
+        path: &Path,
+        decode: Arc<DecodeWorkers>,
+        cache_bytes: u64,
+    ) -> Result<Self, ErofsError> {
+        let image = Image::open_path(path)?;
+        Ok(Self::new(image, decode, cache_bytes))
+    }
+
+    #[must_use]
+    pub fn new(image: Image, decode: Arc<DecodeWorkers>, cache_bytes: u64) -> Self {
+        Self {
+            image: Arc::new(image),
+            decode,
+            cache: ExtentCache::new(cache_bytes),
+        }
+    }
+
+    /// True if the file at `path` starts with an EROFS superblock (for `granary serve PATH`).
+    #[must_use]
+    pub fn is_image(path: &Path) -> bool {
+        let Ok(src) = erofs::FileSource::open(path) else {
+            return false;
+        };
+        !matches!(erofs::Superblock::read(&src), Err(ErofsError::NotErofs(_)))
+    }
+
+    fn inode(&self, id: FileId) -> FsResult<Inode> {
+        self.image
+            .inode(id.0)
+            .map_err(|e| io_error(id.0, "inode", &e))
+    }
+}
+
+/// Maps a reader error to `Io` with one log line.
+pub(crate) fn io_error(nid: u64, what: &str, e: &ErofsError) -> FsError {
+    tracing::warn!(nid, error = %e, "erofs: {what} failed");
+    FsError::Io
+}
+
+fn file_type(mode: u32) -> FileType {
+    match mode & 0o170_000 {
+        0o040_000 => FileType::Directory,
+        0o120_000 => FileType::Symlink,
+        0o020_000 => FileType::CharDevice,
+        0o060_000 => FileType::BlockDevice,
+        0o010_000 => FileType::Fifo,
+        0o140_000 => FileType::Socket,
+        _ => FileType::Regular,
+    }
+}
+
+fn attr_of(inode: &Inode) -> Attr {
+    let ft = file_type(inode.mode);
+    let rdev = match ft {
+        FileType::CharDevice | FileType::BlockDevice => {
+            let (major, minor) = inode.rdev();
+            DeviceNumber { major, minor }
+        }
+        _ => DeviceNumber::default(),
+    };
+    let used_bytes = if inode.is_compressed() {
+        u64::from(inode.union_u32) << erofs::limits::BLOCK_BITS
+    } else {
+        inode
+            .size_bytes
+            .next_multiple_of(1 << erofs::limits::BLOCK_BITS)
+    };
+    let time = Timestamp {
+        seconds: i64::try_from(inode.mtime_s).unwrap_or(i64::MAX),
+        nanos: inode.mtime_ns,
+    };
+    Attr {
+        file_type: ft,
+        mode: inode.mode & 0o7777,
+        nlink: inode.nlink,
+        uid: inode.uid,
+        gid: inode.gid,
+        size_bytes: inode.size_bytes,
+        used_bytes,
+        rdev,
+        fsid: 0,
+        fileid: FileId(inode.nid),
+        generation: 0,
+        atime: time,
+        mtime: time,
+        ctime: time,
+    }
+}
+
+impl Backend for ErofsBackend {
+    fn kind(&self) -> &'static str {
+        "erofs"
+    }
+
+    fn root(&self) -> FileId {
+        FileId(self.image.root_nid())
+    }
+
+    fn properties(&self) -> FsProperties {
+        FsProperties {
+            max_file_size: vfs::limits::MAX_FILE_SIZE,
+            time_granularity_ns: 1,
+            supports_hard_links: true,
+            supports_symlinks: true,
+            max_links: u32::MAX,
+            max_name_bytes: erofs::limits::MAX_NAME_BYTES as u32,
+            case_insensitive: false,
+            case_preserving: true,
+            read_only: true,
+        }
+    }
+
+    fn fsstat(&self) -> FsResult<FsStat> {
+        let sb = self.image.superblock();
+        Ok(FsStat {
+            total_bytes: u64::from(sb.blocks) << sb.block_bits,
+            total_files: sb.inodes,
+            ..FsStat::default()
+        })
+    }
+
+    fn getattr(&self, id: FileId) -> FsResult<Attr> {
+        Ok(attr_of(&self.inode(id)?))
+    }
+
+    fn setattr(&self, _: FileId, _: &SetAttr, _: Option<Timestamp>) -> FsResult<Attr> {
+        Err(FsError::RoFs)
+    }
+
+    fn lookup(&self, dir: FileId, name: &Name) -> FsResult<FileId> {
+        let inode = self.inode(dir)?;
+        if !inode.is_dir() {
+            return Err(FsError::NotDir);
+        }
+        match self.image.lookup(&inode, name.as_bytes()) {
+            Ok(Some(e)) => Ok(FileId(e.nid)),
+            Ok(None) => Err(FsError::NoEnt),
+            Err(e) => Err(io_error(dir.0, "lookup", &e)),
+        }
+    }
+
+    fn parent(&self, dir: FileId) -> FsResult<FileId> {
+        let inode = self.inode(dir)?;
+        if !inode.is_dir() {
+            return Err(FsError::NotDir);
+        }
+        match self.image.lookup(&inode, b"..") {
+            Ok(Some(e)) => Ok(FileId(e.nid)),
+            Ok(None) => Err(io_error(
+                dir.0,
+                "parent",
+                &ErofsError::Corrupt {
+                    what: "no '..'",
+                    offset: inode.pos,
+                },
+            )),
+            Err(e) => Err(io_error(dir.0, "parent", &e)),
+        }
+    }
+
+    fn read(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<ReadReply> {
+        let mut out = BytesMut::new();
+        let eof = self.read_into(id, offset_bytes, count, &mut out)?;
+        Ok(ReadReply {
+            data: out.freeze(),
+            eof,
+        })
+    }
+
+    fn read_into(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        out: &mut BytesMut,
+    ) -> FsResult<bool> {
+        let inode = self.inode(id)?;
+        if inode.is_dir() {
+            return Err(FsError::IsDir);
+        }
+        if !inode.is_reg() {
+            return Err(FsError::Inval);
+        }
+        self.read_file(&inode, offset_bytes, count, out)
+    }
+
+    fn write(&self, _: FileId, _: u64, _: &[u8], _: Stability) -> FsResult<WriteReply> {
+        Err(FsError::RoFs)
+    }
+
+    fn commit(&self, _: FileId, _: u64, _: u32) -> FsResult<()> {
+        Err(FsError::RoFs)
+    }
+
+    fn create(&self, _: FileId, _: &Name, _: &CreateMode, _: Owner) -> FsResult<FileId> {
+        Err(FsError::RoFs)
+    }
+
+    fn mkdir(&self, _: FileId, _: &Name, _: &SetAttr, _: Owner) -> FsResult<FileId> {
+        Err(FsError::RoFs)
+    }
+
+    fn symlink(&self, _: FileId, _: &Name, _: &[u8], _: &SetAttr, _: Owner) -> FsResult<FileId> {
+        Err(FsError::RoFs)
+    }
+
+    fn mknod(
+        &self,
+        _: FileId,
+        _: &Name,
+        _: SpecialFile,
+        _: &SetAttr,
+        _: Owner,
+    ) -> FsResult<FileId> {
+        Err(FsError::RoFs)
+    }
+
+    fn readlink(&self, id: FileId) -> FsResult<Bytes> {
+        let inode = self.inode(id)?;
+        if !inode.is_symlink() {
+            return Err(FsError::Inval);
+        }
+        self.image
+            .read_link(&inode)
+            .map(Bytes::from)
+            .map_err(|e| io_error(id.0, "readlink", &e))
+    }
+
+    fn remove(&self, _: FileId, _: &Name) -> FsResult<()> {
+        Err(FsError::RoFs)
+    }
+
+    fn rmdir(&self, _: FileId, _: &Name) -> FsResult<()> {
+        Err(FsError::RoFs)
+    }
+
+    fn rename(&self, _: FileId, _: &Name, _: FileId, _: &Name) -> FsResult<()> {
+        Err(FsError::RoFs)
+    }
+
+    fn link(&self, _: FileId, _: FileId, _: &Name) -> FsResult<()> {
+        Err(FsError::RoFs)
+    }
+
+    fn readdir(&self, dir: FileId, cookie: Cookie, max_entries: usize) -> FsResult<DirPage> {
+        let inode = self.inode(dir)?;
+        if !inode.is_dir() {
+            return Err(FsError::NotDir);
+        }
+        let blocks = self
+            .image
+            .dir_blocks(&inode)
+            .map_err(|e| io_error(dir.0, "readdir", &e))?;
+        let mut block = cookie.0 >> COOKIE_INDEX_BITS;
+        let mut skip = (cookie.0 & ((1 << COOKIE_INDEX_BITS) - 1)) as usize;
+        if block > blocks {
+            return Err(FsError::BadCookie);
+        }
+        let mut entries = Vec::new();
+        while block < blocks {
+            let list = self
+                .image
+                .dir_block(&inode, block)
+                .map_err(|e| io_error(dir.0, "readdir", &e))?;
+            for (i, e) in list.into_iter().enumerate().skip(skip) {
+                if entries.len() == max_entries {
+                    return Ok(DirPage {
+                        entries,
+                        eof: false,
+                        verifier: 0,
+                    });
+                }
+                entries.push(DirEntry {
+                    name: Bytes::from(e.name),
+                    fileid: FileId(e.nid),
+                    cookie: Cookie((block << COOKIE_INDEX_BITS) | (i as u64 + 1)),
+                });
+            }
+            block += 1;
+            skip = 0;
+        }
+        Ok(DirPage {
+            entries,
+            eof: true,
+            verifier: 0,
+        })
+    }
+}

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cache;
+pub mod experiment;
 mod read;
 
 use std::path::Path;

@@ -19,7 +19,7 @@ const WRITE_BYTES: usize = 4096;
 const BLOCKS: u64 = 256;
 
 /// Starts this same binary as `granary serve` with the flags under test.
-fn start(extra: &[&str]) -> Result<ServeProcess, String> {
+pub fn start(extra: &[&str]) -> Result<ServeProcess, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find granary: {e}"))?;
     ServeProcess::start(&exe, extra)
 }

@@ -10,6 +10,7 @@
 //! with `--quick` (for CI: the numbers then only show that everything runs).
 #![forbid(unsafe_code)]
 
+mod decode;
 mod e2e;
 mod measure;
 mod multigrain;
@@ -26,7 +27,7 @@ pub use report::Report;
 
 #[derive(Debug, Args)]
 pub struct LabArgs {
-    /// `list`, or the experiment to run (`multigrain`, `rangelock`, `timers`).
+    /// `list`, or the experiment to run (`decode`, `multigrain`, `rangelock`, `timers`).
     experiment: String,
 
     /// Print one JSON object instead of the table.
@@ -88,7 +89,15 @@ struct Experiment {
     run: fn(&Settings) -> Result<Report, String>,
 }
 
-const EXPERIMENTS: [Experiment; 3] = [
+const EXPERIMENTS: [Experiment; 4] = [
+    Experiment {
+        name: "decode",
+        seed: "001_fdc9453f708f3db9.txt",
+        summary: "decode workers: eligible→running latency of LZ4 decode jobs with every core \
+                  busy (pool vs percore vs inline), and 1 MiB READ latency of a compressed \
+                  file through granary serve IMAGE --decode MODE",
+        run: decode::run,
+    },
     Experiment {
         name: "multigrain",
         seed: "000_a7f635558418b800.txt",

@@ -224,6 +224,10 @@ impl DecodeWorkers {
         job: impl FnOnce() -> R + Send + 'static,
     ) -> R {
         if self.mode == DecodeMode::Inline {
+            if let Some(p) = &self.probe {
+                let t0 = p.clock.monotonic();
+                p.record(p.clock.monotonic().saturating_sub(t0));
+            }
             return job();
         }
         let (tx, rx) = mpsc::sync_channel(1);

@@ -29,6 +29,8 @@ pub struct ServerConfig {
     pub rangelock: backend_mem::RangeLockMode,
     /// Where EROFS decompression runs (seed 001): percore (default), pool or inline.
     pub decode: runtime::decode::DecodeMode,
+    /// Bytes of decoded EROFS extents kept in memory.
+    pub erofs_cache_bytes: u64,
 }
 
 /// Connection limits (defaults in `rpc::limits`).
@@ -297,6 +299,7 @@ impl ServerConfig {
             timestamps: backend_mem::TimestampMode::default(),
             rangelock: backend_mem::RangeLockMode::default(),
             decode: runtime::decode::DecodeMode::default(),
+            erofs_cache_bytes: backend_erofs::DEFAULT_CACHE_BYTES,
         }
     }
 }

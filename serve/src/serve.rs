@@ -194,7 +194,7 @@ fn build_exports(
                         w
                     }
                 };
-                let cache = backend_erofs::DEFAULT_CACHE_BYTES;
+                let cache = config.erofs_cache_bytes;
                 let fs = backend_erofs::ErofsBackend::open(image, workers, cache).map_err(|e| {
                     ServeError::Backend {
                         path: c.path.clone(),

@@ -119,6 +119,11 @@ struct ServeArgs {
     #[arg(long, value_name = "MODE")]
     decode: Option<String>,
 
+    /// Bytes of decoded EROFS extents kept in memory (default 64 MiB; 0 decodes every
+    /// READ again, as `granary lab decode` does).
+    #[arg(long, value_name = "BYTES")]
+    erofs_cache_bytes: Option<u64>,
+
     /// Do not register with a local portmapper/rpcbind.
     #[arg(long)]
     no_portmap: bool,
@@ -193,6 +198,9 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     }
     if let Some(d) = &args.decode {
         c.decode = d.parse().map_err(|m| format!("--decode: {m}"))?;
+    }
+    if let Some(b) = args.erofs_cache_bytes {
+        c.erofs_cache_bytes = b;
     }
     if let Some(r) = &args.rangelock {
         c.rangelock = config::parse_rangelock(r).map_err(|m| format!("--rangelock: {m}"))?;

@@ -1,0 +1,285 @@
+//! Differential tests of the erofs backend: trees built by `mkfs.erofs` with every
+//! supported option set are served by the real `granary` binary and read over NFS by
+//! granary's client (READDIRPLUS attributes, READ, READLINK) and by libnfs-utils
+//! (`nfs-cat`, a client nobody here wrote). Every file must equal the source tree, the
+//! Linux kernel's own loop mount of the image (as root) and `fsck.erofs --extract`.
+//! Needs erofs-utils and libnfs-utils (scripts/test-all.sh installs them).
+
+mod common;
+#[path = "../../erofs/tests/common/mod.rs"]
+mod tree;
+
+use std::collections::HashMap;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use client::Nfs3Client;
+use common::Server;
+use nfs3::nfs::{Fattr3, Ftype3, NfsFh3, ReadlinkArgs, Res3};
+
+fn ftype_of(ft: std::fs::FileType) -> Ftype3 {
+    if ft.is_dir() {
+        Ftype3::Dir
+    } else if ft.is_symlink() {
+        Ftype3::Lnk
+    } else if ft.is_block_device() {
+        Ftype3::Blk
+    } else if ft.is_char_device() {
+        Ftype3::Chr
+    } else if ft.is_fifo() {
+        Ftype3::Fifo
+    } else if ft.is_socket() {
+        Ftype3::Sock
+    } else {
+        Ftype3::Reg
+    }
+}
+
+/// Compares NFS attributes with a local file's metadata (the source tree or a mount).
+fn same_attrs(a: &Fattr3, m: &std::fs::Metadata, opts: &[&str], what: &str) {
+    assert_eq!(a.ftype, ftype_of(m.file_type()), "type of {what}");
+    assert_eq!(a.mode, m.mode() & 0o7777, "mode of {what}");
+    if !opts.contains(&"--all-root") {
+        assert_eq!((a.uid, a.gid), (m.uid(), m.gid()), "owner of {what}");
+    }
+    if !m.is_dir() {
+        assert_eq!(a.size, m.size(), "size of {what}");
+    }
+    assert_eq!(u64::from(a.nlink), m.nlink(), "nlink of {what}");
+    if !opts.iter().any(|o| *o == "-T") {
+        assert_eq!(i64::from(a.mtime.seconds), m.mtime(), "mtime of {what}");
+        assert_eq!(
+            i64::from(a.mtime.nseconds),
+            m.mtime_nsec(),
+            "mtime ns of {what}"
+        );
+    }
+    if m.file_type().is_block_device() || m.file_type().is_char_device() {
+        let (ma, mi) = (libc_major(m.rdev()), libc_minor(m.rdev()));
+        assert_eq!(
+            (a.rdev.specdata1, a.rdev.specdata2),
+            (ma, mi),
+            "rdev of {what}"
+        );
+    }
+}
+
+fn libc_major(dev: u64) -> u32 {
+    (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff)) as u32
+}
+
+fn libc_minor(dev: u64) -> u32 {
+    (((dev >> 12) & 0xffff_ff00) | (dev & 0xff)) as u32
+}
+
+/// Walks the export over NFS and compares every entry with `reference` (a directory on
+/// this machine holding the same tree). Returns the paths of the regular files seen.
+async fn walk_nfs(
+    client: &Nfs3Client,
+    root: NfsFh3,
+    reference: &Path,
+    opts: &[&str],
+) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut fileids: HashMap<u64, u64> = HashMap::new();
+    let mut todo = vec![(root, PathBuf::new())];
+    while let Some((dir, rel)) = todo.pop() {
+        let entries = client.list_dir_plus(&dir).await.expect("READDIRPLUS");
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        for e in entries {
+            let name = e.name.0.to_vec();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            names.push(name.clone());
+            let path = rel.join(String::from_utf8(name).unwrap());
+            let what = format!("{} {opts:?}", path.display());
+            let attr = e
+                .name_attributes
+                .0
+                .unwrap_or_else(|| panic!("no attributes: {what}"));
+            let fh = e
+                .name_handle
+                .0
+                .unwrap_or_else(|| panic!("no handle: {what}"));
+            let meta = std::fs::symlink_metadata(reference.join(&path)).unwrap();
+            same_attrs(&attr, &meta, opts, &what);
+            assert_eq!(attr.fileid, e.fileid, "fileid of {what}");
+            let prior = fileids.insert(meta.ino(), attr.fileid);
+            assert!(
+                prior.map_or(true, |f| f == attr.fileid),
+                "hard links share a fileid: {what}"
+            );
+            match attr.ftype {
+                Ftype3::Dir => todo.push((fh, path)),
+                Ftype3::Reg => {
+                    let data = client.read_all(&fh).await.expect("READ");
+                    let want = std::fs::read(reference.join(&path)).unwrap();
+                    assert!(data == want, "content of {what}");
+                    files.push(path);
+                }
+                Ftype3::Lnk => {
+                    let res = client
+                        .readlink(&ReadlinkArgs { symlink: fh })
+                        .await
+                        .unwrap();
+                    let Res3::Ok(ok) = res else {
+                        panic!("READLINK {what}")
+                    };
+                    let want = std::fs::read_link(reference.join(&path)).unwrap();
+                    assert_eq!(
+                        &ok.data.0[..],
+                        want.as_os_str().as_encoded_bytes(),
+                        "{what}"
+                    );
+                }
+                _ => {}
+            }
+        }
+        let mut want: Vec<Vec<u8>> = std::fs::read_dir(reference.join(&rel))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().as_encoded_bytes().to_vec())
+            .collect();
+        want.sort();
+        names.sort();
+        assert_eq!(names, want, "entries of {}", rel.display());
+    }
+    files
+}
+
+fn nfs_cat(server: &Server, rel: &Path) -> Vec<u8> {
+    let url = server.url_of(rel.to_str().unwrap());
+    let out = Command::new("nfs-cat")
+        .arg(&url)
+        .output()
+        .expect("nfs-cat (libnfs-utils)");
+    assert!(
+        out.status.success(),
+        "nfs-cat {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Loop-mounts `image` read-only with the kernel's erofs driver; `None` when not root.
+struct KernelMount(PathBuf);
+
+impl KernelMount {
+    fn new(image: &Path, at: &Path) -> Option<Self> {
+        if unsafe_free_uid() != 0 {
+            eprintln!("not root: skipping the comparison with the kernel's erofs mount");
+            return None;
+        }
+        std::fs::create_dir_all(at).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "erofs", "-o", "loop,ro"])
+            .arg(image)
+            .arg(at)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t erofs -o loop {}", image.display());
+        Some(Self(at.to_path_buf()))
+    }
+}
+
+impl Drop for KernelMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+fn unsafe_free_uid() -> u32 {
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX)
+}
+
+fn fsck_extract(image: &Path, to: &Path) {
+    let out = Command::new("fsck.erofs")
+        .arg(format!("--extract={}", to.display()))
+        .arg(image)
+        .output()
+        .expect("fsck.erofs (erofs-utils)");
+    assert!(
+        out.status.success(),
+        "fsck.erofs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn serve_and_compare(image: &Path, src: &Path, opts: &[&str], scratch: &Path) {
+    // No squashing: root must read files that only their owner may read.
+    let server = Server::start(&[image.to_str().unwrap(), "--squash", "none"]);
+    let client = Nfs3Client::connect(server.addr, server.addr).await.unwrap();
+    let root = client.mount("/").await.expect("mount");
+    let files = walk_nfs(&client, root.clone(), src, opts).await;
+    for rel in files
+        .iter()
+        .filter(|p| !p.starts_with("big"))
+        .chain(files.iter().take(3))
+    {
+        assert!(
+            nfs_cat(&server, rel) == std::fs::read(src.join(rel)).unwrap(),
+            "nfs-cat {}",
+            rel.display()
+        );
+    }
+    if let Some(kernel) = KernelMount::new(image, &scratch.join("mnt")) {
+        walk_nfs(&client, root, &kernel.0, opts).await;
+    }
+    let extracted = scratch.join("extract");
+    let _ = std::fs::remove_dir_all(&extracted);
+    fsck_extract(image, &extracted);
+    for rel in &files {
+        let got = std::fs::read(extracted.join(rel)).unwrap();
+        assert!(
+            got == std::fs::read(src.join(rel)).unwrap(),
+            "fsck.erofs --extract {}",
+            rel.display()
+        );
+    }
+    std::fs::remove_dir_all(&extracted).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_option_set_serves_the_source_tree_over_nfs() {
+    let dir = tree::scratch("nfs");
+    let src = dir.join("tree");
+    tree::make_tree(&src, true, false);
+    for (i, opts) in tree::OPTION_SETS.iter().enumerate() {
+        let image = dir.join(format!("img-{i}.erofs"));
+        tree::mkfs(&image, &src, opts);
+        serve_and_compare(&image, &src, opts, &dir).await;
+        std::fs::remove_file(&image).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_64_mib_file_reads_back_through_nfs_cat_and_the_kernel() {
+    let dir = tree::scratch("huge");
+    let src = dir.join("tree");
+    std::fs::create_dir_all(&src).unwrap();
+    let data = tree::bytes(64, 64 << 20, false);
+    let mut data = data;
+    for chunk in data.chunks_mut(3 << 20).step_by(2) {
+        chunk.copy_from_slice(&tree::bytes(65, chunk.len(), true));
+    }
+    std::fs::write(src.join("huge"), &data).unwrap();
+    let image = dir.join("huge.erofs");
+    tree::mkfs(&image, &src, &["-zlz4hc", "-C65536", "-Eztailpacking"]);
+    let server = Server::start(&[image.to_str().unwrap()]);
+    assert!(
+        nfs_cat(&server, Path::new("huge")) == data,
+        "64 MiB through nfs-cat"
+    );
+    if let Some(kernel) = KernelMount::new(&image, &dir.join("mnt")) {
+        assert!(
+            std::fs::read(kernel.0.join("huge")).unwrap() == data,
+            "kernel mount"
+        );
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

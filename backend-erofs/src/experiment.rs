@@ -37,14 +37,25 @@ impl LatencyStats {
         us.sort_by(f64::total_cmp);
         let n = us.len();
         if n == 0 {
-            return Self { jobs: 0, avg_us: 0.0, median_us: 0.0, min_us: 0.0, max_us: 0.0, stddev_us: 0.0 };
+            return Self {
+                jobs: 0,
+                avg_us: 0.0,
+                median_us: 0.0,
+                min_us: 0.0,
+                max_us: 0.0,
+                stddev_us: 0.0,
+            };
         }
         let avg = us.iter().sum::<f64>() / n as f64;
         let var = us.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
         Self {
             jobs: n,
             avg_us: avg,
-            median_us: if n % 2 == 1 { us[n / 2] } else { (us[n / 2 - 1] + us[n / 2]) / 2.0 },
+            median_us: if n % 2 == 1 {
+                us[n / 2]
+            } else {
+                (us[n / 2 - 1] + us[n / 2]) / 2.0
+            },
             min_us: us[0],
             max_us: us[n - 1],
             stddev_us: var.sqrt(),
@@ -65,7 +76,10 @@ impl Background {
         let stop = Arc::new(AtomicBool::new(false));
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let mut threads = Vec::new();
-        for core in cores.into_iter().flat_map(|c| std::iter::repeat(c).take(per_core)) {
+        for core in cores
+            .into_iter()
+            .flat_map(|c| (0..per_core).map(move |_| c))
+        {
             let stop = Arc::clone(&stop);
             threads.push(std::thread::spawn(move || {
                 core_affinity::set_for_current(core);
@@ -130,13 +144,15 @@ pub fn eligible_to_running(
         .into_iter()
         .enumerate()
         .map(|(i, core)| {
-            let (workers, input, clock) = (Arc::clone(&workers), Arc::clone(&input), Arc::clone(clock));
+            let (workers, input, clock) =
+                (Arc::clone(&workers), Arc::clone(&input), Arc::clone(clock));
             std::thread::spawn(move || {
                 core_affinity::set_for_current(core);
                 while clock.monotonic() < deadline {
                     let input = Arc::clone(&input);
                     let codec = erofs::Codec::Lz4 { zero_padding: true };
-                    let out = workers.run_from(Some(i), move || erofs::decode(codec, &input, out_len));
+                    let out =
+                        workers.run_from(Some(i), move || erofs::decode(codec, &input, out_len));
                     assert!(out.is_ok_and(|o| o.len() == out_len), "decode job failed");
                     std::thread::sleep(interval);
                 }
@@ -157,10 +173,20 @@ mod tests {
     #[test]
     fn stats_and_a_short_run_of_every_mode() {
         let s = LatencyStats::of(&[Duration::from_micros(1), Duration::from_micros(3)]);
-        assert_eq!((s.avg_us, s.median_us, s.min_us, s.max_us, s.stddev_us), (2.0, 2.0, 1.0, 3.0, 1.0));
+        assert_eq!(
+            (s.avg_us, s.median_us, s.min_us, s.max_us, s.stddev_us),
+            (2.0, 2.0, 1.0, 3.0, 1.0)
+        );
         let clock = gtime::SystemClock::shared();
         for mode in [DecodeMode::PerCore, DecodeMode::Pool, DecodeMode::Inline] {
-            let got = eligible_to_running(mode, Duration::from_millis(50), Duration::from_millis(1), 1, &clock).unwrap();
+            let got = eligible_to_running(
+                mode,
+                Duration::from_millis(50),
+                Duration::from_millis(1),
+                1,
+                &clock,
+            )
+            .unwrap();
             assert!(!got.is_empty(), "{mode:?} ran no job");
         }
     }

@@ -83,7 +83,7 @@ impl Image {
     /// compressed inode (use [`crate::zmap`]).
     pub fn read_flat(&self, inode: &Inode, offset: u64, buf: &mut [u8]) -> Result<()> {
         let end = offset.checked_add(buf.len() as u64);
-        if end.map_or(true, |e| e > inode.size_bytes) {
+        if end.is_none_or(|e| e > inode.size_bytes) {
             return corrupt("read past the end of a file", inode.pos);
         }
         let mut done = 0usize;

@@ -46,7 +46,11 @@ fn variant(group: &str, mode: &str, samples: Vec<f64>) -> Variant {
     let baseline = (mode != "pool").then(|| format!("{group} pool"));
     Variant {
         name: format!("{group} {mode}"),
-        label: if baseline.is_none() { format!("{mode} (before)") } else { mode.to_string() },
+        label: if baseline.is_none() {
+            format!("{mode} (before)")
+        } else {
+            mode.to_string()
+        },
         group: group.to_string(),
         baseline,
         samples,
@@ -83,14 +87,22 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
     for (stat, f) in [("avg", 0usize), ("stddev", 1)] {
         let group = format!("1 MiB READ latency {stat} µs");
         for (i, (name, _)) in MODES.iter().enumerate() {
-            let samples = reads[i].iter().map(|s| if f == 0 { s.avg_us } else { s.stddev_us }).collect();
+            let samples = reads[i]
+                .iter()
+                .map(|s| if f == 0 { s.avg_us } else { s.stddev_us })
+                .collect();
             variants.push(variant(&group, name, samples));
         }
     }
     let notes = vec![
         format!(
             "decode jobs per mode over all runs: {}",
-            MODES.iter().zip(&jobs).map(|((n, _), j)| format!("{n} {j}")).collect::<Vec<_>>().join(", ")
+            MODES
+                .iter()
+                .zip(&jobs)
+                .map(|((n, _), j)| format!("{n} {j}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         format!(
             "load: {BACKGROUND_PER_CORE} spinning thread per core; one feeder per core pausing \
@@ -150,7 +162,10 @@ fn make_image(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
 }
 
 /// Per mode, per sample: statistics of 1 MiB READ latencies under the background load.
-fn read_latencies(settings: &Settings, clock: &Arc<dyn Clock>) -> Result<Vec<Vec<LatencyStats>>, String> {
+fn read_latencies(
+    settings: &Settings,
+    clock: &Arc<dyn Clock>,
+) -> Result<Vec<Vec<LatencyStats>>, String> {
     let dir = std::env::temp_dir().join(format!("granary-lab-decode-{}", std::process::id()));
     let image = make_image(&dir)?;
     let img = image.to_string_lossy().to_string();
@@ -158,7 +173,10 @@ fn read_latencies(settings: &Settings, clock: &Arc<dyn Clock>) -> Result<Vec<Vec
         .iter()
         .map(|(name, _)| super::e2e::start(&[&img, "--decode", name, "--erofs-cache-bytes", "0"]))
         .collect::<Result<Vec<_>, _>>()?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     let load = Background::start(BACKGROUND_PER_CORE);
     let result = rt.block_on(async {
         let mut out = vec![Vec::new(); servers.len()];
@@ -176,10 +194,18 @@ fn read_latencies(settings: &Settings, clock: &Arc<dyn Clock>) -> Result<Vec<Vec
                 let mut offset = 0u64;
                 while clock.monotonic() < end {
                     let t0 = clock.monotonic();
-                    let args = ReadArgs { file: fh.clone(), offset, count: READ_BYTES };
+                    let args = ReadArgs {
+                        file: fh.clone(),
+                        offset,
+                        count: READ_BYTES,
+                    };
                     let ok = nfs_ok(c.read(&args).await?)?;
                     lat.push(clock.monotonic() - t0);
-                    offset = if ok.eof { 0 } else { offset + u64::from(READ_BYTES) };
+                    offset = if ok.eof {
+                        0
+                    } else {
+                        offset + u64::from(READ_BYTES)
+                    };
                 }
                 out[i].push(LatencyStats::of(&lat));
             }

@@ -47,7 +47,7 @@ fn same_attrs(a: &Fattr3, m: &std::fs::Metadata, opts: &[&str], what: &str) {
         assert_eq!(a.size, m.size(), "size of {what}");
     }
     assert_eq!(u64::from(a.nlink), m.nlink(), "nlink of {what}");
-    if !opts.iter().any(|o| *o == "-T") {
+    if !opts.contains(&"-T") {
         assert_eq!(i64::from(a.mtime.seconds), m.mtime(), "mtime of {what}");
         assert_eq!(
             i64::from(a.mtime.nseconds),
@@ -108,7 +108,7 @@ async fn walk_nfs(
             assert_eq!(attr.fileid, e.fileid, "fileid of {what}");
             let prior = fileids.insert(meta.ino(), attr.fileid);
             assert!(
-                prior.map_or(true, |f| f == attr.fileid),
+                prior.is_none_or(|f| f == attr.fileid),
                 "hard links share a fileid: {what}"
             );
             match attr.ftype {

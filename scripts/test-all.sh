@@ -8,8 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # libnfs: the host's real NFS clients; rpcbind: registration test; qemu, mmdebstrap,
-# cpio: the Debian guest with the Linux kernel NFS client (kernel-tests/).
-packages=(libnfs-utils libnfs-dev rpcbind qemu-system-x86 mmdebstrap cpio)
+# cpio: the Debian guest with the Linux kernel NFS client (kernel-tests/); erofs-utils:
+# mkfs.erofs and fsck.erofs for the erofs differential tests.
+packages=(libnfs-utils libnfs-dev rpcbind qemu-system-x86 mmdebstrap cpio erofs-utils)
 
 log() { printf '\n== %s\n' "$*"; }
 

@@ -2,8 +2,10 @@
 //! decode jobs handed to the decode workers while every core also runs CPU-bound
 //! background work.
 //!
-//! One feeder thread per core, pinned to it, plays the network worker that has just read a
-//! compressed cluster: it hands a real LZ4 decode of a 64 KiB extent to the decode workers
+//! One feeder thread per core, pinned to it, plays the code that has just completed the
+//! read of a compressed cluster (in the kernel, the I/O completion, which runs above every
+//! task; here SCHED_FIFO 2 where permitted, so that the background load does not starve
+//! the feeders themselves): it hands a real LZ4 decode of a 64 KiB extent to the decode workers
 //! (as if from that core), waits for it, pauses, and repeats. One spinning thread per core
 //! is the background load. The probe records, per job, the time from being queued to
 //! starting to run.
@@ -148,6 +150,9 @@ pub fn eligible_to_running(
                 (Arc::clone(&workers), Arc::clone(&input), Arc::clone(clock));
             std::thread::spawn(move || {
                 core_affinity::set_for_current(core);
+                if let Err(e) = runtime::sched::set_fifo(2) {
+                    tracing::warn!(error = %e, "lab feeder runs at normal priority");
+                }
                 while clock.monotonic() < deadline {
                     let input = Arc::clone(&input);
                     let codec = erofs::Codec::Lz4 { zero_padding: true };

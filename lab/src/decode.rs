@@ -68,7 +68,7 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
     let mut jobs = vec![0usize; MODES.len()];
     for _ in 0..settings.samples {
         for (i, (_, mode)) in MODES.iter().enumerate() {
-            let d = settings.server_sample;
+            let d = settings.server_sample * 2;
             let lat = eligible_to_running(*mode, d, FEED_INTERVAL, BACKGROUND_PER_CORE, &clock)
                 .map_err(|e| format!("decode workers: {e}"))?;
             jobs[i] += lat.len();

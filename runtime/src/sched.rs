@@ -8,7 +8,17 @@
 /// # Errors
 /// `EPERM` without `CAP_SYS_NICE` (or an RT budget).
 pub fn set_fifo_low() -> std::io::Result<()> {
-    let param = libc::sched_param { sched_priority: 1 };
+    set_fifo(1)
+}
+
+/// Puts the calling thread in `SCHED_FIFO` at `priority` (1..=99).
+///
+/// # Errors
+/// `EPERM` without `CAP_SYS_NICE`; `EINVAL` for a priority out of range.
+pub fn set_fifo(priority: i32) -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: `param` is a valid, initialized sched_param that outlives the call; pid 0
     // names the calling thread. The call has no other memory effects.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };

@@ -108,3 +108,23 @@ fn quick_rangelock_json_has_every_lock_and_thread_count() {
         }
     }
 }
+
+#[test]
+fn quick_decode_json_has_every_mode_and_statistic() {
+    let out = granary(&["lab", "decode", "--quick", "--samples", "1", "--json"]);
+    let json: Value = serde_json::from_str(&out).expect("one JSON object");
+    let variants = check_shape(&json, "decode");
+    for stat in ["avg", "median", "min", "max", "stddev"] {
+        for mode in ["pool", "percore", "inline"] {
+            let name = format!("eligible→running {stat} µs {mode}");
+            assert!(variants.contains_key(&name), "{name} missing");
+        }
+    }
+    for mode in ["pool", "percore", "inline"] {
+        let name = format!("1 MiB READ latency avg µs {mode}");
+        assert!(
+            variants[&name]["median"].as_f64().is_some_and(|x| x > 0.0),
+            "{name}"
+        );
+    }
+}

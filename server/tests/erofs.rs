@@ -283,3 +283,45 @@ async fn a_64_mib_file_reads_back_through_nfs_cat_and_the_kernel() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_cluster_fails_only_its_file() {
+    let dir = tree::scratch("bad");
+    let src = dir.join("tree");
+    std::fs::create_dir_all(&src).unwrap();
+    let good = tree::bytes(1, 200_000, true);
+    std::fs::write(src.join("bad"), tree::bytes(2, 200_000, true)).unwrap();
+    std::fs::write(src.join("good"), &good).unwrap();
+    let image = dir.join("img.erofs");
+    tree::mkfs(&image, &src, &["-zlz4hc"]);
+    // Overwrite the first compressed cluster of "bad" with noise.
+    let (offset, len) = {
+        let img = ::erofs::Image::open_path(&image).unwrap();
+        let root = img.inode(img.root_nid()).unwrap();
+        let e = img.lookup(&root, b"bad").unwrap().unwrap();
+        let ext = img.map_extent(&img.inode(e.nid).unwrap(), 0).unwrap();
+        ext.src.offset_len()
+    };
+    let mut bytes = std::fs::read(&image).unwrap();
+    let noise = tree::bytes(3, len as usize, false);
+    bytes[offset as usize..(offset + len) as usize].copy_from_slice(&noise);
+    std::fs::write(&image, &bytes).unwrap();
+    let server = Server::start(&[image.to_str().unwrap()]);
+    let client = Nfs3Client::connect(server.addr, server.addr).await.unwrap();
+    let root = client.mount("/").await.expect("mount");
+    let (bad, _) = client.lookup_ok(&root, "bad").await.unwrap();
+    let err = client
+        .read_all(&bad)
+        .await
+        .expect_err("a corrupt cluster cannot be read");
+    assert!(
+        format!("{err:?}").contains("Io"),
+        "NFS3ERR_IO expected, got {err:?}"
+    );
+    let (ok, _) = client.lookup_ok(&root, "good").await.unwrap();
+    assert!(
+        client.read_all(&ok).await.unwrap() == good,
+        "the other file is still served"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

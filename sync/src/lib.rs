@@ -211,6 +211,9 @@ impl RangeLock {
         let held = match &self.kind {
             Kind::None => Held::Nothing,
             Kind::Fifo(fifo) => Held::Fifo(fifo.lock(range.start, range.end, write)),
+            Kind::List(list) if self.mode == RangeLockMode::LockFree => {
+                Held::List(list.lock(range.start, range.end, write, &self.parking))
+            }
             Kind::List(list) => match self.cheat.lock(write, &self.parking) {
                 Cheat::Granted if write => Held::CheatWrite,
                 Cheat::Granted => Held::CheatRead,

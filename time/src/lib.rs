@@ -131,20 +131,32 @@ pub fn coarse_resolution() -> Duration {
     Duration::from_secs(secs) + Duration::from_nanos(u64::try_from(t.tv_nsec).unwrap_or(0))
 }
 
-/// A clock that moves only when told to. Wall time and monotonic time advance together.
+/// A clock that moves only when told to. Wall time and monotonic time advance together;
+/// the wall clock alone can be stepped back (as `settimeofday` does). Its coarse clock
+/// ticks every `tick` (by default it is the fine clock itself).
 #[derive(Debug, Default)]
 pub struct ManualClock {
     wall_nanos: AtomicU64,
     mono_nanos: AtomicU64,
+    /// The coarse clock's resolution in nanoseconds; 0: no coarse clock of its own.
+    tick_nanos: u64,
 }
 
 impl ManualClock {
     /// Starts at `start` wall time and zero monotonic time.
     #[must_use]
     pub fn new(start: Timestamp) -> Self {
+        Self::with_tick(start, Duration::ZERO)
+    }
+
+    /// As [`ManualClock::new`], with a coarse clock that shows the wall time rounded down
+    /// to a multiple of `tick`, the way a kernel's coarse clock lags its fine one.
+    #[must_use]
+    pub fn with_tick(start: Timestamp, tick: Duration) -> Self {
         Self {
             wall_nanos: AtomicU64::new(start.as_nanos()),
             mono_nanos: AtomicU64::new(0),
+            tick_nanos: u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX),
         }
     }
 
@@ -154,11 +166,29 @@ impl ManualClock {
         self.wall_nanos.fetch_add(nanos, Ordering::SeqCst);
         self.mono_nanos.fetch_add(nanos, Ordering::SeqCst);
     }
+
+    /// Steps the wall clock back (not below 1970); monotonic time stays where it is.
+    pub fn step_back(&self, by: Duration) {
+        let nanos = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        let _ = self
+            .wall_nanos
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |wall| {
+                Some(wall.saturating_sub(nanos))
+            });
+    }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
         Timestamp::from_nanos(self.wall_nanos.load(Ordering::SeqCst))
+    }
+
+    fn coarse_now(&self) -> Timestamp {
+        let wall = self.wall_nanos.load(Ordering::SeqCst);
+        match self.tick_nanos {
+            0 => Timestamp::from_nanos(wall),
+            tick => Timestamp::from_nanos(wall - wall % tick),
+        }
     }
 
     fn monotonic(&self) -> Duration {
@@ -201,6 +231,34 @@ mod tests {
             }
         );
         assert_eq!(c.monotonic(), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn manual_clock_ticks_coarsely_and_steps_back() {
+        let c = ManualClock::with_tick(
+            Timestamp {
+                seconds: 10,
+                nanos: 0,
+            },
+            Duration::from_millis(4),
+        );
+        c.advance(Duration::from_micros(4_100));
+        assert_eq!(c.now().as_nanos(), 10_004_100_000);
+        assert_eq!(
+            c.coarse_now().as_nanos(),
+            10_004_000_000,
+            "one tick, rounded down"
+        );
+        c.step_back(Duration::from_secs(1));
+        assert_eq!(c.now().as_nanos(), 9_004_100_000);
+        assert_eq!(c.coarse_now().as_nanos(), 9_004_000_000);
+        assert_eq!(
+            c.monotonic(),
+            Duration::from_micros(4_100),
+            "monotonic never steps"
+        );
+        c.step_back(Duration::from_secs(1_000));
+        assert_eq!(c.now().as_nanos(), 0, "not before 1970");
     }
 
     #[test]

@@ -4,5 +4,6 @@
 mod behaviour;
 mod fixture;
 mod model;
+mod multigrain;
 mod ranges;
 mod threads;

@@ -11,7 +11,8 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use client::ServerAddrs;
@@ -50,6 +51,10 @@ pub struct ServeProcess {
     url: String,
     /// NFS and MOUNT addresses and export path parsed from `url`.
     addrs: ServerAddrs,
+    /// Lines starting with `granary: ` printed after the URL (see `terminate_with_output`).
+    said: Arc<Mutex<Vec<String>>>,
+    /// The thread reading stdout; it ends when the process closes stdout.
+    reader: Option<JoinHandle<()>>,
 }
 
 impl ServeProcess {
@@ -77,13 +82,17 @@ impl ServeProcess {
             return Err("granary serve: stdout not captured".into());
         };
         let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || read_address(stdout, &tx));
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&said);
+        let reader = std::thread::spawn(move || read_address(stdout, &tx, &kept));
         match rx.recv_timeout(START_TIMEOUT) {
             Ok((addr, url, addrs)) => Ok(Self {
                 child,
                 addr,
                 url,
                 addrs,
+                said,
+                reader: Some(reader),
             }),
             Err(e) => {
                 kill(&mut child);
@@ -140,6 +149,21 @@ impl ServeProcess {
         }
         None
     }
+
+    /// As [`ServeProcess::terminate`] (killing it if it does not exit within `within`),
+    /// then returns the lines starting with `granary: ` it printed after its URL, such as
+    /// the counters a server reports when it stops.
+    #[must_use]
+    pub fn terminate_with_output(mut self, within: Duration) -> (Option<ExitStatus>, Vec<String>) {
+        let (reader, said) = (self.reader.take(), Arc::clone(&self.said));
+        // Dropping `self` kills the process if it is still running, which closes stdout.
+        let status = self.terminate(within);
+        if let Some(reader) = reader {
+            drop(reader.join());
+        }
+        let lines = said.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        (status, lines)
+    }
 }
 
 impl Drop for ServeProcess {
@@ -153,10 +177,15 @@ fn kill(child: &mut Child) {
     drop(child.wait());
 }
 
-/// Reads stdout until the first export URL, sends the address, then drains the rest.
+/// Lines kept for `terminate_with_output`: a server prints a handful when it stops.
+const KEPT_LINES: usize = 64;
+
+/// Reads stdout until the first export URL, sends the address, then drains the rest,
+/// keeping the first `KEPT_LINES` lines that start with `granary: `.
 fn read_address(
     stdout: std::process::ChildStdout,
     tx: &mpsc::Sender<(SocketAddr, String, ServerAddrs)>,
+    said: &Mutex<Vec<String>>,
 ) {
     let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
     let mut addr = None;
@@ -169,7 +198,12 @@ fn read_address(
             break;
         }
     }
-    lines.for_each(drop);
+    for line in lines {
+        let mut said = said.lock().unwrap_or_else(PoisonError::into_inner);
+        if line.starts_with("granary: ") && said.len() < KEPT_LINES {
+            said.push(line);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +223,20 @@ mod tests {
         assert!(p.url().starts_with("nfs://127.0.0.1/?"), "{}", p.url());
         // SIGTERM ends the `sleep` the shell became.
         assert!(p.terminate(Duration::from_secs(10)).is_some());
+    }
+
+    #[test]
+    fn keeps_what_the_server_says_on_the_way_out() {
+        let mut cmd = Command::new("sh");
+        let script = "echo 'granary: serving NFSv3 + MOUNT v3 on 127.0.0.1:4049 (2 workers)'; \
+                      echo '    nfs://127.0.0.1/?version=3&nfsport=4049&mountport=4049'; \
+                      trap 'echo \"granary: counted 7\"; echo other; exit 0' TERM; \
+                      while :; do sleep 0.05; done";
+        cmd.args(["-c", script]);
+        let p = ServeProcess::spawn(cmd).unwrap();
+        let (status, said) = p.terminate_with_output(Duration::from_secs(10));
+        assert!(status.is_some());
+        assert_eq!(said, ["granary: counted 7"]);
     }
 
     #[test]

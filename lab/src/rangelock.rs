@@ -8,7 +8,13 @@
 //!   out of a shared buffer: the lock's cost and scaling with nothing else in the way;
 //! - `write4k/lock`: disjoint writers: write lock of its own range, copy into its own page;
 //! - `read4k/mem` and `write4k/mem`: the same through the mem backend's READ and WRITE on one
-//!   file (range lock, chunk map, data copy, ctime stamp), each thread in its own 64 KiB chunk.
+//!   file (range lock, chunk map, data copy, ctime stamp), each thread in its own 64 KiB chunk;
+//! - `nfs READ` and `nfs WRITE`: a real `granary serve --rangelock X` per locking design,
+//!   4 KiB calls on one file from one connection per server worker, 64 in flight on each.
+//!
+//! Thread counts above the machine's cores are labelled `oversubscribed`: there a lock
+//! holder can be preempted while the others wait, which is not the contention the seed
+//! measured on many cores.
 
 use std::hint::black_box;
 
@@ -17,6 +23,7 @@ use gtime::SystemClock;
 use sync::RangeLock;
 use vfs::{Backend, CreateMode, FileId, Name, Owner, SetAttr, Stability};
 
+use super::e2e::{self, Load, Op};
 use super::measure::{interleaved, rate};
 use super::report::{Report, Variant};
 use super::Settings;
@@ -50,9 +57,18 @@ fn variant(group: &str, mode: RangeLockMode, samples: Vec<f64>) -> Variant {
     }
 }
 
+/// `T=n`, marked when the threads outnumber the cores.
+fn threads_label(threads: usize) -> String {
+    if threads > crate::cores() {
+        format!("T={threads} oversubscribed")
+    } else {
+        format!("T={threads}")
+    }
+}
+
 fn lock_group(threads: usize, write: bool, settings: &Settings, out: &mut Vec<Variant>) {
     let kind = if write { "write4k" } else { "read4k" };
-    let group = format!("{kind}/lock T={threads}");
+    let group = format!("{kind}/lock {}", threads_label(threads));
     let shared: Vec<u8> = vec![7; THREADS[THREADS.len() - 1] * PAGE];
     let locks: Vec<RangeLock> = RangeLockMode::ALL.into_iter().map(RangeLock::new).collect();
     let measured = interleaved(locks.len(), settings.samples, |d| {
@@ -103,7 +119,7 @@ fn filled_fs(mode: RangeLockMode) -> (MemFs, FileId) {
 
 fn mem_group(threads: usize, write: bool, settings: &Settings, out: &mut Vec<Variant>) {
     let kind = if write { "write4k" } else { "read4k" };
-    let group = format!("{kind}/mem T={threads}");
+    let group = format!("{kind}/mem {}", threads_label(threads));
     let setups: Vec<(MemFs, FileId)> = RangeLockMode::ALL.into_iter().map(filled_fs).collect();
     let measured = interleaved(setups.len(), settings.samples, |d| {
         let (fs, file) = (&setups[d].0, setups[d].1);
@@ -142,21 +158,48 @@ fn costs_over_no_lock(variants: &[Variant]) -> Vec<String> {
     let mut notes = Vec::new();
     for kind in ["read4k/lock", "write4k/lock", "read4k/mem", "write4k/mem"] {
         for threads in [1, most] {
-            let none = median(format!("{kind} T={threads} none"));
+            let t = threads_label(threads);
+            let none = median(format!("{kind} {t} none"));
             let parts: Vec<String> = locks
                 .into_iter()
                 .filter_map(|mode| {
-                    let this = median(format!("{kind} T={threads} {}", mode.name()))?;
+                    let this = median(format!("{kind} {t} {}", mode.name()))?;
                     Some(format!("{} {:.3}", mode.name(), this / none?))
                 })
                 .collect();
             notes.push(format!(
-                "rate over no lock, {kind} T={threads}: {}",
+                "rate over no lock, {kind} {t}: {}",
                 parts.join(", ")
             ));
         }
     }
     notes
+}
+
+/// Calls in flight on each connection of the `nfs` groups.
+const NFS_DEPTH: usize = 64;
+
+/// One server per locking design (the mutex first: the baseline), the same load on each.
+fn nfs_group(op: Op, settings: &Settings, out: &mut Vec<Variant>) -> Result<(), String> {
+    let name = if op == Op::Read { "READ" } else { "WRITE" };
+    let conns = crate::cores();
+    let group = format!("nfs {name} 4KiB c{conns} d{NFS_DEPTH}");
+    let modes = [
+        RangeLockMode::Mutex,
+        RangeLockMode::LockFree,
+        RangeLockMode::Cheat,
+    ];
+    let flags: Vec<[&str; 2]> = modes.iter().map(|m| ["--rangelock", m.name()]).collect();
+    let args: Vec<&[&str]> = flags.iter().map(|f| &f[..]).collect();
+    let load = Load {
+        op,
+        conns,
+        in_flight: NFS_DEPTH,
+    };
+    for (mode, run) in modes.into_iter().zip(e2e::runs(&args, load, settings)?) {
+        out.push(variant(&group, mode, run.samples));
+    }
+    Ok(())
 }
 
 pub fn run(settings: &Settings) -> Result<Report, String> {
@@ -171,6 +214,8 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
             mem_group(threads, write, settings, &mut variants);
         }
     }
+    nfs_group(Op::Read, settings, &mut variants)?;
+    nfs_group(Op::Write, settings, &mut variants)?;
     let mut notes = costs_over_no_lock(&variants);
     notes.push(
         "after/before is each variant's median over the mutex FIFO's median in its group; \
@@ -178,8 +223,9 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
             .to_string(),
     );
     notes.push(format!(
-        "this machine has {} cores: T above that measures oversubscription, where a \
-         mutex holder can be preempted while others wait",
+        "this machine has {} cores: groups marked oversubscribed have more threads than \
+         cores and measure preempted lock holders, not many-core contention; `nfs` groups \
+         use one connection per server worker, and the client shares the cores",
         crate::cores()
     ));
     Ok(Report {

@@ -94,6 +94,12 @@ fn quick_multigrain_json_has_every_design() {
         res.ends_with("(clock_getres(CLOCK_REALTIME_COARSE))"),
         "{res}"
     );
+    // The server counted its fine-clock reads and floor CASes, divided by the WRITEs sent.
+    let notes = json["notes"].as_array().expect("notes");
+    let counted = notes.iter().filter_map(Value::as_str).find(|n| {
+        n.starts_with("nfs WRITE 4KiB, server in multigrain mode: ") && n.contains("per change")
+    });
+    assert!(counted.is_some(), "no per-WRITE counts in {notes:?}");
 }
 
 #[test]
@@ -101,9 +107,21 @@ fn quick_rangelock_json_has_every_lock_and_thread_count() {
     let out = granary(&["lab", "rangelock", "--quick", "--json", "--samples", "1"]);
     let json: Value = serde_json::from_str(&out).expect("one JSON object");
     let variants = check_shape(&json, "rangelock");
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
     for threads in [1, 2, 4, 8] {
+        let marked = if threads > cores {
+            " oversubscribed"
+        } else {
+            ""
+        };
         for lock in ["none", "mutex", "lockfree", "cheat"] {
-            let name = format!("read4k/lock T={threads} {lock}");
+            let name = format!("read4k/lock T={threads}{marked} {lock}");
+            assert!(variants.contains_key(&name), "{name} missing");
+        }
+    }
+    for op in ["READ", "WRITE"] {
+        for lock in ["mutex", "lockfree", "cheat"] {
+            let name = format!("nfs {op} 4KiB c{cores} d64 {lock}");
             assert!(variants.contains_key(&name), "{name} missing");
         }
     }

@@ -225,12 +225,65 @@ pub struct MultigrainStats {
     pub floor_max: u64,
 }
 
-#[derive(Debug, Default)]
+/// The fine-path counters, sharded per thread so that counting adds no contended atomic
+/// to the path it counts (the lab compares that path with designs that count nothing).
+/// A thread owns one shard and bumps it with a plain load and store: exact as long as no
+/// two running threads share a shard (up to [`SHARDS`] threads), a slight undercount
+/// beyond that. Counting is for the lab and tests, never for decisions.
+#[derive(Debug)]
 struct Counters {
+    shards: Box<[Shard]>,
+}
+
+/// Shards of [`Counters`]: more than the server's workers and the lab's threads.
+const SHARDS: usize = if cfg!(loom) { 1 } else { 64 };
+
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Shard {
     fine_stamps: AtomicU64,
     floor_swaps: AtomicU64,
     floor_adopted: AtomicU64,
     floor_max: AtomicU64,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+        }
+    }
+}
+
+/// Adds one to a counter only this thread's shard writes.
+fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+impl Counters {
+    #[cfg(not(loom))]
+    fn mine(&self) -> &Shard {
+        use std::sync::atomic::AtomicUsize;
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        std::thread_local! {
+            static SHARD: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
+        }
+        &self.shards[SHARD.try_with(|s| *s).unwrap_or(0)]
+    }
+
+    // Under loom every thread would get shard 0 (loom runs each model many times); the
+    // models do not look at counters.
+    #[cfg(loom)]
+    fn mine(&self) -> &Shard {
+        &self.shards[0]
+    }
+
+    fn total(&self, field: impl Fn(&Shard) -> &AtomicU64) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| field(s).load(Ordering::Relaxed))
+            .sum()
+    }
 }
 
 /// Keeps the floor on its own cache line: every change reads it, fine stamps write it.
@@ -329,10 +382,10 @@ impl MultigrainClock {
     pub fn stats(&self) -> MultigrainStats {
         let c = &self.counters;
         MultigrainStats {
-            fine_stamps: c.fine_stamps.load(Ordering::Relaxed),
-            floor_swaps: c.floor_swaps.load(Ordering::Relaxed),
-            floor_adopted: c.floor_adopted.load(Ordering::Relaxed),
-            floor_max: c.floor_max.load(Ordering::Relaxed),
+            fine_stamps: c.total(|s| &s.fine_stamps),
+            floor_swaps: c.total(|s| &s.floor_swaps),
+            floor_adopted: c.total(|s| &s.floor_adopted),
+            floor_max: c.total(|s| &s.floor_max),
         }
     }
 
@@ -386,7 +439,8 @@ impl MultigrainClock {
 
     /// A fine-grained stamp later than `base`, published as the floor (see module docs).
     fn fine_after(&self, base: u64, floor: u64) -> u64 {
-        self.counters.fine_stamps.fetch_add(1, Ordering::Relaxed);
+        let counters = self.counters.mine();
+        bump(&counters.fine_stamps);
         let fine = self.fine_nanos().max(base.saturating_add(1)).min(NANOS);
         match self
             .floor
@@ -394,15 +448,15 @@ impl MultigrainClock {
             .compare_exchange(floor, fine, Ordering::AcqRel, Ordering::Acquire)
         {
             Ok(_) => {
-                self.counters.floor_swaps.fetch_add(1, Ordering::Relaxed);
+                bump(&counters.floor_swaps);
                 fine
             }
             Err(winner) if winner > base => {
-                self.counters.floor_adopted.fetch_add(1, Ordering::Relaxed);
+                bump(&counters.floor_adopted);
                 winner
             }
             Err(_) => {
-                self.counters.floor_max.fetch_add(1, Ordering::Relaxed);
+                bump(&counters.floor_max);
                 self.floor.0.fetch_max(fine, Ordering::AcqRel).max(fine)
             }
         }

@@ -184,6 +184,9 @@ fn stat_group(threads: usize, settings: &Settings, out: &mut Vec<Variant>) -> Ve
                 let file = files[t];
                 let mut tally = Tally { n: 0, total };
                 move || {
+                    // The whole tally moves into the closure (not a copy of its count), so
+                    // its drop at the end of the loop adds the count.
+                    let tally = &mut tally;
                     black_box(fs.write(file, 0, b"x", Stability::Unstable).is_ok());
                     tally.n += 1;
                     if tally.n.is_multiple_of(every) {

@@ -25,7 +25,7 @@ pub struct ServerConfig {
     pub timers: runtime::timers::TimerMode,
     /// How file changes are stamped (seed 000): coarse, fine or multigrain (default).
     pub timestamps: backend_mem::TimestampMode,
-    /// Range lock of each file (seed 003): mutex, lockfree (default) or cheat.
+    /// Range lock of each file (seed 003): mutex, lockfree or cheat (default).
     pub rangelock: backend_mem::RangeLockMode,
     /// Where EROFS decompression runs (seed 001): percore (default), pool or inline.
     pub decode: runtime::decode::DecodeMode,
@@ -321,7 +321,7 @@ pub fn parse_timestamps(s: &str) -> Result<backend_mem::TimestampMode, String> {
 pub fn parse_rangelock(s: &str) -> Result<backend_mem::RangeLockMode, String> {
     match s.parse() {
         Ok(backend_mem::RangeLockMode::None) | Err(_) => Err(format!(
-            "unknown range-lock mode {s:?}; use \"mutex\", \"lockfree\" (the default) or \"cheat\""
+            "unknown range-lock mode {s:?}; use \"mutex\", \"lockfree\" or \"cheat\" (the default)"
         )),
         Ok(mode) => Ok(mode),
     }
@@ -498,7 +498,7 @@ capacity_bytes = 4096
     fn seed_switches_parse_and_default() {
         let c = parse("[[export]]\npath = \"/\"\n", "t.toml").unwrap();
         assert_eq!(c.timestamps, backend_mem::TimestampMode::Multigrain);
-        assert_eq!(c.rangelock, backend_mem::RangeLockMode::LockFree);
+        assert_eq!(c.rangelock, backend_mem::RangeLockMode::Cheat);
         let text = "timestamps = \"coarse\"\nrangelock = \"mutex\"\n[[export]]\npath = \"/\"\n";
         let c = parse(text, "t.toml").unwrap();
         assert_eq!(c.timestamps, backend_mem::TimestampMode::Coarse);

@@ -108,8 +108,9 @@ struct ServeArgs {
     #[arg(long, value_name = "MODE")]
     timestamps: Option<String>,
 
-    /// Byte-range lock of each file (seed 003): lockfree (default), cheat (lock-free after
-    /// a first conflict) or mutex (the old per-file FIFO).
+    /// Byte-range lock of each file (seed 003): cheat (default: one reader/writer word
+    /// until a first conflict, then the lock-free list), lockfree or mutex (the old
+    /// per-file FIFO).
     #[arg(long, value_name = "MODE")]
     rangelock: Option<String>,
 

@@ -100,6 +100,18 @@ fn quick_multigrain_json_has_every_design() {
         n.starts_with("nfs WRITE 4KiB, server in multigrain mode: ") && n.contains("per change")
     });
     assert!(counted.is_some(), "no per-WRITE counts in {notes:?}");
+    let stat_notes: Vec<&str> = notes
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|n| n.starts_with("write+stat"))
+        .collect();
+    assert_eq!(stat_notes.len(), 2, "{notes:?}");
+    for note in stat_notes {
+        assert!(
+            !note.ends_with("over 0 changes"),
+            "changes not counted: {note}"
+        );
+    }
 }
 
 #[test]

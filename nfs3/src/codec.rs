@@ -5,8 +5,21 @@ use xdr::{Decode, DecodeError, Decoder, Encode, Encoder};
 
 /// Declares `pub struct $name(pub Bytes)`: variable-length opaque data (or a string) of at
 /// most `$max` bytes, checked when decoding.
+///
+/// Decoding copies the bytes out of the request buffer: names and paths end up stored
+/// (directory entries, symlink targets, the mount list), and a slice would keep the whole
+/// request record alive with them (a 1 MiB padded CREATE pinning 1 MiB per name). Only
+/// types marked `borrowed` (file handles, never stored) stay slices of the request.
 macro_rules! bounded_opaque {
     ($(#[$meta:meta])* $name:ident, $what:literal, $max:expr) => {
+        $crate::codec::bounded_opaque!(@define $(#[$meta])* $name, $what, $max, |b: ::bytes::Bytes| {
+            ::bytes::Bytes::copy_from_slice(&b)
+        });
+    };
+    ($(#[$meta:meta])* $name:ident, $what:literal, $max:expr, borrowed) => {
+        $crate::codec::bounded_opaque!(@define $(#[$meta])* $name, $what, $max, |b: ::bytes::Bytes| b);
+    };
+    (@define $(#[$meta:meta])* $name:ident, $what:literal, $max:expr, $keep:expr) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
         pub struct $name(pub ::bytes::Bytes);
@@ -34,7 +47,8 @@ macro_rules! bounded_opaque {
 
         impl ::xdr::Decode for $name {
             fn decode(d: &mut ::xdr::Decoder) -> Result<Self, ::xdr::DecodeError> {
-                Ok(Self(d.opaque($what, $max)?))
+                let keep = $keep;
+                Ok(Self(keep(d.opaque($what, $max)?)))
             }
         }
     };

@@ -162,7 +162,7 @@ xdr_enum! {
 bounded_opaque! {
     /// `nfs_fh3`: a file handle of at most [`FHSIZE3`] bytes. Zero bytes decode; the server
     /// rejects them as `NFS3ERR_BADHANDLE`.
-    NfsFh3, "nfs_fh3", FHSIZE3
+    NfsFh3, "nfs_fh3", FHSIZE3, borrowed
 }
 
 bounded_opaque! {

@@ -29,11 +29,20 @@ pub const READDIR_BATCH: usize = 256;
 
 /// Mount-list (MOUNT DUMP) entries kept; the oldest are forgotten past this. The list is
 /// informational only (RFC 1813 says so), so forgetting costs nothing but a stale DUMP.
-pub const MAX_MOUNT_ENTRIES: usize = 4096;
+pub const MAX_MOUNT_ENTRIES: usize = 1024;
+
+/// Mount-list entries kept per client address (distinct canonical directories); past it
+/// the client's oldest is forgotten. Every spelling of one directory (`/`, `//`, `/./`)
+/// is one entry.
+pub const MAX_MOUNTS_PER_CLIENT: usize = 16;
+
+/// Largest MOUNT DUMP or EXPORT reply body: the list is cut (at an entry boundary) to fit.
+pub const MAX_MOUNT_LIST_REPLY_BYTES: usize = 64 << 10;
 
 /// Seconds for which FSSTAT figures stay valid (`invarsec`): 0, they change any time.
 pub const FSSTAT_INVARSEC: u32 = 0;
 
 const _: () = assert!(MAX_IO_BYTES <= nfs3::limits::MAX_DATA);
+const _: () = assert!(MAX_MOUNTS_PER_CLIENT <= MAX_MOUNT_ENTRIES);
 const _: () = assert!(PREF_READDIR_BYTES <= MAX_READDIR_BYTES);
 const _: () = assert!(PREF_IO_BYTES <= MAX_IO_BYTES && IO_MULTIPLE_BYTES <= PREF_IO_BYTES);

@@ -8,6 +8,7 @@ use rpc::msg::{AUTH_NONE, AUTH_SYS};
 use rpc::{procedure, CacheClass, CallContext, Procedure};
 use vfs::FsError;
 
+use crate::limits::MAX_MOUNT_LIST_REPLY_BYTES;
 use crate::state::{sent_cred, MountEntry, NfsState};
 
 use CacheClass::{Idempotent, NonIdempotent};
@@ -19,10 +20,10 @@ pub const VERSION: u32 = MOUNT_V3;
 pub static PROCEDURES: [Procedure<NfsState>; 6] = [
     procedure!("null", null, 64, Idempotent),
     procedure!("mnt", mnt, 256, NonIdempotent),
-    procedure!("dump", dump, 64 << 10, Idempotent),
+    procedure!("dump", dump, MAX_MOUNT_LIST_REPLY_BYTES, Idempotent),
     procedure!("umnt", umnt, 64, NonIdempotent),
     procedure!("umntall", umntall, 64, NonIdempotent),
-    procedure!("export", export, 64 << 10, Idempotent),
+    procedure!("export", export, MAX_MOUNT_LIST_REPLY_BYTES, Idempotent),
 ];
 
 fn null(_: &NfsState, _: &CallContext, _: Void) -> Void {
@@ -50,11 +51,11 @@ fn host_of(ctx: &CallContext) -> String {
 fn mnt(s: &NfsState, ctx: &CallContext, path: DirPath) -> MntRes {
     let shown = String::from_utf8_lossy(path.as_bytes()).into_owned();
     match resolve_mount(s, ctx, path.as_bytes()) {
-        Ok(fhandle) => {
+        Ok((fhandle, canonical)) => {
             tracing::info!(peer = %ctx.peer, path = %shown, "mounted");
             s.add_mount(MountEntry {
                 host: host_of(ctx),
-                path: shown,
+                path: canonical,
             });
             MntRes::Ok {
                 fhandle,
@@ -68,9 +69,35 @@ fn mnt(s: &NfsState, ctx: &CallContext, path: DirPath) -> MntRes {
     }
 }
 
+/// The one spelling of a mount path the mount list keeps: `/` plus its components, with
+/// empty and `.` components gone (`//x/./y/` is `/x/y`).
+fn canonical_path(path: &[u8]) -> String {
+    let parts: Vec<String> = path
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    format!("/{}", parts.join("/"))
+}
+
+/// Whether a caller may see the mount list and export list: only clients that some
+/// export allows (Linux nfsd answers anyone, revealing client addresses and paths).
+fn may_list(s: &NfsState, ctx: &CallContext) -> bool {
+    s.exports.iter().any(|e| e.options.allows(ctx.peer.ip()))
+}
+
+/// Bytes an XDR string of `len` bytes takes, length word included.
+fn xdr_string_bytes(len: usize) -> usize {
+    4 + len.div_ceil(4) * 4
+}
+
 /// The handle of a mount path: an export path, or a directory below one reached by
 /// ordinary lookups as the caller (so permissions apply and `..` never climbs out).
-fn resolve_mount(s: &NfsState, ctx: &CallContext, path: &[u8]) -> Result<NfsFh3, FsError> {
+fn resolve_mount(
+    s: &NfsState,
+    ctx: &CallContext,
+    path: &[u8],
+) -> Result<(NfsFh3, String), FsError> {
     let (export, below) = s.exports.by_mount_path(path)?;
     if !export.options.allows(ctx.peer.ip()) {
         return Err(FsError::Access);
@@ -84,24 +111,32 @@ fn resolve_mount(s: &NfsState, ctx: &CallContext, path: &[u8]) -> Result<NfsFh3,
     if !attr.is_dir() {
         return Err(FsError::NotDir);
     }
-    Ok(s.handle(export, &attr))
+    Ok((s.handle(export, &attr), canonical_path(path)))
 }
 
-fn dump(s: &NfsState, _: &CallContext, _: Void) -> MountList {
-    MountList(
-        s.mounts()
-            .into_iter()
-            .map(|m| MountBody {
-                ml_hostname: MntName(Bytes::from(m.host)),
-                ml_directory: DirPath(Bytes::from(m.path)),
-            })
-            .collect(),
-    )
+fn dump(s: &NfsState, ctx: &CallContext, _: Void) -> MountList {
+    if !may_list(s, ctx) {
+        return MountList(Vec::new());
+    }
+    let mut room = MAX_MOUNT_LIST_REPLY_BYTES - 8;
+    let entries = s
+        .mounts()
+        .into_iter()
+        .take_while(|m| {
+            let size = 4 + xdr_string_bytes(m.host.len()) + xdr_string_bytes(m.path.len());
+            room = room.saturating_sub(size);
+            room > 0
+        })
+        .map(|m| MountBody {
+            ml_hostname: MntName(Bytes::from(m.host)),
+            ml_directory: DirPath(Bytes::from(m.path)),
+        })
+        .collect();
+    MountList(entries)
 }
 
 fn umnt(s: &NfsState, ctx: &CallContext, path: DirPath) -> Void {
-    let path = String::from_utf8_lossy(path.as_bytes()).into_owned();
-    s.remove_mounts(&host_of(ctx), Some(&path));
+    s.remove_mounts(&host_of(ctx), Some(&canonical_path(path.as_bytes())));
     Void
 }
 
@@ -110,19 +145,29 @@ fn umntall(s: &NfsState, ctx: &CallContext, _: Void) -> Void {
     Void
 }
 
-fn export(s: &NfsState, _: &CallContext, _: Void) -> Exports {
-    Exports(
-        s.exports
+fn export(s: &NfsState, ctx: &CallContext, _: Void) -> Exports {
+    if !may_list(s, ctx) {
+        return Exports(Vec::new());
+    }
+    let mut room = MAX_MOUNT_LIST_REPLY_BYTES - 8;
+    let nodes = s.exports.iter().map(|e| ExportNode {
+        ex_dir: DirPath(Bytes::from(e.path.clone())),
+        ex_groups: e
+            .options
+            .clients
             .iter()
-            .map(|e| ExportNode {
-                ex_dir: DirPath(Bytes::from(e.path.clone())),
-                ex_groups: e
-                    .options
-                    .clients
-                    .iter()
-                    .map(|c| MntName(Bytes::from(c.to_string())))
-                    .collect(),
-            })
+            .map(|c| MntName(Bytes::from(c.to_string())))
             .collect(),
-    )
+    });
+    let fits = |n: &ExportNode| {
+        let groups: usize = n
+            .ex_groups
+            .iter()
+            .map(|g| 4 + xdr_string_bytes(g.0.len()))
+            .sum();
+        let size = 8 + xdr_string_bytes(n.ex_dir.0.len()) + groups;
+        room = room.saturating_sub(size);
+        room > 0
+    };
+    Exports(nodes.take_while(fits).collect())
 }

@@ -565,7 +565,13 @@ fn commit(s: &NfsState, ctx: &CallContext, a: CommitArgs) -> CommitRes {
         Err(st) => return Res3::Fail(st, CommitFail::default()),
     };
     let before = pre_op(t.export, t.id);
-    match t.export.commit(t.id, a.offset, a.count) {
+    // A range past 2^64 - 1 is invalid (Linux nfsd: NFS3ERR_INVAL), not "commit to EOF".
+    let commit = if a.offset.checked_add(u64::from(a.count)).is_none() {
+        Err(vfs::FsError::Inval)
+    } else {
+        t.export.commit(t.id, a.offset, a.count)
+    };
+    match commit {
         Ok(()) => Res3::Ok(CommitOk {
             file_wcc: wcc(t.export, t.id, before),
             verf: s.write_verifier,

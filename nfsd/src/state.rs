@@ -8,7 +8,7 @@ use rpc::{Auth, CallContext};
 use vfs::{Attr, Cred, Export, ExportTable, FileId, FsError};
 
 use crate::convert::status_of;
-use crate::limits::MAX_MOUNT_ENTRIES;
+use crate::limits::{MAX_MOUNTS_PER_CLIENT, MAX_MOUNT_ENTRIES};
 
 /// One server's exports, write verifier and mount list.
 pub struct NfsState {
@@ -52,7 +52,8 @@ impl NfsState {
     pub fn resolve(&self, ctx: &CallContext, fh: &NfsFh3) -> Result<Target<'_>, Nfsstat3> {
         let (export, id) = self.exports.resolve(fh.as_bytes()).map_err(|e| {
             match e {
-                FsError::BadHandle => tracing::warn!(
+                FsError::BadHandle => rpc::warn_limited!(
+                    rpc::ratelog::Kind::Handle,
                     peer = %ctx.peer, xid = ctx.xid, len = fh.0.len(),
                     "refusing a malformed or forged file handle"
                 ),
@@ -61,7 +62,7 @@ impl NfsState {
             status_of(e)
         })?;
         if !export.options.allows(ctx.peer.ip()) {
-            tracing::warn!(peer = %ctx.peer, export = %export.path, "client not allowed by the export's clients list");
+            rpc::warn_limited!(rpc::ratelog::Kind::Handle, peer = %ctx.peer, export = %export.path, "client not allowed by the export's clients list");
             return Err(Nfsstat3::Acces);
         }
         let cred = export.options.map_cred(sent_cred(&ctx.auth).as_ref());
@@ -76,7 +77,9 @@ impl NfsState {
         ))
     }
 
-    /// Records a successful MNT.
+    /// Records a successful MNT of `entry.path` (already canonical). A client keeps at
+    /// most [`MAX_MOUNTS_PER_CLIENT`] entries and the list [`MAX_MOUNT_ENTRIES`]; past
+    /// either, the oldest is forgotten.
     pub fn add_mount(&self, entry: MountEntry) {
         let mut mounts = self
             .mounts
@@ -84,6 +87,12 @@ impl NfsState {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if mounts.contains(&entry) {
             return;
+        }
+        let of_host = mounts.iter().filter(|m| m.host == entry.host).count();
+        if of_host >= MAX_MOUNTS_PER_CLIENT {
+            if let Some(i) = mounts.iter().position(|m| m.host == entry.host) {
+                mounts.remove(i);
+            }
         }
         if mounts.len() >= MAX_MOUNT_ENTRIES {
             mounts.pop_front();

@@ -2,24 +2,31 @@
 //!
 //! Requests on a connection are pipelined: the reader keeps reading while earlier
 //! requests run (each in its own task), replies are written in completion order (which may
-//! differ from arrival order), and at most `max_in_flight` requests of one connection are
-//! in progress; past that the reader stops reading, so TCP pushes back on the client.
-//! On shutdown the reader stops, in-flight requests finish, their replies are flushed,
-//! and the connection closes.
+//! differ from arrival order). Two limits push back on a client by not reading its socket
+//! (so TCP flow control stops it): at most `max_in_flight` requests in progress, and at
+//! most `budget_bytes` of request records and queued replies (see [`crate::budget`]).
+//!
+//! Ending: when the client closes, or on server shutdown, in-flight requests finish and
+//! their replies are flushed. When the connection's watchdog (the table's scan) finds it
+//! idle, stalled mid-record or not reading its replies, or it is reclaimed for another
+//! client, the socket is closed at once and every queued reply and budget byte is freed.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::budget::{ConnBudget, Reservation, ServerBudget};
 use crate::dispatch::Dispatcher;
 use crate::limits;
-use crate::record::{read_record, read_record_watched, Activity, RecordError, RecordTimeouts};
+use crate::record::{read_record_watched, Activity, ConnTimeouts, RecordError};
+use crate::table::{ConnState, Ticket};
 
 /// Per-connection limits, from CLI/config with defaults in [`crate::limits`].
 #[derive(Debug, Clone, Copy)]
@@ -28,6 +35,8 @@ pub struct ConnLimits {
     pub max_in_flight: usize,
     pub record_timeout: Duration,
     pub idle_timeout: Duration,
+    pub write_timeout: Duration,
+    pub budget_bytes: usize,
 }
 
 impl Default for ConnLimits {
@@ -37,174 +46,177 @@ impl Default for ConnLimits {
             max_in_flight: limits::DEFAULT_MAX_IN_FLIGHT,
             record_timeout: limits::DEFAULT_RECORD_TIMEOUT,
             idle_timeout: limits::DEFAULT_IDLE_TIMEOUT,
+            write_timeout: limits::DEFAULT_WRITE_TIMEOUT,
+            budget_bytes: limits::DEFAULT_CONN_BUDGET_BYTES,
         }
     }
 }
 
-/// Runs a connection's periodic check as a local timer of the connection's own worker.
-pub trait Watchdog: Send + Sync + 'static {
-    /// Calls `check` every `period`, on the calling worker, until it returns false.
-    fn watch(&self, period: Duration, check: Box<dyn FnMut() -> bool + Send>);
-    /// The clock the checks compare against.
-    fn clock(&self) -> Arc<dyn gtime::Clock>;
-}
+impl ConnLimits {
+    /// The time limits the table's scan enforces.
+    #[must_use]
+    pub fn timeouts(&self) -> ConnTimeouts {
+        ConnTimeouts {
+            idle: self.idle_timeout,
+            record: self.record_timeout,
+            write: self.write_timeout,
+        }
+    }
 
-/// How often a watchdog looks at a connection: often enough to be late by at most a
-/// quarter of the shorter limit, never more than once per 50 ms nor less than once a second.
-fn watch_period(limits: &ConnLimits) -> Duration {
-    (limits.idle_timeout.min(limits.record_timeout) / 4)
+    /// How often the scan should run: late by at most a quarter of the shortest limit,
+    /// never more than once per 50 ms nor less than once a second.
+    #[must_use]
+    pub fn scan_period(&self) -> Duration {
+        (self
+            .idle_timeout
+            .min(self.record_timeout)
+            .min(self.write_timeout)
+            / 4)
         .clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
 }
 
-/// Bytes the reader buffers from the socket: one syscall picks up many small requests.
-const READ_BUFFER_BYTES: usize = 64 << 10;
-/// Bytes the writer gathers before a socket write.
-const WRITE_BUFFER_BYTES: usize = 64 << 10;
+/// What one request holds until its reply is written or dropped.
+struct Held {
+    _slot: OwnedSemaphorePermit,
+    bytes: Reservation,
+    state: Arc<ConnState>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.state.activity.request_done();
+    }
+}
+
+type Reply = (Bytes, Held);
 
 /// Serves `stream` until the peer closes it, it breaks a limit, or `shutdown` turns true.
-/// With a `watchdog`, the idle and stall limits are enforced by its periodic local timer
-/// (one timer per connection, not two per request); without, by tokio's timers.
 pub async fn serve_connection(
     stream: TcpStream,
-    peer: SocketAddr,
+    ticket: Ticket,
     dispatcher: Arc<Dispatcher>,
     limits: ConnLimits,
-    mut shutdown: watch::Receiver<bool>,
-    watchdog: Option<Arc<dyn Watchdog>>,
+    server_budget: Arc<ServerBudget>,
+    shutdown: watch::Receiver<bool>,
 ) {
+    let state = Arc::clone(ticket.state());
+    let peer = state.peer;
     let _ = stream.set_nodelay(true);
     let (read_half, write_half) = stream.into_split();
-    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, read_half);
-    let (tx, rx) = mpsc::unbounded_channel::<(Bytes, OwnedSemaphorePermit)>();
-    let writer = tokio::spawn(write_replies(write_half, rx, peer));
+    let reader = BufReader::with_capacity(limits::READ_BUFFER_BYTES, read_half);
+    let (tx, rx) = mpsc::unbounded_channel::<Reply>();
+    let mut writer = tokio::spawn(write_replies(write_half, rx, Arc::clone(&state)));
     let slots = Arc::new(Semaphore::new(limits.max_in_flight));
-    let timeouts = RecordTimeouts {
-        idle: limits.idle_timeout,
-        record: limits.record_timeout,
+    let conn = Conn {
+        state: Arc::clone(&state),
+        dispatcher,
+        budget: ConnBudget::new(limits.budget_bytes, server_budget),
+        slots: Arc::clone(&slots),
+        tx,
+        limits,
     };
-    let guard = watchdog.map(|w| WatchGuard::start(&*w, &limits, timeouts));
-    loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            break;
-        };
-        let record = tokio::select! {
-            biased;
-            _ = shutdown.wait_for(|stop| *stop) => break,
-            Some(e) = overdue(guard.as_ref()) => Err(e),
-            r = read_one(&mut reader, limits.max_record_bytes, timeouts, guard.as_ref()) => r,
-        };
-        match record {
-            Ok(record) => spawn_request(record, peer, &dispatcher, &tx, permit),
-            Err(e) => {
+    let end = conn.read_loop(reader, shutdown).await;
+    drop(conn);
+    if let Some(e) = end {
+        // Killed: drop the socket and every queued reply now.
+        writer.abort();
+        log_end(peer, &e);
+    } else {
+        // Client closed or shutdown: let replies drain, unless the client stops reading.
+        tokio::select! {
+            _ = &mut writer => {}
+            e = state.killed() => {
+                writer.abort();
                 log_end(peer, &e);
-                break;
             }
         }
     }
-    drop(guard);
-    // Let in-flight requests finish, then close the reply channel so the writer drains.
-    let _ = slots
-        .acquire_many(u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX))
-        .await;
-    drop(tx);
-    let _ = writer.await;
+    // Requests still running finish quickly (handlers are synchronous); their replies
+    // find the writer gone and are dropped with what they held.
+    let all = u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX);
+    let _ = slots.acquire_many(all).await;
+    drop(ticket);
 }
 
-async fn read_one<R: tokio::io::AsyncRead + Unpin>(
-    r: &mut R,
-    max_bytes: u32,
-    timeouts: RecordTimeouts,
-    guard: Option<&WatchGuard>,
-) -> Result<Bytes, RecordError> {
-    match guard {
-        Some(g) => read_record_watched(r, max_bytes, &g.activity).await,
-        None => read_record(r, max_bytes, timeouts).await,
-    }
+struct Conn {
+    state: Arc<ConnState>,
+    dispatcher: Arc<Dispatcher>,
+    budget: Arc<ConnBudget>,
+    slots: Arc<Semaphore>,
+    tx: mpsc::UnboundedSender<Reply>,
+    limits: ConnLimits,
 }
 
-/// Resolves when the watchdog finds the connection idle or stalled; never without one.
-async fn overdue(guard: Option<&WatchGuard>) -> Option<RecordError> {
-    match guard {
-        Some(g) => {
-            g.kill.notified().await;
-            g.verdict
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take()
-        }
-        None => std::future::pending().await,
-    }
-}
-
-/// A connection's side of its watchdog: the activity the reader records, and the
-/// verdict the timer leaves. Dropping it stops the timer at its next tick.
-struct WatchGuard {
-    activity: Arc<Activity>,
-    kill: Arc<Notify>,
-    verdict: Arc<std::sync::Mutex<Option<RecordError>>>,
-    open: Arc<AtomicBool>,
-}
-
-impl WatchGuard {
-    fn start(w: &dyn Watchdog, limits: &ConnLimits, timeouts: RecordTimeouts) -> Self {
-        let guard = Self {
-            activity: Arc::new(Activity::new(w.clock())),
-            kill: Arc::new(Notify::new()),
-            verdict: Arc::new(std::sync::Mutex::new(None)),
-            open: Arc::new(AtomicBool::new(true)),
-        };
-        let (activity, kill, verdict, open) = (
-            Arc::clone(&guard.activity),
-            Arc::clone(&guard.kill),
-            Arc::clone(&guard.verdict),
-            Arc::clone(&guard.open),
-        );
-        w.watch(
-            watch_period(limits),
-            Box::new(move || {
-                if !open.load(Ordering::Acquire) {
-                    return false;
+impl Conn {
+    /// Reads and dispatches requests. Returns the error to close with, or `None` when the
+    /// client closed or the server shuts down (replies should drain).
+    async fn read_loop<R: tokio::io::AsyncRead + Unpin>(
+        &self,
+        mut reader: R,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Option<RecordError> {
+        loop {
+            let next = async {
+                let slot = Arc::clone(&self.slots).acquire_owned().await;
+                let mut bytes = self.budget.reservation();
+                let record = read_record_watched(
+                    &mut reader,
+                    self.limits.max_record_bytes,
+                    &self.state.activity,
+                    &mut bytes,
+                )
+                .await?;
+                bytes.grow(self.dispatcher.reply_bound(&record)).await;
+                Ok::<_, RecordError>((slot, record, bytes))
+            };
+            let read = tokio::select! {
+                biased;
+                e = self.state.killed() => return Some(e),
+                _ = shutdown.wait_for(|stop| *stop) => return None,
+                r = next => r,
+            };
+            match read {
+                Ok((Ok(slot), record, bytes)) => self.spawn_request(record, slot, bytes),
+                Ok((Err(_), _, _)) | Err(RecordError::Closed) => return None,
+                Err(e @ RecordError::Truncated { .. }) => {
+                    log_end(self.state.peer, &e);
+                    return None;
                 }
-                let Some(e) = activity.overdue(timeouts) else {
-                    return true;
-                };
-                *verdict
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
-                kill.notify_one();
-                false
-            }),
-        );
-        guard
-    }
-}
-
-impl Drop for WatchGuard {
-    fn drop(&mut self) {
-        self.open.store(false, Ordering::Release);
-    }
-}
-
-fn spawn_request(
-    record: Bytes,
-    peer: SocketAddr,
-    dispatcher: &Arc<Dispatcher>,
-    tx: &mpsc::UnboundedSender<(Bytes, OwnedSemaphorePermit)>,
-    permit: OwnedSemaphorePermit,
-) {
-    let dispatcher = Arc::clone(dispatcher);
-    let tx = tx.clone();
-    tokio::spawn(async move {
-        match dispatcher.handle(record, peer) {
-            Ok(reply) => {
-                let _ = tx.send((reply, permit));
+                Err(e) => return Some(e),
             }
-            Err(e @ crate::dispatch::Unanswerable::DuplicateInProgress(_)) => {
-                tracing::debug!(%peer, error = %e, "dropping retransmission");
-            }
-            Err(e) => tracing::warn!(%peer, error = %e, "dropping unanswerable record"),
         }
-    });
+    }
+
+    fn spawn_request(&self, record: Bytes, slot: OwnedSemaphorePermit, bytes: Reservation) {
+        self.state.activity.request_started();
+        let held = Held {
+            _slot: slot,
+            bytes,
+            state: Arc::clone(&self.state),
+        };
+        let dispatcher = Arc::clone(&self.dispatcher);
+        let tx = self.tx.clone();
+        let peer = self.state.peer;
+        tokio::spawn(async move {
+            let mut held = held;
+            match dispatcher.handle(record, peer) {
+                Ok(reply) => {
+                    // The record is gone; hold what the reply really takes until written.
+                    held.bytes.resize(reply.len()).await;
+                    held.state.activity.write_progress();
+                    let _ = tx.send((reply, held));
+                }
+                Err(e @ crate::dispatch::Unanswerable::DuplicateInProgress(_)) => {
+                    tracing::debug!(%peer, error = %e, "dropping retransmission");
+                }
+                Err(e) => crate::warn_limited!(
+                    crate::ratelog::Kind::Unanswerable,
+                    %peer, error = %e, "dropping unanswerable record"
+                ),
+            }
+        });
+    }
 }
 
 fn log_end(peer: SocketAddr, e: &RecordError) {
@@ -216,38 +228,83 @@ fn log_end(peer: SocketAddr, e: &RecordError) {
         {
             tracing::debug!(%peer, error = %e, "connection reset by client");
         }
-        RecordError::Idle(_) => tracing::info!(%peer, error = %e, "closing idle connection"),
-        _ => tracing::warn!(%peer, error = %e, "closing connection"),
+        RecordError::Idle(_) | RecordError::Reclaimed => {
+            tracing::info!(%peer, error = %e, "closing idle connection");
+        }
+        _ => crate::warn_limited!(
+            crate::ratelog::Kind::ConnectionClosed,
+            %peer, error = %e, "closing connection"
+        ),
     }
 }
 
-/// Writes replies as they complete, batching those that are ready into one write.
+/// A socket write half that tells the connection's activity whenever bytes leave, so a
+/// watchdog can tell a slow reader (progress) from one that reads nothing (a stall).
+struct Progress<W> {
+    inner: W,
+    state: Arc<ConnState>,
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Progress<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.state.activity.write_progress();
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Writes replies as they complete, batching those that are ready into one write. Each
+/// reply's budget and slot are given back once it is in the socket.
 async fn write_replies(
     write_half: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<(Bytes, OwnedSemaphorePermit)>,
-    peer: SocketAddr,
+    mut rx: mpsc::UnboundedReceiver<Reply>,
+    state: Arc<ConnState>,
 ) {
-    let mut w = BufWriter::with_capacity(WRITE_BUFFER_BYTES, write_half);
-    while let Some((reply, permit)) = rx.recv().await {
+    let peer = state.peer;
+    let activity: &Activity = &state.activity;
+    let progress = Progress {
+        inner: write_half,
+        state: Arc::clone(&state),
+    };
+    let mut w = BufWriter::with_capacity(limits::WRITE_BUFFER_BYTES, progress);
+    while let Some((reply, held)) = rx.recv().await {
+        activity.write_progress();
         if let Err(e) = w.write_all(&reply).await {
             tracing::debug!(%peer, error = %e, "reply write failed");
             return;
         }
-        drop(permit);
+        drop((reply, held));
         let mut batched = 1;
         while batched < limits::WRITE_BATCH {
-            let Ok((reply, permit)) = rx.try_recv() else {
+            let Ok((reply, held)) = rx.try_recv() else {
                 break;
             };
             if w.write_all(&reply).await.is_err() {
                 return;
             }
-            drop(permit);
+            drop((reply, held));
             batched += 1;
         }
         if let Err(e) = w.flush().await {
             tracing::debug!(%peer, error = %e, "reply flush failed");
             return;
+        }
+        if rx.is_empty() {
+            activity.write_idle();
         }
     }
     let _ = w.shutdown().await;

@@ -13,6 +13,7 @@ use gtime::Clock;
 use xdr::{Decode, DecodeError, Decoder, Encoder};
 
 use crate::drc::{CallKey, Lookup, ReplyCache};
+use crate::ratelog::Kind;
 
 use crate::msg::{
     encode_accepted, encode_denied, AcceptStat, Auth, Denial, OpaqueAuth, MSG_CALL, RPC_VERSION,
@@ -167,6 +168,9 @@ pub struct Dispatcher {
 /// Reply body budget when a procedure's own bound is unknown (errors only).
 const ERROR_REPLY_BYTES: usize = 64;
 
+/// Record mark and accepted-reply header in front of a reply body (with room to spare).
+const REPLY_HEADER_BYTES: usize = 64;
+
 impl Dispatcher {
     #[must_use]
     pub fn new() -> Self {
@@ -225,14 +229,18 @@ impl Dispatcher {
     ) -> Result<Bytes, Unanswerable> {
         let header = match decode_call_rest(d) {
             Ok(h) => h,
-            Err(e) => {
-                tracing::warn!(%peer, xid, error = %e, "GARBAGE_ARGS: malformed call header");
+            Err(HeaderError::Auth(stat)) => {
+                crate::warn_limited!(Kind::Auth, %peer, xid, ?stat, "AUTH_ERROR: credential or verifier over 400 bytes");
+                return Ok(seal(denied(xid, Denial::Auth(stat))));
+            }
+            Err(HeaderError::Garbage(e)) => {
+                crate::warn_limited!(Kind::Garbage, %peer, xid, error = %e, "GARBAGE_ARGS: malformed call header");
                 return Ok(seal(accepted_only(xid, AcceptStat::GarbageArgs)));
             }
         };
         let (rpcvers, program, version, procedure, cred) = header;
         if rpcvers != RPC_VERSION {
-            tracing::warn!(%peer, xid, rpcvers, "RPC_MISMATCH: unsupported RPC version");
+            crate::warn_limited!(Kind::Auth, %peer, xid, rpcvers, "RPC_MISMATCH: unsupported RPC version");
             let range = Denial::RpcMismatch {
                 low: RPC_VERSION,
                 high: RPC_VERSION,
@@ -242,7 +250,7 @@ impl Dispatcher {
         let auth = match Auth::from_cred(&cred) {
             Ok(a) => a,
             Err(stat) => {
-                tracing::warn!(%peer, xid, flavor = cred.flavor, ?stat, "AUTH_ERROR: credential refused");
+                crate::warn_limited!(Kind::Auth, %peer, xid, flavor = cred.flavor, ?stat, "AUTH_ERROR: credential refused");
                 return Ok(seal(denied(xid, Denial::Auth(stat))));
             }
         };
@@ -276,6 +284,25 @@ impl Dispatcher {
         }
     }
 
+    /// Bytes the reply to `record` may take at most, record mark included: the bound of
+    /// its procedure's table row, or an error reply's size. Read from the header's fixed
+    /// words only, so it costs nothing to ask before running the call.
+    #[must_use]
+    pub fn reply_bound(&self, record: &[u8]) -> usize {
+        let word = |i: usize| {
+            record
+                .get(i * 4..i * 4 + 4)
+                .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+        };
+        let body = match (word(3), word(4), word(5)) {
+            (Some(program), Some(version), Some(procedure)) => self
+                .find(program, version)
+                .map_or(0, |p| p.max_reply_bytes(procedure)),
+            _ => 0,
+        };
+        body.max(ERROR_REPLY_BYTES) + REPLY_HEADER_BYTES
+    }
+
     fn find(&self, program: u32, version: u32) -> Option<&dyn Program> {
         self.programs
             .iter()
@@ -301,19 +328,30 @@ impl Dispatcher {
 
 type CallRest = (u32, u32, u32, u32, OpaqueAuth);
 
-fn decode_call_rest(d: &mut Decoder) -> Result<CallRest, DecodeError> {
-    let rpcvers = d.u32()?;
-    let program = d.u32()?;
-    let version = d.u32()?;
-    let procedure = d.u32()?;
-    let cred = OpaqueAuth::decode(d)?;
-    let _verf = OpaqueAuth::decode(d)?;
+/// Why a call header could not be taken apart.
+enum HeaderError {
+    /// Truncated or malformed: GARBAGE_ARGS.
+    Garbage(DecodeError),
+    /// A credential (BADCRED) or verifier (BADVERF) over 400 bytes: RFC 5531 makes
+    /// that an authentication error, not garbage.
+    Auth(crate::msg::AuthStat),
+}
+
+fn decode_call_rest(d: &mut Decoder) -> Result<CallRest, HeaderError> {
+    let mut word = || d.u32().map_err(HeaderError::Garbage);
+    let (rpcvers, program, version, procedure) = (word()?, word()?, word()?, word()?);
+    let auth = |d: &mut Decoder, stat| match OpaqueAuth::decode(d) {
+        Err(DecodeError::TooLong { .. }) => Err(HeaderError::Auth(stat)),
+        r => r.map_err(HeaderError::Garbage),
+    };
+    let cred = auth(d, crate::msg::AuthStat::BadCred)?;
+    let _verf = auth(d, crate::msg::AuthStat::BadVerf)?;
     Ok((rpcvers, program, version, procedure, cred))
 }
 
 fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> BytesMut {
     let budget = prog.max_reply_bytes(ctx.procedure).max(ERROR_REPLY_BYTES);
-    let mut e = Encoder::from_buf(start_record(budget + 64));
+    let mut e = Encoder::from_buf(start_record(budget + REPLY_HEADER_BYTES));
     encode_accepted(&mut e, ctx.xid, AcceptStat::Success);
     let body_start = e.len();
     let stat = match prog.call(ctx, d, &mut e) {
@@ -324,7 +362,7 @@ fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> BytesMut {
         }
         Some(Err(ProcError::Garbage(err))) => {
             let name = prog.procedure_name(ctx.procedure).unwrap_or("?");
-            tracing::warn!(peer = %ctx.peer, xid = ctx.xid, procedure = name, error = %err, "GARBAGE_ARGS");
+            crate::warn_limited!(Kind::Garbage, peer = %ctx.peer, xid = ctx.xid, procedure = name, error = %err, "GARBAGE_ARGS");
             AcceptStat::GarbageArgs
         }
         Some(Err(ProcError::System(why))) => {

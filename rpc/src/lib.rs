@@ -5,15 +5,21 @@
 //! - [`dispatch`]: procedure tables and the dispatcher that answers RPC-level errors;
 //! - [`drc`]: the duplicate request cache for non-idempotent calls;
 //! - [`conn`]: one pipelined server connection;
+//! - [`budget`]: memory budgets in bytes per connection and per server;
+//! - [`table`]: every open connection: admission, reclaim, idle/stall scan;
+//! - [`ratelog`]: rate-limited warnings for what clients can trigger at will;
 //! - [`limits`]: every limit of this layer.
 #![forbid(unsafe_code)]
 
+pub mod budget;
 pub mod conn;
 pub mod dispatch;
 pub mod drc;
 pub mod limits;
 pub mod msg;
+pub mod ratelog;
 pub mod record;
+pub mod table;
 
 pub use dispatch::{CacheClass, CallContext, Dispatcher, ProcError, Procedure, Program, Service};
 pub use msg::{Auth, AuthSys};

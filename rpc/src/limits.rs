@@ -94,3 +94,7 @@ const _: () = assert!(
 );
 const _: () = assert!(DEFAULT_SERVER_BUDGET_BYTES >= 16 * DEFAULT_CONN_BUDGET_BYTES);
 const _: () = assert!(DEFAULT_RECLAIM_IDLE.as_secs() < DEFAULT_IDLE_TIMEOUT.as_secs());
+
+/// Warnings of one kind a client can trigger (see `ratelog`) logged per second; the rest
+/// are counted and summarized, so a flood of bad calls writes a few lines a second.
+pub const LOG_LINES_PER_SECOND: u64 = 10;

@@ -40,6 +40,12 @@ pub enum RecordError {
     /// The record started but did not complete in time.
     #[error("client stalled mid-record for {0:?}")]
     Stalled(Duration),
+    /// A reply write made no progress for this long: the client does not read.
+    #[error("client read nothing of its replies for {0:?}")]
+    WriteStalled(Duration),
+    /// The connection was idle and its slot was given to a new client at the limit.
+    #[error("idle connection reclaimed for a new client at the connection limit")]
+    Reclaimed,
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -51,6 +57,17 @@ pub struct RecordTimeouts {
     pub idle: Duration,
     /// Wait for the rest of a record once it started.
     pub record: Duration,
+}
+
+/// Time limits a connection's watchdog enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnTimeouts {
+    /// Nothing in progress and no new request for this long: closed.
+    pub idle: Duration,
+    /// A record started and did not complete in this long: closed.
+    pub record: Duration,
+    /// A reply write made no progress for this long: closed.
+    pub write: Duration,
 }
 
 /// Reads one whole record of at most `max_bytes`, with tokio's timers bounding the wait
@@ -70,39 +87,67 @@ pub async fn read_record<R: AsyncRead + Unpin>(
     if n == 0 {
         return Err(RecordError::Closed);
     }
-    tokio::time::timeout(timeouts.record, read_rest(r, first[0], max_bytes))
-        .await
-        .map_err(|_| RecordError::Stalled(timeouts.record))?
+    tokio::time::timeout(
+        timeouts.record,
+        read_rest(r, first[0], max_bytes, &mut Free),
+    )
+    .await
+    .map_err(|_| RecordError::Stalled(timeouts.record))?
+}
+
+/// Charged before a fragment's bytes are read (see `budget`): may wait for room.
+pub trait Charge {
+    /// Holds `bytes` more, waiting until they fit.
+    fn charge(&mut self, bytes: usize) -> impl std::future::Future<Output = ()>;
+}
+
+/// Charges nothing.
+pub struct Free;
+
+impl Charge for Free {
+    async fn charge(&mut self, _: usize) {}
+}
+
+impl Charge for crate::budget::Reservation {
+    async fn charge(&mut self, bytes: usize) {
+        self.grow(bytes).await;
+    }
 }
 
 /// Reads one whole record with no timers of its own: it marks in `activity` when a record
-/// starts and ends, and a watchdog (see `conn`) enforces the time limits.
+/// starts and ends, and a watchdog (see `conn`) enforces the time limits. Each fragment's
+/// length is charged to `charge` before its bytes are read.
 ///
 /// # Errors
-/// See [`RecordError`] (never `Idle` or `Stalled`: the watchdog reports those).
-pub async fn read_record_watched<R: AsyncRead + Unpin>(
+/// See [`RecordError`] (never a timeout: the watchdog reports those).
+pub async fn read_record_watched<R: AsyncRead + Unpin, C: Charge>(
     r: &mut R,
     max_bytes: u32,
     activity: &Activity,
+    charge: &mut C,
 ) -> Result<Bytes, RecordError> {
     let mut first = [0u8; 1];
     if r.read(&mut first).await? == 0 {
         return Err(RecordError::Closed);
     }
     activity.record_started();
-    let record = read_rest(r, first[0], max_bytes).await;
+    let record = read_rest(r, first[0], max_bytes, charge).await;
     activity.record_ended();
     record
 }
 
-/// When a connection last finished a record, and whether one is in progress, in
-/// monotonic nanoseconds of the server's clock: written by the reader, read by the
-/// connection's watchdog timer.
+/// What a connection is doing, in monotonic nanoseconds of the server's clock: written by
+/// its reader, writer and request tasks, read by the watchdog that enforces
+/// [`ConnTimeouts`].
 pub struct Activity {
     clock: std::sync::Arc<dyn gtime::Clock>,
     last_ns: std::sync::atomic::AtomicU64,
     /// Start of the record being read; 0 between records.
     record_start_ns: std::sync::atomic::AtomicU64,
+    /// Last progress of a reply write under way; 0 when nothing waits to be written.
+    write_since_ns: std::sync::atomic::AtomicU64,
+    /// Requests read and not yet answered (run, queued or being written).
+    in_flight: std::sync::atomic::AtomicUsize,
 }
 
 impl Activity {
@@ -113,37 +158,89 @@ impl Activity {
             clock,
             last_ns: std::sync::atomic::AtomicU64::new(now),
             record_start_ns: std::sync::atomic::AtomicU64::new(0),
+            write_since_ns: std::sync::atomic::AtomicU64::new(0),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
+    fn now(&self) -> u64 {
+        now_ns(&*self.clock).max(1)
+    }
+
     fn record_started(&self) {
-        let now = now_ns(&*self.clock).max(1);
         self.record_start_ns
-            .store(now, std::sync::atomic::Ordering::Relaxed);
+            .store(self.now(), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn record_ended(&self) {
         self.record_start_ns
             .store(0, std::sync::atomic::Ordering::Relaxed);
+        self.touch();
+    }
+
+    fn touch(&self) {
         self.last_ns
-            .store(now_ns(&*self.clock), std::sync::atomic::Ordering::Relaxed);
+            .store(self.now(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A request was read; it counts until [`Activity::request_done`].
+    pub fn request_started(&self) {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A request's reply was written (or dropped).
+    pub fn request_done(&self) {
+        self.in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.touch();
+    }
+
+    /// Replies are waiting to be written, or a write just made progress.
+    pub fn write_progress(&self) {
+        self.write_since_ns
+            .store(self.now(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Everything queued has been written.
+    pub fn write_idle(&self) {
+        self.write_since_ns
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        self.touch();
+    }
+
+    /// Nanoseconds since the connection last did anything, if it is idle now (no record
+    /// being read, no request in flight, nothing to write).
+    #[must_use]
+    pub fn idle_for_ns(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let busy = self.record_start_ns.load(Relaxed) != 0
+            || self.write_since_ns.load(Relaxed) != 0
+            || self.in_flight.load(Relaxed) != 0;
+        (!busy).then(|| now_ns(&*self.clock).saturating_sub(self.last_ns.load(Relaxed)))
     }
 
     /// The limit the connection has broken, if any, at the clock's current time.
     #[must_use]
-    pub fn overdue(&self, timeouts: RecordTimeouts) -> Option<RecordError> {
+    pub fn overdue(&self, timeouts: ConnTimeouts) -> Option<RecordError> {
         use std::sync::atomic::Ordering::Relaxed;
         let now = now_ns(&*self.clock);
-        let started = self.record_start_ns.load(Relaxed);
-        if started != 0 {
-            let limit = u64::try_from(timeouts.record.as_nanos()).unwrap_or(u64::MAX);
-            return (now.saturating_sub(started) >= limit)
-                .then_some(RecordError::Stalled(timeouts.record));
+        let since = |start: u64, limit: Duration| {
+            start != 0 && now.saturating_sub(start) >= duration_ns(limit)
+        };
+        if since(self.write_since_ns.load(Relaxed), timeouts.write) {
+            return Some(RecordError::WriteStalled(timeouts.write));
         }
-        let limit = u64::try_from(timeouts.idle.as_nanos()).unwrap_or(u64::MAX);
-        let idle = now.saturating_sub(self.last_ns.load(Relaxed));
-        (idle >= limit).then_some(RecordError::Idle(timeouts.idle))
+        if since(self.record_start_ns.load(Relaxed), timeouts.record) {
+            return Some(RecordError::Stalled(timeouts.record));
+        }
+        let idle = self.idle_for_ns()?;
+        (idle >= duration_ns(timeouts.idle)).then_some(RecordError::Idle(timeouts.idle))
     }
+}
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn now_ns(clock: &dyn gtime::Clock) -> u64 {
@@ -169,10 +266,11 @@ async fn read_fragment<R: AsyncRead + Unpin>(
     Ok(())
 }
 
-async fn read_rest<R: AsyncRead + Unpin>(
+async fn read_rest<R: AsyncRead + Unpin, C: Charge>(
     r: &mut R,
     first_byte: u8,
     max_bytes: u32,
+    charge: &mut C,
 ) -> Result<Bytes, RecordError> {
     let mut buf = BytesMut::new();
     let mut header = [first_byte, 0, 0, 0];
@@ -193,6 +291,7 @@ async fn read_rest<R: AsyncRead + Unpin>(
             });
         }
         let start = buf.len();
+        charge.charge(len as usize).await;
         read_fragment(r, &mut buf, len as usize)
             .await
             .map_err(|e| eof_as_truncated(e, start))?;
@@ -360,9 +459,10 @@ mod tests {
     fn activity_reports_stalls_and_idleness() {
         let clock = std::sync::Arc::new(gtime::ManualClock::new(gtime::Timestamp::default()));
         let a = Activity::new(clock.clone());
-        let t = RecordTimeouts {
+        let t = ConnTimeouts {
             idle: Duration::from_secs(10),
             record: Duration::from_secs(2),
+            write: Duration::from_secs(3),
         };
         assert!(a.overdue(t).is_none());
         clock.advance(Duration::from_secs(1));
@@ -374,6 +474,20 @@ mod tests {
         assert!(a.overdue(t).is_none());
         clock.advance(Duration::from_secs(1));
         assert!(matches!(a.overdue(t), Some(RecordError::Idle(_))));
+        // A request in flight is not idleness; a write that makes no progress is a stall.
+        a.request_started();
+        clock.advance(Duration::from_secs(20));
+        assert!(a.overdue(t).is_none());
+        a.write_progress();
+        clock.advance(Duration::from_secs(2));
+        a.write_progress();
+        clock.advance(Duration::from_secs(2));
+        assert!(a.overdue(t).is_none(), "progress restarts the write clock");
+        clock.advance(Duration::from_secs(1));
+        assert!(matches!(a.overdue(t), Some(RecordError::WriteStalled(_))));
+        a.write_idle();
+        a.request_done();
+        assert_eq!(a.idle_for_ns(), Some(0));
     }
 
     #[test]

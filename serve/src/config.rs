@@ -43,6 +43,15 @@ pub struct Limits {
     pub reply_cache_entries: usize,
     pub idle_timeout: Duration,
     pub record_timeout: Duration,
+    pub max_connections_per_client: usize,
+    /// How long a connection must be idle to be reclaimed at the connection limit.
+    pub reclaim_idle: Duration,
+    /// How long a reply write may make no progress.
+    pub write_timeout: Duration,
+    /// Memory budget of one connection (requests and queued replies), bytes.
+    pub conn_budget_bytes: usize,
+    /// Memory budget of all connections together, bytes.
+    pub server_budget_bytes: usize,
 }
 
 impl Default for Limits {
@@ -55,6 +64,11 @@ impl Default for Limits {
             reply_cache_entries: rpc::drc::DEFAULT_CAPACITY,
             idle_timeout: conn.idle_timeout,
             record_timeout: conn.record_timeout,
+            max_connections_per_client: rpc::limits::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            reclaim_idle: rpc::limits::DEFAULT_RECLAIM_IDLE,
+            write_timeout: conn.write_timeout,
+            conn_budget_bytes: conn.budget_bytes,
+            server_budget_bytes: rpc::limits::DEFAULT_SERVER_BUDGET_BYTES,
         }
     }
 }
@@ -112,6 +126,11 @@ struct FileLimits {
     reply_cache_entries: Option<Spanned<usize>>,
     idle_timeout_secs: Option<Spanned<u64>>,
     record_timeout_secs: Option<Spanned<u64>>,
+    max_connections_per_client: Option<Spanned<usize>>,
+    reclaim_idle_secs: Option<Spanned<u64>>,
+    write_timeout_secs: Option<Spanned<u64>>,
+    conn_budget_bytes: Option<Spanned<usize>>,
+    server_budget_bytes: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -226,6 +245,37 @@ fn apply_limits(limits: &mut Limits, file: &FileLimits, at: At<'_>) -> Result<()
         let secs =
             check_positive(*v.get_ref(), "record_timeout_secs").map_err(|m| at(&v.span(), m))?;
         limits.record_timeout = Duration::from_secs(secs);
+    }
+    apply_budget_limits(limits, file, at)
+}
+
+/// The admission and memory-budget limits (issue 16) of a config file.
+fn apply_budget_limits(
+    limits: &mut Limits,
+    file: &FileLimits,
+    at: At<'_>,
+) -> Result<(), ConfigError> {
+    let usize_of =
+        |v: &Spanned<usize>, what| check_positive(*v.get_ref(), what).map_err(|m| at(&v.span(), m));
+    let secs_of = |v: &Spanned<u64>, what| {
+        check_positive(*v.get_ref(), what)
+            .map(Duration::from_secs)
+            .map_err(|m| at(&v.span(), m))
+    };
+    if let Some(v) = &file.max_connections_per_client {
+        limits.max_connections_per_client = usize_of(v, "max_connections_per_client")?;
+    }
+    if let Some(v) = &file.reclaim_idle_secs {
+        limits.reclaim_idle = secs_of(v, "reclaim_idle_secs")?;
+    }
+    if let Some(v) = &file.write_timeout_secs {
+        limits.write_timeout = secs_of(v, "write_timeout_secs")?;
+    }
+    if let Some(v) = &file.conn_budget_bytes {
+        limits.conn_budget_bytes = usize_of(v, "conn_budget_bytes")?;
+    }
+    if let Some(v) = &file.server_budget_bytes {
+        limits.server_budget_bytes = usize_of(v, "server_budget_bytes")?;
     }
     Ok(())
 }

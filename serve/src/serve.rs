@@ -2,12 +2,13 @@
 //! and shut down cleanly on SIGINT/SIGTERM.
 
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpc::conn::{serve_connection, ConnLimits, Watchdog};
+use rpc::budget::ServerBudget;
+use rpc::conn::{serve_connection, ConnLimits};
 use rpc::drc::ReplyCache;
+use rpc::table::{AdmitLimits, ConnTable};
 use rpc::Dispatcher;
 use runtime::decode::DecodeWorkers;
 use runtime::timers::{Scope, Timers};
@@ -89,23 +90,31 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         max_in_flight: config.limits.max_in_flight,
         record_timeout: config.limits.record_timeout,
         idle_timeout: config.limits.idle_timeout,
+        write_timeout: config.limits.write_timeout,
+        budget_bytes: config.limits.conn_budget_bytes,
     };
+    let table = ConnTable::new(
+        AdmitLimits {
+            max_connections: config.limits.max_connections,
+            max_per_client: config.limits.max_connections_per_client,
+            reclaim_idle: config.limits.reclaim_idle,
+        },
+        Arc::clone(&clock),
+    );
+    raise_fd_limit(config.limits.max_connections);
     let acceptor = Acceptor {
         workers: &workers,
         dispatcher,
         limits,
         stop: stop_rx,
-        live: Arc::new(AtomicUsize::new(0)),
-        max_connections: config.limits.max_connections,
-        watchdog: Arc::new(TimerWatchdog {
-            timers: Arc::clone(&timers),
-            clock: Arc::clone(&clock),
-        }),
+        table: Arc::clone(&table),
+        budget: ServerBudget::new(config.limits.server_budget_bytes),
     };
     for w in 0..workers.len() {
         let (timers, stop) = (Arc::clone(&timers), acceptor.stop.clone());
         workers.submit(w, move || timers.drive(w, stop));
     }
+    schedule_connection_scan(Arc::clone(&timers), table, limits);
     schedule_reply_cache_prune(Arc::clone(&timers), reply_cache, clock);
     main_rt.block_on(acceptor.run(listener))?;
     tracing::info!("shutting down: no new connections; finishing requests in progress");
@@ -124,32 +133,42 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
 /// How often expired reply-cache entries are dropped.
 const REPLY_CACHE_PRUNE_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Idle and stalled clients are found by one local timer per connection, re-armed on
-/// the connection's own worker (seed 002's local timers), not by a timer per request.
-struct TimerWatchdog {
-    timers: Arc<Timers>,
-    clock: Arc<dyn gtime::Clock>,
-}
-
-impl Watchdog for TimerWatchdog {
-    fn watch(&self, period: Duration, check: Box<dyn FnMut() -> bool + Send>) {
-        arm_local(Arc::clone(&self.timers), period, check);
-    }
-
-    fn clock(&self) -> Arc<dyn gtime::Clock> {
-        Arc::clone(&self.clock)
-    }
-}
-
-fn arm_local(timers: Arc<Timers>, period: Duration, mut check: Box<dyn FnMut() -> bool + Send>) {
+/// Idle, stalled and non-reading clients are found by one periodic scan of the
+/// connection table: a single global timer for the whole server (seed 002: under
+/// `--timers pull`, an idle worker hands it to the hierarchy and is not woken for it),
+/// not a timer per connection or per request.
+fn schedule_connection_scan(timers: Arc<Timers>, table: Arc<ConnTable>, limits: ConnLimits) {
     let from = runtime::current_worker().unwrap_or(0);
     let again = Arc::clone(&timers);
-    let tick: runtime::timers::Callback = Box::new(move || {
-        if check() {
-            arm_local(again, period, check);
+    let scan: runtime::timers::Callback = Box::new(move || {
+        let closed = table.scan(limits.timeouts());
+        if closed > 0 {
+            tracing::debug!(closed, "connection scan closed overdue connections");
         }
+        schedule_connection_scan(again, table, limits);
     });
-    timers.insert(from, period, Scope::Local, tick);
+    timers.insert(from, limits.scan_period(), Scope::Global, scan);
+}
+
+/// Raises the soft open-file limit toward the hard one so that `max_connections` sockets
+/// fit (a default soft limit of 1024 would refuse connections below the configured cap).
+fn raise_fd_limit(max_connections: usize) {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let want = u64::try_from(max_connections)
+        .unwrap_or(u64::MAX)
+        .saturating_add(256);
+    let mut limit = getrlimit(Resource::Nofile);
+    let (Some(cur), hard) = (limit.current, limit.maximum) else {
+        return;
+    };
+    let target = hard.map_or(want, |h| want.min(h));
+    if cur >= target {
+        return;
+    }
+    limit.current = Some(target);
+    if let Err(e) = setrlimit(Resource::Nofile, limit) {
+        tracing::info!(error = %e, cur, target, "could not raise the open-file limit");
+    }
 }
 
 /// Ages the duplicate request cache off the request path: a global timer (any worker may
@@ -306,9 +325,8 @@ struct Acceptor<'w> {
     dispatcher: Arc<Dispatcher>,
     limits: ConnLimits,
     stop: watch::Receiver<bool>,
-    live: Arc<AtomicUsize>,
-    max_connections: usize,
-    watchdog: Arc<TimerWatchdog>,
+    table: Arc<ConnTable>,
+    budget: Arc<ServerBudget>,
 }
 
 impl Acceptor<'_> {
@@ -326,7 +344,7 @@ impl Acceptor<'_> {
                 Ok((stream, peer)) => self.hand_off(stream, peer),
                 Err(e) => {
                     // EMFILE and friends: log, back off, keep serving existing clients.
-                    tracing::warn!(error = %e, "accept failed");
+                    rpc::warn_limited!(rpc::ratelog::Kind::Refused, error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
@@ -335,29 +353,28 @@ impl Acceptor<'_> {
     }
 
     fn hand_off(&self, stream: tokio::net::TcpStream, peer: SocketAddr) {
-        let open = self.live.load(Ordering::Relaxed);
-        if open >= self.max_connections {
-            tracing::warn!(%peer, open, limit = self.max_connections, "refusing connection: too many open connections (raise --max-connections)");
-            return;
-        }
+        let ticket = match self.table.admit(peer) {
+            Ok(t) => t,
+            Err(e) => {
+                rpc::warn_limited!(rpc::ratelog::Kind::Refused, %peer, "refusing connection: {e}");
+                return;
+            }
+        };
         let Ok(stream) = stream.into_std() else {
             return;
         };
-        self.live.fetch_add(1, Ordering::Relaxed);
-        let (live, dispatcher, limits, stop) = (
-            Arc::clone(&self.live),
+        let (dispatcher, limits, stop, budget) = (
             Arc::clone(&self.dispatcher),
             self.limits,
             self.stop.clone(),
+            Arc::clone(&self.budget),
         );
-        let watchdog: Arc<dyn Watchdog> = self.watchdog.clone();
         let worker = self.workers.least_loaded();
         tracing::debug!(%peer, worker, "connection accepted");
         self.workers.submit(worker, move || async move {
             if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-                serve_connection(stream, peer, dispatcher, limits, stop, Some(watchdog)).await;
+                serve_connection(stream, ticket, dispatcher, limits, budget, stop).await;
             }
-            live.fetch_sub(1, Ordering::Relaxed);
         });
     }
 }

@@ -72,9 +72,31 @@ struct ServeArgs {
     #[arg(long, value_name = "MODE")]
     squash: Option<String>,
 
-    /// Most open client connections; more are closed at once.
+    /// Most open client connections; past it an idle one is reclaimed, else the new
+    /// one is closed at once.
     #[arg(long, value_name = "N")]
     max_connections: Option<usize>,
+
+    /// Most open connections from one client address.
+    #[arg(long, value_name = "N")]
+    max_connections_per_client: Option<usize>,
+
+    /// Seconds a connection must be idle to be reclaimed for a new client at the limit.
+    #[arg(long, value_name = "SECS")]
+    reclaim_idle_secs: Option<u64>,
+
+    /// Close a connection whose replies make no progress (client not reading) this long.
+    #[arg(long, value_name = "SECS")]
+    write_timeout_secs: Option<u64>,
+
+    /// Memory budget of one connection in bytes (requests read or running, replies
+    /// waiting to be sent); past it the connection is not read until replies drain.
+    #[arg(long, value_name = "BYTES")]
+    conn_budget_bytes: Option<usize>,
+
+    /// Memory budget of all connections together, in bytes.
+    #[arg(long, value_name = "BYTES")]
+    server_budget_bytes: Option<usize>,
 
     /// Largest request record in bytes; larger ones close the connection.
     #[arg(long, value_name = "BYTES")]
@@ -254,6 +276,35 @@ fn apply_limit_flags(l: &mut config::Limits, args: &ServeArgs) -> Result<(), Str
     }
     if let Some(s) = args.record_timeout_secs {
         l.record_timeout = std::time::Duration::from_secs(positive(s, "--record-timeout-secs")?);
+    }
+    apply_budget_flags(l, args)
+}
+
+/// The admission and memory-budget flags.
+fn apply_budget_flags(l: &mut config::Limits, args: &ServeArgs) -> Result<(), String> {
+    let positive = |v: u64, flag: &str| {
+        if v == 0 {
+            Err(format!("{flag} must be at least 1"))
+        } else {
+            Ok(v)
+        }
+    };
+    let size = |v: usize, flag: &str| positive(v as u64, flag).map(|_| v);
+    let secs = |v: u64, flag: &str| positive(v, flag).map(std::time::Duration::from_secs);
+    if let Some(n) = args.max_connections_per_client {
+        l.max_connections_per_client = size(n, "--max-connections-per-client")?;
+    }
+    if let Some(s) = args.reclaim_idle_secs {
+        l.reclaim_idle = secs(s, "--reclaim-idle-secs")?;
+    }
+    if let Some(s) = args.write_timeout_secs {
+        l.write_timeout = secs(s, "--write-timeout-secs")?;
+    }
+    if let Some(n) = args.conn_budget_bytes {
+        l.conn_budget_bytes = size(n, "--conn-budget-bytes")?;
+    }
+    if let Some(n) = args.server_budget_bytes {
+        l.server_budget_bytes = size(n, "--server-budget-bytes")?;
     }
     Ok(())
 }

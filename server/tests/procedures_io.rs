@@ -338,6 +338,14 @@ async fn every_stability_is_honoured_and_commit_returns_the_write_verifier() {
     let ok = expect_ok(client.commit(&args).await.unwrap(), "COMMIT 4+4");
     assert_eq!(ok.verf, verifiers[0]);
     assert_eq!(client.read_all(&fh).await.unwrap(), b"abcdabcdabcd");
+    // A range whose end overflows 64 bits is invalid (as Linux nfsd answers).
+    let overflow = CommitArgs {
+        file: fh.clone(),
+        offset: u64::MAX - 1,
+        count: 16,
+    };
+    let res = client.commit(&overflow).await.unwrap();
+    assert!(matches!(res, Res3::Fail(Nfsstat3::Inval, _)), "{res:?}");
 }
 
 #[tokio::test]

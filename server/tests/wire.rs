@@ -209,6 +209,21 @@ fn rpc_level_errors_get_their_replies() {
             call_body(7, MOUNT_PROGRAM, 1, 0, sys_cred(), &[]),
             ReplyStatus::Accepted(AcceptStat::ProgMismatch { low: 3, high: 3 }),
         ),
+        (
+            // RFC 5531: a credential body over 400 bytes is AUTH_ERROR(BADCRED).
+            call_body(
+                9,
+                NFS_PROGRAM,
+                NFS_V3,
+                0,
+                OpaqueAuth {
+                    flavor: 1,
+                    body: Bytes::from(vec![0u8; 404]),
+                },
+                &[],
+            ),
+            ReplyStatus::Denied(Denial::Auth(AuthStat::BadCred)),
+        ),
     ];
     for (body, want) in cases {
         let xid = u32::from_be_bytes(body[..4].try_into().unwrap());

@@ -36,6 +36,11 @@ impl Server {
         }
     }
 
+    /// The server's process id (for /proc figures).
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
     /// The `granary` binary under test.
     pub fn bin() -> &'static Path {
         Path::new(env!("CARGO_BIN_EXE_granary"))

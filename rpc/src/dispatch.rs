@@ -158,11 +158,31 @@ pub enum Unanswerable {
     DuplicateInProgress(u32),
 }
 
+/// What the dispatcher reports about one answered call (for metrics).
+#[derive(Debug, Clone, Copy)]
+pub struct Observed {
+    pub program: u32,
+    pub procedure: &'static str,
+    /// Bytes of the arguments (the record after the call header).
+    pub args_bytes: usize,
+    /// Bytes of the reply record, mark included.
+    pub reply_bytes: usize,
+    pub latency: std::time::Duration,
+    /// The reply came from the duplicate request cache.
+    pub from_reply_cache: bool,
+}
+
+/// Told about every answered call; must be cheap and never block.
+pub trait CallObserver: Send + Sync {
+    fn observe(&self, call: &Observed);
+}
+
 /// Every program version a server offers, on one port.
 #[derive(Default)]
 pub struct Dispatcher {
     programs: Vec<Box<dyn Program>>,
     reply_cache: Option<(Arc<ReplyCache>, Arc<dyn Clock>)>,
+    observer: Option<(Arc<dyn CallObserver>, Arc<dyn Clock>)>,
 }
 
 /// Reply body budget when a procedure's own bound is unknown (errors only).
@@ -197,6 +217,11 @@ impl Dispatcher {
     /// Remembers replies of non-idempotent calls in `cache`, aged by `clock`.
     pub fn set_reply_cache(&mut self, cache: Arc<ReplyCache>, clock: Arc<dyn Clock>) {
         self.reply_cache = Some((cache, clock));
+    }
+
+    /// Reports every answered call to `observer`, timed by `clock`.
+    pub fn set_observer(&mut self, observer: Arc<dyn CallObserver>, clock: Arc<dyn Clock>) {
+        self.observer = Some((observer, clock));
     }
 
     /// (program, version) pairs, for portmapper registration.
@@ -263,9 +288,39 @@ impl Dispatcher {
             auth,
             procedure,
         };
+        let Some((observer, clock)) = &self.observer else {
+            return self
+                .run_cached(prog, &ctx, d, (program, version))
+                .map(|(r, _)| r);
+        };
+        let (request_bytes, started) = (d.remaining(), clock.monotonic());
+        let result = self.run_cached(prog, &ctx, d, (program, version));
+        if let Ok((reply, cached)) = &result {
+            observer.observe(&Observed {
+                program,
+                procedure: prog.procedure_name(procedure).unwrap_or("?"),
+                args_bytes: request_bytes,
+                reply_bytes: reply.len(),
+                latency: clock.monotonic().saturating_sub(started),
+                from_reply_cache: *cached,
+            });
+        }
+        result.map(|(r, _)| r)
+    }
+
+    /// Runs a call, through the reply cache if it is non-idempotent. Returns the reply and
+    /// whether it came from the cache.
+    fn run_cached(
+        &self,
+        prog: &dyn Program,
+        ctx: &CallContext,
+        d: &mut Decoder,
+        (program, version): (u32, u32),
+    ) -> Result<(Bytes, bool), Unanswerable> {
+        let (peer, xid, procedure) = (ctx.peer, ctx.xid, ctx.procedure);
         let cache = match (&self.reply_cache, prog.cache_class(procedure)) {
             (Some(cache), Some(CacheClass::NonIdempotent)) => cache,
-            _ => return Ok(seal(run(prog, &ctx, d))),
+            _ => return Ok((seal(run(prog, ctx, d)), false)),
         };
         let (cache, clock) = cache;
         let key = CallKey::new(peer, xid, (program, version, procedure), &d.rest());
@@ -273,13 +328,13 @@ impl Dispatcher {
         match cache.begin(key, now_ns) {
             Lookup::Done(reply) => {
                 tracing::debug!(%peer, xid, procedure, "retransmission answered from the reply cache");
-                Ok(reply)
+                Ok((reply, true))
             }
             Lookup::InProgress => Err(Unanswerable::DuplicateInProgress(xid)),
             Lookup::New => {
-                let reply = seal(run(prog, &ctx, d));
+                let reply = seal(run(prog, ctx, d));
                 cache.complete(&key, reply.clone());
-                Ok(reply)
+                Ok((reply, false))
             }
         }
     }

@@ -21,6 +21,8 @@ pub struct ServerConfig {
     pub exports: Vec<ExportConfig>,
     /// Register with a local portmapper/rpcbind if one runs.
     pub portmap: bool,
+    /// Where to serve Prometheus metrics (`--metrics ADDR`); off when `None`.
+    pub metrics: Option<SocketAddr>,
     /// Timer design (seed 002): pull (default), push or global.
     pub timers: runtime::timers::TimerMode,
     /// How file changes are stamped (seed 000): coarse, fine or multigrain (default).
@@ -345,6 +347,7 @@ impl ServerConfig {
                 options: vfs::ExportOptions::default(),
             }],
             portmap: true,
+            metrics: None,
             timers: runtime::timers::TimerMode::default(),
             timestamps: backend_mem::TimestampMode::default(),
             rangelock: backend_mem::RangeLockMode::default(),

@@ -62,6 +62,20 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         rpc::drc::DEFAULT_TTL,
     ));
     dispatcher.set_reply_cache(Arc::clone(&reply_cache), Arc::clone(&clock));
+    let table = ConnTable::new(
+        AdmitLimits {
+            max_connections: config.limits.max_connections,
+            max_per_client: config.limits.max_connections_per_client,
+            reclaim_idle: config.limits.reclaim_idle,
+        },
+        Arc::clone(&clock),
+    );
+    let budget = ServerBudget::new(config.limits.server_budget_bytes);
+    let metrics = config.metrics.map(|addr| {
+        let m = crate::metrics::Metrics::new(Arc::clone(&table), Arc::clone(&budget));
+        dispatcher.set_observer(m.clone(), Arc::clone(&clock));
+        (addr, m)
+    });
     let dispatcher = Arc::new(dispatcher);
     let listener = bind(config.listen, config.limits.max_connections)?;
     let local = listener.local_addr()?;
@@ -93,14 +107,6 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         write_timeout: config.limits.write_timeout,
         budget_bytes: config.limits.conn_budget_bytes,
     };
-    let table = ConnTable::new(
-        AdmitLimits {
-            max_connections: config.limits.max_connections,
-            max_per_client: config.limits.max_connections_per_client,
-            reclaim_idle: config.limits.reclaim_idle,
-        },
-        Arc::clone(&clock),
-    );
     raise_fd_limit(config.limits.max_connections);
     let acceptor = Acceptor {
         workers: &workers,
@@ -108,8 +114,16 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         limits,
         stop: stop_rx,
         table: Arc::clone(&table),
-        budget: ServerBudget::new(config.limits.server_budget_bytes),
+        budget,
     };
+    if let Some((addr, m)) = metrics {
+        let _enter = main_rt.enter();
+        let listener = crate::metrics::bind(addr)
+            .and_then(tokio::net::TcpListener::from_std)
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        println!("  metrics: http://{}/metrics", listener.local_addr()?);
+        main_rt.spawn(crate::metrics::serve_http(listener, m));
+    }
     for w in 0..workers.len() {
         let (timers, stop) = (Arc::clone(&timers), acceptor.stop.clone());
         workers.submit(w, move || timers.drive(w, stop));

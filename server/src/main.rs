@@ -3,6 +3,7 @@
 
 use serve::config;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -150,6 +151,11 @@ struct ServeArgs {
     /// Do not register with a local portmapper/rpcbind.
     #[arg(long)]
     no_portmap: bool,
+
+    /// Serve Prometheus metrics over HTTP on this address (e.g. 127.0.0.1:9100); off by
+    /// default.
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<SocketAddr>,
 }
 
 fn main() -> ExitCode {
@@ -230,6 +236,9 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     }
     apply_limit_flags(&mut c.limits, &args)?;
     c.portmap &= !args.no_portmap;
+    if args.metrics.is_some() {
+        c.metrics = args.metrics;
+    }
     Ok(c)
 }
 

@@ -1,0 +1,274 @@
+//! The Prometheus endpoint (`--metrics ADDR`, off by default): per-procedure request
+//! counts and latency histograms, bytes of READ replies and WRITE arguments, connections
+//! (open, accepted, refused by which limit, closed by which timeout), memory-budget use and
+//! reply-cache hits. Built on `prometheus-client`; other parts of the server register their
+//! own metrics (cache hit rates, ...) through [`Metrics::registry`].
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use rpc::budget::ServerBudget;
+use rpc::dispatch::{CallObserver, Observed};
+use rpc::table::ConnTable;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// Most bytes of an HTTP request the endpoint reads (it only needs the request line).
+const MAX_HTTP_REQUEST_BYTES: usize = 4096;
+
+/// The server's metrics registry and the request metrics the dispatcher feeds.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram>,
+    read_bytes: Counter,
+    write_bytes: Counter,
+    reply_cache_hits: Counter,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    // 10 µs .. ~5 s in 20 doubling buckets.
+    Histogram::new(exponential_buckets(1e-5, 2.0, 20))
+}
+
+impl Metrics {
+    /// A registry with the request, connection and budget metrics of one server.
+    #[must_use]
+    pub fn new(table: Arc<ConnTable>, budget: Arc<ServerBudget>) -> Arc<Self> {
+        let m = Self {
+            registry: Mutex::new(Registry::with_prefix("granary")),
+            requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+            read_bytes: Counter::default(),
+            write_bytes: Counter::default(),
+            reply_cache_hits: Counter::default(),
+        };
+        {
+            let mut r = m.lock();
+            r.register(
+                "requests",
+                "Calls answered, by program and procedure",
+                m.requests.clone(),
+            );
+            r.register(
+                "request_duration_seconds",
+                "Time to run a call and build its reply",
+                m.latency.clone(),
+            );
+            r.register(
+                "read_reply_bytes",
+                "Bytes of NFS READ replies (data and headers)",
+                m.read_bytes.clone(),
+            );
+            r.register(
+                "write_args_bytes",
+                "Bytes of NFS WRITE arguments (data and headers)",
+                m.write_bytes.clone(),
+            );
+            r.register(
+                "reply_cache_hits",
+                "Retransmissions answered from the duplicate request cache",
+                m.reply_cache_hits.clone(),
+            );
+            r.register_collector(Box::new(ConnCollector { table, budget }));
+        }
+        Arc::new(m)
+    }
+
+    /// The registry, for other parts of the server to add their metrics to.
+    pub fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.lock()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The text exposition of every metric.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.lock()).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+fn program_name(program: u32) -> &'static str {
+    match program {
+        nfs3::limits::NFS_PROGRAM => "nfs3",
+        nfs3::limits::MOUNT_PROGRAM => "mount3",
+        _ => "other",
+    }
+}
+
+impl CallObserver for Metrics {
+    fn observe(&self, call: &Observed) {
+        let labels = vec![
+            ("program", program_name(call.program)),
+            ("procedure", call.procedure),
+        ];
+        self.requests.get_or_create(&labels).inc();
+        self.latency
+            .get_or_create(&labels)
+            .observe(call.latency.as_secs_f64());
+        if call.program == nfs3::limits::NFS_PROGRAM {
+            match call.procedure {
+                "read" => drop(self.read_bytes.inc_by(call.reply_bytes as u64)),
+                "write" => drop(self.write_bytes.inc_by(call.args_bytes as u64)),
+                _ => {}
+            }
+        }
+        if call.from_reply_cache {
+            self.reply_cache_hits.inc();
+        }
+    }
+}
+
+/// Reads the connection table's counters and the budget at scrape time.
+struct ConnCollector {
+    table: Arc<ConnTable>,
+    budget: Arc<ServerBudget>,
+}
+
+impl std::fmt::Debug for ConnCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConnCollector")
+    }
+}
+
+fn counter_family(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &'static str,
+    values: &[(&'static str, u64)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Counter,
+    )?;
+    for (value, n) in values {
+        let labels = [(label, *value)];
+        ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+impl Collector for ConnCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.table.counters;
+        let gauge = |e: &mut DescriptorEncoder, name: &str, help: &str, v: i64| {
+            let m = e.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            ConstGauge::new(v).encode(m)
+        };
+        let open = i64::try_from(self.table.open()).unwrap_or(i64::MAX);
+        gauge(
+            &mut encoder,
+            "connections_open",
+            "Open client connections",
+            open,
+        )?;
+        let budget = i64::try_from(self.budget.in_use_bytes()).unwrap_or(i64::MAX);
+        gauge(
+            &mut encoder,
+            "budget_in_use_bytes",
+            "Bytes of requests and queued replies held by all connections",
+            budget,
+        )?;
+        let m = encoder.encode_descriptor(
+            "connections_accepted",
+            "Connections admitted",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        ConstCounter::new(c.accepted.load(Relaxed)).encode(m)?;
+        counter_family(
+            &mut encoder,
+            "connections_refused",
+            "Connections refused at accept, by the limit that refused them",
+            "limit",
+            &[
+                ("per_client", c.refused_per_client.load(Relaxed)),
+                ("global", c.refused_global.load(Relaxed)),
+            ],
+        )?;
+        counter_family(
+            &mut encoder,
+            "connections_closed",
+            "Connections closed by the server, by reason",
+            "reason",
+            &[
+                ("idle", c.closed_idle.load(Relaxed)),
+                ("stalled_record", c.closed_stalled.load(Relaxed)),
+                ("write_stalled", c.closed_write_stalled.load(Relaxed)),
+                ("reclaimed", c.reclaimed.load(Relaxed)),
+            ],
+        )
+    }
+}
+
+/// Serves `GET /metrics` (any path, in fact) on `listener` until the task is dropped.
+pub async fn serve_http(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+    loop {
+        let Ok((mut stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; MAX_HTTP_REQUEST_BYTES];
+            let mut got = 0;
+            // Read until the end of the headers (or the cap); the request itself is ignored.
+            while got < buf.len() && !buf[..got].windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf[got..]).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => got += n,
+                }
+            }
+            let body = metrics.render();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            if stream.write_all(head.as_bytes()).await.is_ok() {
+                let _ = stream.write_all(body.as_bytes()).await;
+            }
+            tracing::trace!(%peer, "metrics scraped");
+        });
+    }
+}
+
+/// Binds the metrics endpoint.
+///
+/// # Errors
+/// If the address cannot be bound.
+pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let l = std::net::TcpListener::bind(addr)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}

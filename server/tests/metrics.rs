@@ -1,0 +1,70 @@
+//! `--metrics ADDR`: the Prometheus endpoint is scraped over HTTP after real traffic.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use common::nfs::start;
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn scrape(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The value of the sample whose line starts with `prefix` (name and labels).
+fn sample(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {prefix} in:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_bytes_and_connections() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let (_server, client, root) = start(&["--metrics", &addr]).await;
+    for _ in 0..5 {
+        client.getattr_ok(&root).await.unwrap();
+    }
+    let fh = client.create_file(&root, "m", 0o644).await.unwrap();
+    client
+        .write_all(&fh, 0, &[1u8; 10_000], nfs3::nfs::StableHow::FileSync)
+        .await
+        .unwrap();
+    assert_eq!(client.read_all(&fh).await.unwrap().len(), 10_000);
+    let text = scrape(port);
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    let getattrs = r#"granary_requests_total{program="nfs3",procedure="getattr"}"#;
+    assert!(sample(&text, getattrs) >= 5.0);
+    let hist = r#"granary_request_duration_seconds_count{program="nfs3",procedure="getattr"}"#;
+    assert!(sample(&text, hist) >= 5.0);
+    assert!(sample(&text, "granary_write_args_bytes_total") >= 10_000.0);
+    assert!(sample(&text, "granary_read_reply_bytes_total") >= 10_000.0);
+    assert!(sample(&text, "granary_connections_open") >= 1.0);
+    assert!(sample(&text, "granary_connections_accepted_total") >= 1.0);
+    assert_eq!(
+        sample(
+            &text,
+            r#"granary_connections_refused_total{limit="global"}"#
+        ),
+        0.0
+    );
+    assert_eq!(
+        sample(&text, r#"granary_connections_closed_total{reason="idle"}"#),
+        0.0
+    );
+    assert_eq!(sample(&text, "granary_reply_cache_hits_total"), 0.0);
+}

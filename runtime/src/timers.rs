@@ -24,7 +24,7 @@
 //! worker's async driver only sleeps until the next deadline and calls it.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -91,14 +91,13 @@ enum WheelId {
     Shared,
 }
 
-/// Counters for the lab and tests.
+/// Counters for the lab and tests. They are counted in timer passes only, never on the
+/// insert or cancel path, so no design pays for instrumentation the others do not.
 #[derive(Debug, Default)]
 pub struct TimerStats {
     pub fired: AtomicU64,
     /// Timers of idle workers expired by a migrator.
     pub migrated: AtomicU64,
-    /// Times one worker woke another worker's driver.
-    pub remote_wakeups: AtomicU64,
 }
 
 struct WorkerTimers {
@@ -124,7 +123,6 @@ pub struct Timers {
     workers: Vec<WorkerTimers>,
     shared: Mutex<TimerWheel<Callback>>,
     groups: Groups,
-    push_cursor: AtomicUsize,
     pub stats: TimerStats,
 }
 
@@ -158,7 +156,6 @@ impl Timers {
             workers: per_worker,
             shared: Mutex::new(TimerWheel::new(now)),
             groups: Groups::new(workers),
-            push_cursor: AtomicUsize::new(0),
             stats: TimerStats::default(),
         }
     }
@@ -192,9 +189,6 @@ impl Timers {
             WheelId::Shared => 0,
         };
         if deadline < self.workers[driver].sleeping_until.load(Ordering::Acquire) {
-            if driver != from {
-                self.stats.remote_wakeups.fetch_add(1, Ordering::Relaxed);
-            }
             self.workers[driver].wake.notify_one();
         }
         TimerHandle { wheel, key }
@@ -213,13 +207,14 @@ impl Timers {
         }
     }
 
-    /// The old design's choice: a busy worker other than `from`, round-robin.
+    /// The old design's choice: the nearest busy worker after `from` (as Linux's
+    /// `get_nohz_timer_target` took the first busy CPU of the domain). No shared cursor:
+    /// the choice reads only the group state every design keeps.
     fn push_target(&self, from: usize) -> usize {
         let n = self.workers.len();
-        let start = self.push_cursor.fetch_add(1, Ordering::Relaxed);
-        (0..n)
-            .map(|i| (start + i) % n)
-            .find(|&w| w != from && self.is_active(w))
+        (1..n)
+            .map(|i| (from + i) % n)
+            .find(|&w| self.is_active(w))
             .unwrap_or(from)
     }
 
@@ -276,9 +271,6 @@ impl Timers {
             None => (w, self.earliest_published(0..self.workers.len())),
         };
         if due < self.workers[target].sleeping_until.load(Ordering::Acquire) {
-            if target != w {
-                self.stats.remote_wakeups.fetch_add(1, Ordering::Relaxed);
-            }
             self.workers[target].wake.notify_one();
         }
     }

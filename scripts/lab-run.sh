@@ -1,18 +1,43 @@
 #!/usr/bin/env bash
-# Runs every `granary lab` experiment (twice, to show run-to-run spread) and the
-# server-level timer comparison, and keeps everything under bench/results/<date>-lab-<tag>/
-# with the machine, the load before and after each run, and the git commit.
+# Runs `granary lab` experiments (twice, to show run-to-run spread) and, with `timers`,
+# the server-level timer comparison, and keeps everything under
+# bench/results/<date>-lab-<tag>/ with the machine, the load before and after each run,
+# and the git commit.
 #
-#   scripts/lab-run.sh [TAG]          # TAG defaults to "run"
-#   LAB_RUNS=3 LAB_EXPERIMENTS="timers" scripts/lab-run.sh quiet
+#   scripts/lab-run.sh                   # every experiment, tag "run"
+#   scripts/lab-run.sh timers            # one experiment (tag "timers")
+#   scripts/lab-run.sh quiet             # every experiment, tag "quiet"
+#   scripts/lab-run.sh quiet timers      # tag first, then experiments
+#   LAB_RUNS=3 LAB_TAG=quiet scripts/lab-run.sh timers rangelock
 #
-# Run it alone on the machine: another job on the same cores moves every number.
+# Run it alone on the machine: another job on the same cores moves every number. The lab
+# and the bench refuse to start while the 1-minute load average is above the core count;
+# LAB_ALLOW_BUSY=1 runs anyway and every result is then marked BUSY.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tag=${1:-run}
+all="multigrain rangelock timers"
+experiments=()
+tag=
+for arg in "$@"; do
+    if [[ " $all " == *" $arg "* ]]; then
+        experiments+=("$arg")
+    elif [[ -z $tag && ${#experiments[@]} -eq 0 ]]; then
+        tag=$arg
+    else
+        echo "lab-run.sh: unknown experiment $arg (use: $all)" >&2
+        exit 2
+    fi
+done
+if [[ ${#experiments[@]} -eq 0 ]]; then
+    read -r -a experiments <<<"${LAB_EXPERIMENTS:-$all}"
+    tag=${tag:-run}
+else
+    tag=${tag:-${LAB_TAG:-$(IFS=-; echo "${experiments[*]}")}}
+fi
 runs=${LAB_RUNS:-2}
-read -r -a experiments <<<"${LAB_EXPERIMENTS:-multigrain rangelock timers}"
+busy=()
+[[ ${LAB_ALLOW_BUSY:-0} == 1 ]] && busy=(--allow-busy)
 out=bench/results/$(date -u +%Y-%m-%d)-lab-$tag
 bin=target/release/granary
 
@@ -22,6 +47,7 @@ mkdir -p "$out"
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "nproc: $(nproc)"
+    echo "loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "uname -r: $(uname -r)"
     grep -m1 'model name' /proc/cpuinfo
     echo "memory: $(awk '/MemTotal/ { printf "%d MiB", $2 / 1024 }' /proc/meminfo)"
@@ -38,7 +64,7 @@ for e in "${experiments[@]}"; do
     for r in $(seq 1 "$runs"); do
         load "$e run $r before"
         echo "== granary lab $e (run $r of $runs)"
-        "$bin" lab "$e" --json-file "$out/$e-run$r.json" | tee "$out/$e-run$r.txt"
+        "$bin" lab "$e" "${busy[@]}" --json-file "$out/$e-run$r.json" | tee "$out/$e-run$r.txt"
         load "$e run $r after"
     done
 done
@@ -59,7 +85,7 @@ if [[ " ${experiments[*]} " == *" timers "* ]]; then
     trap 'kill "${pids[@]}" 2>/dev/null' EXIT
     sleep 1
     load "timers-server before"
-    "$bin" bench "${targets[@]}" --workloads 'getattr,rand4k/write*' --repeats 3 \
+    "$bin" bench "${busy[@]}" "${targets[@]}" --workloads 'getattr,rand4k/write*' --repeats 3 \
         --no-limit --out "$out/timers-server" | tail -20
     load "timers-server after"
     kill "${pids[@]}"

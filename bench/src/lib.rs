@@ -9,7 +9,8 @@
 //!
 //! Module map: [`gen`] the load generator core; [`wire`] one connection (NFS or limit);
 //! [`workloads`] and [`iozone`] what is run; [`limit`] the loopback responder and stream;
-//! [`targets`] starting and stopping servers; [`machine`] machine and noise;
+//! [`targets`] starting and stopping servers; `harness::machine` machine, noise and the
+//! load check;
 //! [`sample`], [`report`] and [`plot`] the results; [`limits`] every bound.
 //!
 //! The load generator runs on one thread (a current-thread runtime), so the client costs
@@ -20,7 +21,6 @@ mod gen;
 mod iozone;
 mod limit;
 mod limits;
-mod machine;
 mod pattern;
 mod plot;
 mod report;
@@ -36,6 +36,7 @@ use std::time::Duration;
 use clap::Args;
 use client::ServerAddrs;
 use gtime::Clock;
+use harness::machine;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
@@ -131,6 +132,11 @@ pub struct BenchArgs {
     /// iozone matrix file sizes in MiB, comma-separated (default 1,128; quick 4).
     #[arg(long, value_name = "LIST")]
     iozone_file_mib: Option<String>,
+
+    /// Run even if the 1-minute load average is above the core count (the results are
+    /// then marked BUSY). Without it such a run is refused, except with --quick.
+    #[arg(long)]
+    allow_busy: bool,
 }
 
 /// What a run does, resolved from the flags.
@@ -320,6 +326,11 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     if plan.is_empty() {
         return Err("--workloads selects nothing".into());
     }
+    let load = machine::LoadCheck::now();
+    load.refuse_unless(args.allow_busy || args.quick)?;
+    if let Some(warning) = load.warning() {
+        eprintln!("granary bench: {warning}");
+    }
     let machine = machine::describe();
     let noise_start = machine::noise(clock.now());
     let began = clock.monotonic();
@@ -332,6 +343,8 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let results = report::Results {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         date,
+        busy: load.warning(),
+        load,
         machine,
         noise_start,
         noise_end: machine::noise(clock.now()),

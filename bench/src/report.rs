@@ -12,10 +12,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::iozone;
-use super::machine::{Machine, Noise};
 use super::sample::{Metric, Sample, Status};
 use super::targets::{Group, Target};
 use super::Settings;
+use harness::machine::{LoadCheck, Machine, Noise};
 
 #[derive(Debug, Serialize)]
 pub struct WorkloadInfo {
@@ -38,6 +38,9 @@ pub struct TargetInfo {
 pub struct Results {
     pub command: String,
     pub date: String,
+    /// The BUSY warning, if the run started with load above the core count.
+    pub busy: Option<String>,
+    pub load: LoadCheck,
     pub machine: Machine,
     pub noise_start: Noise,
     pub noise_end: Noise,
@@ -295,6 +298,15 @@ pub fn terminal_table(r: &Results) -> String {
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
+    let m = &r.machine;
+    let _ = writeln!(
+        out,
+        "{} cores ({}), Linux {}; load average {} at start, {} at end",
+        m.cores, m.cpu, m.kernel, r.noise_start.loadavg, r.noise_end.loadavg
+    );
+    if let Some(busy) = &r.busy {
+        let _ = writeln!(out, "!! {busy}");
+    }
     for (n, row) in rows.iter().enumerate() {
         for (i, cell) in row.iter().enumerate() {
             let pad = widths[i] - cell.chars().count();
@@ -330,6 +342,9 @@ pub fn markdown(r: &Results) -> String {
 fn header(md: &mut String, r: &Results) {
     let m = &r.machine;
     let _ = writeln!(md, "# granary bench, {}\n", r.date);
+    if let Some(busy) = &r.busy {
+        let _ = writeln!(md, "> **{busy}.**\n");
+    }
     let _ = writeln!(md, "Command: `{}`  ", r.command);
     let _ = writeln!(
         md,

@@ -1,6 +1,11 @@
 //! What machine a run was on and how busy it was: CPU, cores, memory, kernel, load
 //! average and the busiest processes at start and end, the git commit, the date. The
 //! machine is shared and noisy, so the noise is part of every result.
+//!
+//! [`LoadCheck`] is the rule `granary bench` and `granary lab` share: a run that starts
+//! with a 1-minute load average above the core count measures the other jobs as much as
+//! granary, so it is refused unless asked for (`--allow-busy`), and then marked BUSY in
+//! its JSON and its table.
 
 use std::process::Command;
 
@@ -31,6 +36,76 @@ pub struct Noise {
     pub qemu_running: bool,
 }
 
+/// The 1-, 5- and 15-minute load averages (zeros if `/proc/loadavg` cannot be read).
+#[must_use]
+pub fn loadavg() -> [f64; 3] {
+    let text = read("/proc/loadavg");
+    let mut fields = text.split_whitespace().map(|f| f.parse().unwrap_or(0.0));
+    [(); 3].map(|()| fields.next().unwrap_or(0.0))
+}
+
+/// Cores this process may run on.
+#[must_use]
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// Whether the machine was quiet enough to measure when a run started.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadCheck {
+    pub cores: usize,
+    /// Load averages (1, 5, 15 minutes) when the run started.
+    pub load_before: [f64; 3],
+    /// True if the 1-minute load was above the core count.
+    pub busy: bool,
+}
+
+impl LoadCheck {
+    /// Reads the load now.
+    #[must_use]
+    pub fn now() -> Self {
+        Self::from(cores(), loadavg())
+    }
+
+    #[must_use]
+    pub fn from(cores: usize, load_before: [f64; 3]) -> Self {
+        Self {
+            cores,
+            load_before,
+            busy: load_before[0] > cores as f64,
+        }
+    }
+
+    /// The loud line a busy run carries in its table and JSON (`None` if quiet).
+    #[must_use]
+    pub fn warning(&self) -> Option<String> {
+        self.busy.then(|| {
+            format!(
+                "BUSY MACHINE: 1-minute load {:.2} was above the {} cores when this run \
+                 started; the numbers include contention with other jobs and are not a \
+                 quiet-machine result",
+                self.load_before[0], self.cores
+            )
+        })
+    }
+
+    /// Refuses a busy start unless `allow` (the `--allow-busy` flag).
+    ///
+    /// # Errors
+    /// A message saying what the load was and how to run anyway.
+    pub fn refuse_unless(&self, allow: bool) -> Result<(), String> {
+        if !self.busy || allow {
+            return Ok(());
+        }
+        Err(format!(
+            "the 1-minute load average is {:.2}, above the {} cores: the numbers would \
+             measure the other jobs as much as granary. Run on a quiet machine, or pass \
+             --allow-busy to run anyway (the results are then marked BUSY)",
+            self.load_before[0], self.cores
+        ))
+    }
+}
+
 /// Takes the machine's description.
 #[must_use]
 pub fn describe() -> Machine {
@@ -53,7 +128,7 @@ pub fn describe() -> Machine {
     let status = command("git", &["status", "--porcelain", "--untracked-files=no"]);
     Machine {
         cpu,
-        cores: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+        cores: cores(),
         memory_gib: memory_kib / (1024.0 * 1024.0),
         kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
         os,
@@ -147,6 +222,22 @@ fn command(program: &str, args: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_load_above_the_core_count_is_busy() {
+        let quiet = LoadCheck::from(2, [2.0, 5.0, 5.0]);
+        assert!(!quiet.busy && quiet.warning().is_none());
+        assert!(quiet.refuse_unless(false).is_ok());
+        let busy = LoadCheck::from(2, [2.01, 0.0, 0.0]);
+        assert!(busy.busy);
+        assert!(busy.warning().unwrap().contains("BUSY"));
+        assert!(busy
+            .refuse_unless(false)
+            .unwrap_err()
+            .contains("--allow-busy"));
+        assert!(busy.refuse_unless(true).is_ok());
+        assert!(loadavg().iter().all(|l| *l >= 0.0));
+    }
 
     #[test]
     fn dates() {

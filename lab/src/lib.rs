@@ -22,6 +22,7 @@ mod timers;
 use std::time::Duration;
 
 use clap::Args;
+use harness::machine::{self, LoadCheck, Machine};
 
 pub use report::Report;
 
@@ -46,6 +47,11 @@ pub struct LabArgs {
     /// Samples per variant (default 5, 2 with --quick).
     #[arg(long, value_name = "N")]
     samples: Option<usize>,
+
+    /// Run even if the 1-minute load average is above the core count (the report is then
+    /// marked BUSY). Without it such a run is refused, except with --quick.
+    #[arg(long)]
+    allow_busy: bool,
 }
 
 /// How long and how often to measure.
@@ -146,9 +152,27 @@ pub fn run(args: &LabArgs) -> Result<(), String> {
             )
         })?;
     let settings = Settings::from_args(args)?;
+    let load = LoadCheck::now();
+    load.refuse_unless(args.allow_busy || args.quick)?;
+    if let Some(warning) = load.warning() {
+        eprintln!("granary lab: {warning}");
+    }
+    let machine = machine::describe();
     let mut report = (experiment.run)(&settings)?;
-    report.context.splice(0..0, machine_context(&settings));
-    let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
+    let load_after = machine::loadavg();
+    report.context.splice(
+        0..0,
+        machine_context(&settings, &machine, &load, load_after),
+    );
+    let mut json = report.to_json();
+    json["machine"] = serde_json::json!({
+        "description": machine,
+        "load_before": load.load_before,
+        "load_after": load_after,
+        "busy": load.busy,
+        "warning": load.warning(),
+    });
+    let json = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
     if let Some(path) = &args.json_file {
         std::fs::write(path, format!("{json}\n"))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -156,46 +180,51 @@ pub fn run(args: &LabArgs) -> Result<(), String> {
     if args.json {
         println!("{json}");
     } else {
-        print!("{}", report.to_table());
+        let banner = load
+            .warning()
+            .map(|w| format!("!! {w}\n"))
+            .unwrap_or_default();
+        print!("{banner}{}{banner}", report.to_table());
     }
     Ok(())
 }
 
 /// Cores this process may run on.
 fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    machine::cores()
 }
 
 /// Facts about the machine and the run that every report starts with.
-fn machine_context(settings: &Settings) -> Vec<(String, String)> {
-    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-    let cpu = read("/proc/cpuinfo")
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown".to_string());
-    vec![
-        ("nproc".into(), cores().to_string()),
-        ("cpu".into(), cpu),
+fn machine_context(
+    settings: &Settings,
+    machine: &Machine,
+    load: &LoadCheck,
+    load_after: [f64; 3],
+) -> Vec<(String, String)> {
+    let avg = |l: [f64; 3]| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]);
+    let mut context = vec![
+        ("nproc".into(), machine.cores.to_string()),
+        ("cpu".into(), machine.cpu.clone()),
+        ("kernel".into(), machine.kernel.clone()),
         (
-            "kernel".into(),
-            read("/proc/sys/kernel/osrelease").trim().to_string(),
+            "build".into(),
+            format!("{}, commit {}", machine.granary_build, machine.git_commit),
         ),
-        (
-            "loadavg at start".into(),
-            read("/proc/loadavg").trim().to_string(),
+        ("loadavg at start".into(), avg(load.load_before)),
+        ("loadavg at end".into(), avg(load_after)),
+    ];
+    if let Some(warning) = load.warning() {
+        context.push(("BUSY".into(), warning));
+    }
+    context.extend([(
+        "samples".into(),
+        format!(
+            "{} per variant, {} ms each in process, {} ms through the server{}",
+            settings.samples,
+            settings.sample.as_millis(),
+            settings.server_sample.as_millis(),
+            if settings.quick { " (--quick)" } else { "" }
         ),
-        (
-            "samples".into(),
-            format!(
-                "{} per variant, {} ms each in process, {} ms through the server{}",
-                settings.samples,
-                settings.sample.as_millis(),
-                settings.server_sample.as_millis(),
-                if settings.quick { " (--quick)" } else { "" }
-            ),
-        ),
-    ]
+    )]);
+    context
 }

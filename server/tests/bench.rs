@@ -152,7 +152,7 @@ fn out_dir(name: &str) -> PathBuf {
 fn bench(target: SocketAddr, out: &Path, args: &[&str]) -> (serde_json::Value, Duration) {
     let started = Instant::now();
     let status = Command::new(env!("CARGO_BIN_EXE_granary"))
-        .args(["--log", "warn", "bench", "--target"])
+        .args(["--log", "warn", "bench", "--allow-busy", "--target"])
         .arg(format!("t={}", url(target)))
         .args(["--no-limit", "--no-plots", "--repeats", "1", "--out"])
         .arg(out)
@@ -396,7 +396,7 @@ fn a_small_run_writes_json_report_and_plots_with_the_limit() {
     let server = Server::start(&[]);
     let out = out_dir("plots");
     let status = Command::new(env!("CARGO_BIN_EXE_granary"))
-        .args(["--log", "warn", "bench", "--target"])
+        .args(["--log", "warn", "bench", "--allow-busy", "--target"])
         .arg(format!("granary={}", url(server.addr)))
         .args(["--workloads", "null/d1-c1,getattr/d64-c1", "--count", "200"])
         .args(["--warmup", "0", "--out"])

@@ -63,6 +63,16 @@ fn check_shape(json: &Value, experiment: &str) -> serde_json::Map<String, Value>
         assert!(v["min"].as_f64() <= v["median"].as_f64());
         assert!(v["median"].as_f64() <= v["max"].as_f64());
     }
+    // Lab hygiene: the machine and the load before and after, and whether it was busy.
+    let m = &json["machine"];
+    assert!(m["description"]["cores"].as_u64().is_some_and(|c| c >= 1), "{m}");
+    assert!(m["description"]["cpu"].is_string() && m["description"]["kernel"].is_string());
+    for key in ["load_before", "load_after"] {
+        assert_eq!(m[key].as_array().map(Vec::len), Some(3), "{key}: {m}");
+    }
+    let busy = m["busy"].as_bool().expect("busy flag");
+    assert_eq!(busy, m["warning"].is_string(), "a busy run carries its warning: {m}");
+    assert_eq!(busy, json["context"]["BUSY"].is_string());
     for (name, base) in json["baselines"].as_object().expect("baselines") {
         let base = base.as_str().expect("baseline name");
         assert!(
@@ -155,6 +165,38 @@ fn quick_decode_json_has_every_mode_and_statistic() {
         assert!(
             variants[&name]["median"].as_f64().is_some_and(|x| x > 0.0),
             "{name}"
+        );
+    }
+}
+
+#[test]
+fn quick_timers_json_has_every_design_on_at_most_one_worker_per_core() {
+    let out = granary(&["lab", "timers", "--quick", "--json", "--samples", "1"]);
+    let json: Value = serde_json::from_str(&out).expect("one JSON object");
+    let variants = check_shape(&json, "timers");
+    let cores = json["machine"]["description"]["cores"].as_u64().expect("cores");
+    for design in ["push", "global", "pull", "tokio"] {
+        for group in ["insert+cancel", "idle-worker wake-ups"] {
+            assert!(
+                variants
+                    .keys()
+                    .any(|n| n.starts_with(group) && n.ends_with(&format!(" {design}"))),
+                "{group} {design} missing: {:?}",
+                variants.keys()
+            );
+        }
+    }
+    // Never more workers than cores unless the group says so.
+    for name in variants.keys().filter(|n| n.contains(" workers")) {
+        let workers: u64 = name
+            .split(" workers")
+            .next()
+            .and_then(|head| head.rsplit([' ', '(']).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("worker count in {name}"));
+        assert!(
+            workers <= cores || name.contains("oversubscribed"),
+            "{name} on {cores} cores"
         );
     }
 }

@@ -71,13 +71,6 @@ fn stop(server: ServeProcess) -> Vec<String> {
         .collect()
 }
 
-/// WRITE rate ([`WRITES`]) through a server started with `extra` flags: one sample per
-/// `settings.samples`, each `settings.server_sample` long.
-pub fn write_rate(extra: &[&str], settings: &Settings) -> Result<Vec<f64>, String> {
-    let mut runs = runs(&[extra], WRITES, settings)?;
-    Ok(runs.pop().map(|r| r.samples).unwrap_or_default())
-}
-
 /// `load` through several servers, one per entry of `designs`, all started first and then
 /// sampled in turn (first design, second, ..., first again), so that a machine that gets
 /// busier or quieter during the run weighs on every design alike.

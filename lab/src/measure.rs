@@ -52,11 +52,6 @@ where
     total.load(Ordering::Relaxed) as f64 / seconds
 }
 
-/// `n` samples of `sample`.
-pub fn samples(n: usize, mut sample: impl FnMut() -> f64) -> Vec<f64> {
-    (0..n).map(|_| sample()).collect()
-}
-
 /// `n` samples of each of `designs` designs, taken in turn (design 0, 1, ..., 0 again),
 /// so that a machine whose load changes during the run weighs on every design alike.
 pub fn interleaved(

@@ -1,16 +1,30 @@
 //! The measurements behind `granary lab timers` (seed 002), driving `runtime::timers`
 //! through its public API; `timers` only formats them.
 //!
-//! - [`insert_cancel_ns`]: one worker inserts 1000 global timers and cancels them, in a
-//!   loop, while the other workers are busy with timers of their own: ns per
-//!   insert+cancel pair, per design (pull, push, global) and for tokio's own timer.
-//! - [`fire_rate`]: global timers fired per second with every worker busy.
-//! - [`idle_wakeups`]: workers arm global timers and go idle while worker 0 stays busy;
-//!   how often were idle workers woken, and how late did timers fire.
+//! Every design runs on the same rig, so that only the design differs:
+//! - workers are `runtime::Workers` threads (one current-thread event loop each, pinned to
+//!   core `i % cores`), as in the server; callers pass at most one worker per core unless
+//!   they label the result "oversubscribed";
+//! - our designs' timer drivers (`Timers::drive`) run on every worker in every variant, so
+//!   a driver's `sleeping_until` is real and an insert wakes a driver only when it must;
+//! - background load is the same spinning task ([`spin`]) for every design, tokio's
+//!   included: it spins for [`SPIN`] and yields, so the worker stays busy (never parks)
+//!   and its event loop still runs timers;
+//! - nothing is counted on one design's insert or cancel path only: wake-ups are counted
+//!   as event-loop unparks by the same hook in every design.
+//!
+//! - [`insert_cancel_ns`]: worker 0 inserts [`BATCH`] global timers and cancels them, in a
+//!   loop, while the other workers spin: ns per insert+cancel pair, per design (pull,
+//!   push, global) and for tokio's own timer.
+//! - [`fire_rate`]: global timers fired per second with every worker inserting short ones.
+//! - [`idle_wakeups`]: every worker arms global timers, then all but worker 0 go idle
+//!   while worker 0 spins: how often were the idle workers woken, and how late did the
+//!   timers fire.
 //!
 //! Each function runs for a bounded time and returns raw samples.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,6 +35,12 @@ use runtime::{WorkerHooks, Workers};
 
 /// Timers per measured batch (the seed's loop size).
 pub const BATCH: usize = 1000;
+
+/// How long the background load spins between yields to its event loop.
+pub const SPIN: Duration = Duration::from_micros(50);
+
+/// How long a worker pool may take to drain at the end of a measurement.
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// The design under test: one of ours, or tokio's per-runtime timer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,139 +65,207 @@ fn noop() -> Callback {
     Box::new(|| {})
 }
 
-/// ns per insert+cancel of a global timer on worker 0, one sample per batch of
-/// [`BATCH`], while workers `1..workers` insert and cancel timers of their own and run
-/// timer passes (busy cores touching their wheels).
-#[must_use]
-pub fn insert_cancel_ns(design: Design, workers: usize, duration: Duration) -> Vec<f64> {
-    match design {
-        Design::Tokio => tokio_insert_cancel_ns(duration),
-        Design::Ours(mode) => ours_insert_cancel_ns(mode, workers.max(2), duration),
+/// Counts event-loop unparks per worker and forwards park/unpark to the timers, if any:
+/// the same instrumentation for every design.
+struct Unparks {
+    timers: Option<Arc<Timers>>,
+    count: Vec<AtomicU64>,
+}
+
+impl WorkerHooks for Unparks {
+    fn parked(&self, worker: usize) {
+        if let Some(t) = &self.timers {
+            t.parked(worker);
+        }
+    }
+    fn unparked(&self, worker: usize) {
+        self.count[worker].fetch_add(1, Ordering::Relaxed);
+        if let Some(t) = &self.timers {
+            t.unparked(worker);
+        }
     }
 }
 
-fn ours_insert_cancel_ns(mode: TimerMode, workers: usize, duration: Duration) -> Vec<f64> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let timers = Timers::new(workers, mode, clock);
-    let stop = AtomicBool::new(false);
-    let mut samples = Vec::new();
-    std::thread::scope(|s| {
-        for w in 1..workers {
-            let (timers, stop) = (&timers, &stop);
-            s.spawn(move || busy_worker(timers, w, stop));
+/// A worker pool for one design: our timers with a driver on every worker, or plain
+/// workers for tokio's timer; both with the same unpark counter.
+struct Rig {
+    pool: Workers,
+    timers: Option<Arc<Timers>>,
+    unparks: Arc<Unparks>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Rig {
+    fn start(design: Design, workers: usize, name: &str) -> Option<Self> {
+        let timers = match design {
+            Design::Ours(mode) => {
+                let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+                Some(Arc::new(Timers::new(workers, mode, clock)))
+            }
+            Design::Tokio => None,
+        };
+        let unparks = Arc::new(Unparks {
+            timers: timers.clone(),
+            count: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+        });
+        let hooks: Arc<dyn WorkerHooks> = unparks.clone();
+        let pool = Workers::start_with_hooks(workers, name, DRAIN, Some(hooks)).ok()?;
+        let (stop, _) = tokio::sync::watch::channel(false);
+        if let Some(t) = &timers {
+            for w in 0..workers {
+                let (t, rx) = (Arc::clone(t), stop.subscribe());
+                pool.submit(w, move || t.drive(w, rx));
+            }
         }
+        Some(Self {
+            pool,
+            timers,
+            unparks,
+            stop,
+        })
+    }
+
+    /// Starts the background load on worker `w`.
+    fn spin_on(&self, w: usize) {
+        let rx = self.stop.subscribe();
+        self.pool.submit(w, move || spin(rx));
+    }
+
+    fn unparks(&self, range: std::ops::Range<usize>) -> u64 {
+        range
+            .map(|w| self.unparks.count[w].load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn finish(self) {
+        let _ = self.stop.send(true);
+        self.pool.join();
+    }
+}
+
+/// The background load: spin for [`SPIN`], yield to the event loop, until stopped (or
+/// the rig is gone).
+async fn spin(stop: tokio::sync::watch::Receiver<bool>) {
+    while !*stop.borrow() && stop.has_changed().is_ok() {
+        let started = Instant::now();
+        while started.elapsed() < SPIN {
+            std::hint::spin_loop();
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// ns per insert+cancel of a global timer on worker 0, one sample per batch of
+/// [`BATCH`], while workers `1..workers` run the background load. `workers` is at least 2.
+#[must_use]
+pub fn insert_cancel_ns(design: Design, workers: usize, duration: Duration) -> Vec<f64> {
+    let workers = workers.max(2);
+    let Some(rig) = Rig::start(design, workers, "lab-insert") else {
+        return Vec::new();
+    };
+    for w in 1..workers {
+        rig.spin_on(w);
+    }
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let out = Arc::clone(&samples);
+    let timers = rig.timers.clone();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    rig.pool.submit(0, move || async move {
         let end = Instant::now() + duration;
-        let mut handles = Vec::with_capacity(BATCH);
-        while Instant::now() < end {
-            let started = Instant::now();
-            for i in 0..BATCH {
-                let delay = Duration::from_millis(1000 + (i as u64 % 4096));
-                handles.push(timers.insert(0, delay, Scope::Global, noop()));
+        loop {
+            let ns = match &timers {
+                Some(t) => ours_batch_ns(t),
+                None => tokio_batch_ns(),
+            };
+            lock(&out).push(ns);
+            if Instant::now() >= end {
+                break;
             }
-            for h in handles.drain(..) {
-                timers.cancel(&h);
-            }
-            samples.push(started.elapsed().as_nanos() as f64 / BATCH as f64);
+            // Lets this worker's own timer driver (or tokio's) run between batches.
+            tokio::task::yield_now().await;
         }
-        stop.store(true, Ordering::Relaxed);
+        let _ = done_tx.send(());
     });
+    let _ = done_rx.recv_timeout(duration + DRAIN);
+    rig.finish();
+    let samples = std::mem::take(&mut *lock(&samples));
     samples
 }
 
-/// A busy core: inserts and cancels its own global timers and runs timer passes.
-fn busy_worker(timers: &Timers, w: usize, stop: &AtomicBool) {
-    let mut n = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        let h = timers.insert(
-            w,
-            Duration::from_millis(500 + n % 1000),
-            Scope::Global,
-            noop(),
-        );
-        if !n.is_multiple_of(4) {
-            timers.cancel(&h);
-        }
-        if n.is_multiple_of(64) {
-            timers.run_expiry(w, timers.now());
-        }
-        n += 1;
+fn ours_batch_ns(timers: &Timers) -> f64 {
+    let mut handles = Vec::with_capacity(BATCH);
+    let started = Instant::now();
+    for i in 0..BATCH {
+        let delay = Duration::from_millis(1000 + (i as u64 % 4096));
+        handles.push(timers.insert(0, delay, Scope::Global, noop()));
     }
+    for h in handles.drain(..) {
+        timers.cancel(&h);
+    }
+    started.elapsed().as_nanos() as f64 / BATCH as f64
 }
 
-fn tokio_insert_cancel_ns(duration: Duration) -> Vec<f64> {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(_) => return Vec::new(),
-    };
-    rt.block_on(async {
-        let mut samples = Vec::new();
-        let end = Instant::now() + duration;
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        while Instant::now() < end {
-            let started = Instant::now();
-            let mut sleeps: Vec<_> = (0..BATCH)
-                .map(|i| {
-                    Box::pin(tokio::time::sleep(Duration::from_millis(
-                        1000 + i as u64 % 4096,
-                    )))
-                })
-                .collect();
-            for s in &mut sleeps {
-                // The first poll registers the timer with tokio's wheel.
-                let _ = s.as_mut().poll(&mut cx);
-            }
-            drop(sleeps);
-            samples.push(started.elapsed().as_nanos() as f64 / BATCH as f64);
-        }
-        samples
-    })
+/// Tokio's timer on the calling worker's runtime: a `Sleep` is registered with the
+/// wheel at its first poll and removed when dropped. Each one is boxed (it must be
+/// pinned to be polled): one allocation per timer that our designs do not make.
+fn tokio_batch_ns() -> f64 {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let started = Instant::now();
+    let mut sleeps: Vec<_> = (0..BATCH)
+        .map(|i| {
+            Box::pin(tokio::time::sleep(Duration::from_millis(
+                1000 + i as u64 % 4096,
+            )))
+        })
+        .collect();
+    for s in &mut sleeps {
+        let _ = s.as_mut().poll(&mut cx);
+    }
+    drop(sleeps);
+    started.elapsed().as_nanos() as f64 / BATCH as f64
 }
 
-use std::future::Future;
-
-/// Global timers fired per second with every worker busy: each worker keeps inserting
-/// short timers and running passes. One sample per 100 ms window.
+/// Global timers fired per second with every worker busy: each worker inserts timers due
+/// in 0-2 ms and yields every 16 inserts, so its driver runs. One sample per 100 ms.
 #[must_use]
 pub fn fire_rate(mode: TimerMode, workers: usize, duration: Duration) -> Vec<f64> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let timers = Timers::new(workers, mode, clock);
-    let stop = AtomicBool::new(false);
-    let mut samples = Vec::new();
-    std::thread::scope(|s| {
-        for w in 0..workers {
-            let (timers, stop) = (&timers, &stop);
-            s.spawn(move || {
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    timers.insert(w, Duration::from_millis(n % 3), Scope::Global, noop());
-                    if n.is_multiple_of(16) {
-                        timers.run_expiry(w, timers.now());
-                    }
-                    n += 1;
+    let Some(rig) = Rig::start(Design::Ours(mode), workers, "lab-fire") else {
+        return Vec::new();
+    };
+    let Some(timers) = rig.timers.clone() else {
+        return Vec::new();
+    };
+    for w in 0..workers {
+        let (t, stop) = (Arc::clone(&timers), rig.stop.subscribe());
+        rig.pool.submit(w, move || async move {
+            let mut n = 0u64;
+            while !*stop.borrow() {
+                t.insert(w, Duration::from_millis(n % 3), Scope::Global, noop());
+                if n.is_multiple_of(16) {
+                    tokio::task::yield_now().await;
                 }
-            });
-        }
-        let end = Instant::now() + duration;
-        let mut last = timers.stats.fired.load(Ordering::Relaxed);
-        while Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(100));
-            let now = timers.stats.fired.load(Ordering::Relaxed);
-            samples.push((now - last) as f64 * 10.0);
-            last = now;
-        }
-        stop.store(true, Ordering::Relaxed);
-    });
+                n += 1;
+            }
+        });
+    }
+    let mut samples = Vec::new();
+    let end = Instant::now() + duration;
+    let mut last = timers.stats.fired.load(Ordering::Relaxed);
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = timers.stats.fired.load(Ordering::Relaxed);
+        samples.push((now - last) as f64 * 10.0);
+        last = now;
+    }
+    rig.finish();
     samples
 }
 
 /// What [`idle_wakeups`] measured.
 #[derive(Debug, Clone, Default)]
 pub struct Wakeups {
-    /// Wake-ups of the idle workers' timer drivers, per second.
+    /// Unparks of the idle workers' event loops, per second.
     pub idle_wakeups_per_sec: f64,
     /// Timers that fired, of those armed.
     pub fired: u64,
@@ -186,8 +274,9 @@ pub struct Wakeups {
     pub lateness_ms: Vec<f64>,
 }
 
-/// Every worker arms `per_worker` one-shot global timers spread over `duration`, then
-/// goes idle, except worker 0, which stays busy. Counts wake-ups of the idle workers.
+/// Every worker arms `per_worker` one-shot global timers spread over `duration`; then
+/// every worker but 0 is idle while worker 0 runs the background load. Counts unparks of
+/// the idle workers (the same hook for every design). `workers` is at least 2.
 #[must_use]
 pub fn idle_wakeups(
     design: Design,
@@ -196,9 +285,49 @@ pub fn idle_wakeups(
     duration: Duration,
 ) -> Wakeups {
     let workers = workers.max(2);
-    match design {
-        Design::Ours(mode) => ours_idle_wakeups(mode, workers, per_worker, duration),
-        Design::Tokio => tokio_idle_wakeups(workers, per_worker, duration),
+    let Some(rig) = Rig::start(design, workers, "lab-idle") else {
+        return Wakeups::default();
+    };
+    rig.spin_on(0);
+    let lateness = Arc::new(Mutex::new(Vec::new()));
+    let fired = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    for w in 0..workers {
+        for i in 0..per_worker {
+            let delay = spread(i, per_worker, duration);
+            let probe = Probe::new(delay, &lateness, &fired);
+            match &rig.timers {
+                Some(t) => {
+                    let t = Arc::clone(t);
+                    rig.pool.submit(w, move || async move {
+                        t.insert(w, delay, Scope::Global, Box::new(move || probe.fire()));
+                    });
+                }
+                None => rig.pool.submit(w, move || async move {
+                    tokio::time::sleep(delay).await;
+                    probe.fire();
+                }),
+            }
+        }
+    }
+    // Let the arming finish before counting.
+    std::thread::sleep(Duration::from_millis(20));
+    let before = rig.unparks(1..workers);
+    std::thread::sleep(duration.saturating_sub(start.elapsed()));
+    let after = rig.unparks(1..workers);
+    let counted = start
+        .elapsed()
+        .saturating_sub(Duration::from_millis(20))
+        .as_secs_f64();
+    // Timers armed near the end may still be due: let them fire before stopping.
+    std::thread::sleep(Duration::from_millis(50));
+    rig.finish();
+    let lateness_ms = std::mem::take(&mut *lock(&lateness));
+    Wakeups {
+        idle_wakeups_per_sec: (after - before) as f64 / counted,
+        fired: fired.load(Ordering::Relaxed),
+        armed: (workers * per_worker) as u64,
+        lateness_ms,
     }
 }
 
@@ -206,122 +335,31 @@ fn spread(i: usize, per_worker: usize, duration: Duration) -> Duration {
     duration.mul_f64(0.1 + 0.8 * (i as f64 + 0.5) / per_worker as f64)
 }
 
-fn ours_idle_wakeups(
-    mode: TimerMode,
-    workers: usize,
-    per_worker: usize,
-    duration: Duration,
-) -> Wakeups {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let timers = Arc::new(Timers::new(workers, mode, Arc::clone(&clock)));
-    let hooks: Arc<dyn WorkerHooks> = timers.clone();
-    let Ok(pool) =
-        Workers::start_with_hooks(workers, "lab-timer", Duration::from_secs(5), Some(hooks))
-    else {
-        return Wakeups::default();
-    };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    for w in 0..workers {
-        let (t, stop) = (Arc::clone(&timers), stop_rx.clone());
-        pool.submit(w, move || t.drive(w, stop));
-    }
-    let lateness = Arc::new(Mutex::new(Vec::new()));
-    let fired = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    for w in 0..workers {
-        let (t, lateness, fired) = (
-            Arc::clone(&timers),
-            Arc::clone(&lateness),
-            Arc::clone(&fired),
-        );
-        pool.submit(w, move || async move {
-            for i in 0..per_worker {
-                let delay = spread(i, per_worker, duration);
-                let (lateness, fired) = (Arc::clone(&lateness), Arc::clone(&fired));
-                let due = Instant::now() + delay;
-                t.insert(
-                    w,
-                    delay,
-                    Scope::Global,
-                    Box::new(move || {
-                        let late = Instant::now().saturating_duration_since(due);
-                        lock(&lateness).push(late.as_secs_f64() * 1e3);
-                        fired.fetch_add(1, Ordering::Relaxed);
-                    }),
-                );
-            }
-        });
-    }
-    let busy_stop = stop_rx.clone();
-    pool.submit(0, move || async move {
-        while !*busy_stop.borrow() {
-            tokio::task::yield_now().await;
+/// Records one timer's firing and its lateness.
+struct Probe {
+    due: Instant,
+    lateness: Arc<Mutex<Vec<f64>>>,
+    fired: Arc<AtomicU64>,
+}
+
+impl Probe {
+    fn new(delay: Duration, lateness: &Arc<Mutex<Vec<f64>>>, fired: &Arc<AtomicU64>) -> Self {
+        Self {
+            due: Instant::now() + delay,
+            lateness: Arc::clone(lateness),
+            fired: Arc::clone(fired),
         }
-    });
-    // Let the arming finish before counting.
-    std::thread::sleep(Duration::from_millis(20));
-    let before: Vec<u64> = (1..workers).map(|w| timers.driver_passes(w)).collect();
-    std::thread::sleep(duration.saturating_sub(start.elapsed()));
-    let after: Vec<u64> = (1..workers).map(|w| timers.driver_passes(w)).collect();
-    let counted = start
-        .elapsed()
-        .saturating_sub(Duration::from_millis(20))
-        .as_secs_f64();
-    let _ = stop_tx.send(true);
-    pool.join();
-    let wakeups: u64 = after.iter().zip(&before).map(|(a, b)| a - b).sum();
-    let lateness_ms = std::mem::take(&mut *lock(&lateness));
-    Wakeups {
-        idle_wakeups_per_sec: wakeups as f64 / counted,
-        fired: fired.load(Ordering::Relaxed),
-        armed: (workers * per_worker) as u64,
-        lateness_ms,
+    }
+
+    fn fire(self) {
+        let late = Instant::now().saturating_duration_since(self.due);
+        lock(&self.lateness).push(late.as_secs_f64() * 1e3);
+        self.fired.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Tokio's design: each worker's timers live in its own runtime, so each firing wakes
-/// the worker that armed it. Wake-ups are counted as firings on idle workers.
-fn tokio_idle_wakeups(workers: usize, per_worker: usize, duration: Duration) -> Wakeups {
-    let Ok(pool) = Workers::start(workers, "lab-tokio", Duration::from_secs(5)) else {
-        return Wakeups::default();
-    };
-    let lateness = Arc::new(Mutex::new(Vec::new()));
-    let fired = Arc::new(AtomicU64::new(0));
-    let idle_fired = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    for w in 0..workers {
-        for i in 0..per_worker {
-            let (lateness, fired, idle_fired) = (
-                Arc::clone(&lateness),
-                Arc::clone(&fired),
-                Arc::clone(&idle_fired),
-            );
-            let delay = spread(i, per_worker, duration);
-            pool.submit(w, move || async move {
-                let due = Instant::now() + delay;
-                tokio::time::sleep(delay).await;
-                let late = Instant::now().saturating_duration_since(due);
-                lock(&lateness).push(late.as_secs_f64() * 1e3);
-                fired.fetch_add(1, Ordering::Relaxed);
-                if w != 0 {
-                    idle_fired.fetch_add(1, Ordering::Relaxed);
-                }
-            });
-        }
-    }
-    std::thread::sleep(duration.saturating_sub(start.elapsed()));
-    pool.join();
-    let lateness_ms = std::mem::take(&mut *lock(&lateness));
-    Wakeups {
-        idle_wakeups_per_sec: idle_fired.load(Ordering::Relaxed) as f64 / duration.as_secs_f64(),
-        fired: fired.load(Ordering::Relaxed),
-        armed: (workers * per_worker) as u64,
-        lateness_ms,
-    }
 }
 
 #[cfg(test)]

@@ -65,13 +65,20 @@ fn check_shape(json: &Value, experiment: &str) -> serde_json::Map<String, Value>
     }
     // Lab hygiene: the machine and the load before and after, and whether it was busy.
     let m = &json["machine"];
-    assert!(m["description"]["cores"].as_u64().is_some_and(|c| c >= 1), "{m}");
+    assert!(
+        m["description"]["cores"].as_u64().is_some_and(|c| c >= 1),
+        "{m}"
+    );
     assert!(m["description"]["cpu"].is_string() && m["description"]["kernel"].is_string());
     for key in ["load_before", "load_after"] {
         assert_eq!(m[key].as_array().map(Vec::len), Some(3), "{key}: {m}");
     }
     let busy = m["busy"].as_bool().expect("busy flag");
-    assert_eq!(busy, m["warning"].is_string(), "a busy run carries its warning: {m}");
+    assert_eq!(
+        busy,
+        m["warning"].is_string(),
+        "a busy run carries its warning: {m}"
+    );
     assert_eq!(busy, json["context"]["BUSY"].is_string());
     for (name, base) in json["baselines"].as_object().expect("baselines") {
         let base = base.as_str().expect("baseline name");
@@ -174,7 +181,9 @@ fn quick_timers_json_has_every_design_on_at_most_one_worker_per_core() {
     let out = granary(&["lab", "timers", "--quick", "--json", "--samples", "1"]);
     let json: Value = serde_json::from_str(&out).expect("one JSON object");
     let variants = check_shape(&json, "timers");
-    let cores = json["machine"]["description"]["cores"].as_u64().expect("cores");
+    let cores = json["machine"]["description"]["cores"]
+        .as_u64()
+        .expect("cores");
     for design in ["push", "global", "pull", "tokio"] {
         for group in ["insert+cancel", "idle-worker wake-ups"] {
             assert!(

@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all="multigrain rangelock timers"
+all="decode multigrain rangelock timers"
 experiments=()
 tag=
 for arg in "$@"; do

@@ -21,9 +21,9 @@ use erofs::{ErofsError, Image, Inode};
 use gtime::Timestamp;
 use runtime::decode::DecodeWorkers;
 use vfs::{
-    Attr, Backend, Cookie, CreateMode, DeviceNumber, DirEntry, DirPage, FileId, FileType, FsError,
-    FsProperties, FsResult, FsStat, Name, Owner, ReadReply, SetAttr, SpecialFile, Stability,
-    WriteReply,
+    Attr, Backend, Change, Checks, Cookie, CreateMode, Created, DeviceNumber, DirEntry, DirPage,
+    FileId, FileType, Found, FsError, FsProperties, FsResult, FsStat, Linked, Name, ReadDone,
+    Renamed, SetAttr, SpecialFile, Stability, Written,
 };
 
 pub use cache::ExtentCache;
@@ -149,6 +149,8 @@ impl Backend for ErofsBackend {
 
     fn properties(&self) -> FsProperties {
         FsProperties {
+            // An image never changes: a nid names one inode for the export's life.
+            stable_ids: true,
             max_file_size: vfs::limits::MAX_FILE_SIZE,
             time_granularity_ns: 1,
             supports_hard_links: true,
@@ -174,29 +176,45 @@ impl Backend for ErofsBackend {
         Ok(attr_of(&self.inode(id)?))
     }
 
-    fn setattr(&self, _: FileId, _: &SetAttr, _: Option<Timestamp>) -> FsResult<Attr> {
+    fn setattr(
+        &self,
+        _: FileId,
+        _: &SetAttr,
+        _: Option<Timestamp>,
+        _: &dyn Checks,
+    ) -> FsResult<Change> {
         Err(FsError::RoFs)
     }
 
-    fn lookup(&self, dir: FileId, name: &Name) -> FsResult<FileId> {
+    fn lookup(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Found> {
         let inode = self.inode(dir)?;
         if !inode.is_dir() {
             return Err(FsError::NotDir);
         }
+        let dir_attr = attr_of(&inode);
+        checks.may_search(&dir_attr)?;
         match self.image.lookup(&inode, name.as_bytes()) {
-            Ok(Some(e)) => Ok(FileId(e.nid)),
+            Ok(Some(e)) => Ok(Found {
+                attr: self.getattr(FileId(e.nid))?,
+                dir: dir_attr,
+            }),
             Ok(None) => Err(FsError::NoEnt),
             Err(e) => Err(io_error(dir.0, "lookup", &e)),
         }
     }
 
-    fn parent(&self, dir: FileId) -> FsResult<FileId> {
+    fn parent(&self, dir: FileId, checks: &dyn Checks) -> FsResult<Found> {
         let inode = self.inode(dir)?;
         if !inode.is_dir() {
             return Err(FsError::NotDir);
         }
+        let dir_attr = attr_of(&inode);
+        checks.may_search(&dir_attr)?;
         match self.image.lookup(&inode, b"..") {
-            Ok(Some(e)) => Ok(FileId(e.nid)),
+            Ok(Some(e)) => Ok(Found {
+                attr: self.getattr(FileId(e.nid))?,
+                dir: dir_attr,
+            }),
             Ok(None) => Err(io_error(
                 dir.0,
                 "parent",
@@ -209,22 +227,14 @@ impl Backend for ErofsBackend {
         }
     }
 
-    fn read(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<ReadReply> {
-        let mut out = BytesMut::new();
-        let eof = self.read_into(id, offset_bytes, count, &mut out)?;
-        Ok(ReadReply {
-            data: out.freeze(),
-            eof,
-        })
-    }
-
     fn read_into(
         &self,
         id: FileId,
         offset_bytes: u64,
         count: u32,
         out: &mut BytesMut,
-    ) -> FsResult<bool> {
+        checks: &dyn Checks,
+    ) -> FsResult<ReadDone> {
         let inode = self.inode(id)?;
         if inode.is_dir() {
             return Err(FsError::IsDir);
@@ -232,26 +242,43 @@ impl Backend for ErofsBackend {
         if !inode.is_reg() {
             return Err(FsError::Inval);
         }
-        self.read_file(&inode, offset_bytes, count, out)
+        let attr = attr_of(&inode);
+        checks.may_read(&attr)?;
+        let eof = self.read_file(&inode, offset_bytes, count, out)?;
+        Ok(ReadDone { attr, eof })
     }
 
-    fn write(&self, _: FileId, _: u64, _: &[u8], _: Stability) -> FsResult<WriteReply> {
+    fn write(
+        &self,
+        _: FileId,
+        _: u64,
+        _: &[u8],
+        _: Stability,
+        _: &dyn Checks,
+    ) -> FsResult<Written> {
         Err(FsError::RoFs)
     }
 
-    fn commit(&self, _: FileId, _: u64, _: u32) -> FsResult<()> {
+    fn commit(&self, _: FileId, _: u64, _: u32) -> FsResult<Change> {
         Err(FsError::RoFs)
     }
 
-    fn create(&self, _: FileId, _: &Name, _: &CreateMode, _: Owner) -> FsResult<FileId> {
+    fn create(&self, _: FileId, _: &Name, _: &CreateMode, _: &dyn Checks) -> FsResult<Created> {
         Err(FsError::RoFs)
     }
 
-    fn mkdir(&self, _: FileId, _: &Name, _: &SetAttr, _: Owner) -> FsResult<FileId> {
+    fn mkdir(&self, _: FileId, _: &Name, _: &SetAttr, _: &dyn Checks) -> FsResult<Created> {
         Err(FsError::RoFs)
     }
 
-    fn symlink(&self, _: FileId, _: &Name, _: &[u8], _: &SetAttr, _: Owner) -> FsResult<FileId> {
+    fn symlink(
+        &self,
+        _: FileId,
+        _: &Name,
+        _: &[u8],
+        _: &SetAttr,
+        _: &dyn Checks,
+    ) -> FsResult<Created> {
         Err(FsError::RoFs)
     }
 
@@ -261,43 +288,58 @@ impl Backend for ErofsBackend {
         _: &Name,
         _: SpecialFile,
         _: &SetAttr,
-        _: Owner,
-    ) -> FsResult<FileId> {
+        _: &dyn Checks,
+    ) -> FsResult<Created> {
         Err(FsError::RoFs)
     }
 
-    fn readlink(&self, id: FileId) -> FsResult<Bytes> {
+    fn readlink(&self, id: FileId) -> FsResult<(Bytes, Attr)> {
         let inode = self.inode(id)?;
         if !inode.is_symlink() {
             return Err(FsError::Inval);
         }
         self.image
             .read_link(&inode)
-            .map(Bytes::from)
+            .map(|target| (Bytes::from(target), attr_of(&inode)))
             .map_err(|e| io_error(id.0, "readlink", &e))
     }
 
-    fn remove(&self, _: FileId, _: &Name) -> FsResult<()> {
+    fn remove(&self, _: FileId, _: &Name, _: &dyn Checks) -> FsResult<Change> {
         Err(FsError::RoFs)
     }
 
-    fn rmdir(&self, _: FileId, _: &Name) -> FsResult<()> {
+    fn rmdir(&self, _: FileId, _: &Name, _: &dyn Checks) -> FsResult<Change> {
         Err(FsError::RoFs)
     }
 
-    fn rename(&self, _: FileId, _: &Name, _: FileId, _: &Name) -> FsResult<()> {
+    fn rename(
+        &self,
+        _: FileId,
+        _: &Name,
+        _: FileId,
+        _: &Name,
+        _: &dyn Checks,
+    ) -> FsResult<Renamed> {
         Err(FsError::RoFs)
     }
 
-    fn link(&self, _: FileId, _: FileId, _: &Name) -> FsResult<()> {
+    fn link(&self, _: FileId, _: FileId, _: &Name, _: &dyn Checks) -> FsResult<Linked> {
         Err(FsError::RoFs)
     }
 
-    fn readdir(&self, dir: FileId, cookie: Cookie, max_entries: usize) -> FsResult<DirPage> {
+    fn readdir(
+        &self,
+        dir: FileId,
+        cookie: Cookie,
+        max_entries: usize,
+        checks: &dyn Checks,
+    ) -> FsResult<(DirPage, Attr)> {
         let inode = self.inode(dir)?;
         if !inode.is_dir() {
             return Err(FsError::NotDir);
         }
+        let dir_attr = attr_of(&inode);
+        checks.may_list(&dir_attr)?;
         let blocks = self
             .image
             .dir_blocks(&inode)
@@ -315,11 +357,12 @@ impl Backend for ErofsBackend {
                 .map_err(|e| io_error(dir.0, "readdir", &e))?;
             for (i, e) in list.into_iter().enumerate().skip(skip) {
                 if entries.len() == max_entries {
-                    return Ok(DirPage {
+                    let page = DirPage {
                         entries,
                         eof: false,
                         verifier: 0,
-                    });
+                    };
+                    return Ok((page, dir_attr));
                 }
                 entries.push(DirEntry {
                     name: Bytes::from(e.name),
@@ -330,10 +373,11 @@ impl Backend for ErofsBackend {
             block += 1;
             skip = 0;
         }
-        Ok(DirPage {
+        let page = DirPage {
             entries,
             eof: true,
             verifier: 0,
-        })
+        };
+        Ok((page, dir_attr))
     }
 }

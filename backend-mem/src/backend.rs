@@ -5,12 +5,13 @@ use bytes::{Bytes, BytesMut};
 use gtime::Timestamp;
 use vfs::limits::{MAX_FILE_SIZE, MAX_IO_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_PATH_BYTES};
 use vfs::{
-    Attr, Backend, Cookie, CreateMode, DirPage, FileId, FsError, FsProperties, FsResult, FsStat,
-    Name, Owner, ReadReply, SetAttr, SpecialFile, Stability, WriteReply,
+    Attr, Backend, Change, Checks, Cookie, CreateMode, Created, DirPage, FileId, FileType, Found,
+    FsError, FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone, Renamed, SetAttr,
+    SpecialFile, Stability, Written,
 };
 
 use crate::dir::Dir;
-use crate::inode::Body;
+use crate::inode::{Body, Inode};
 use crate::namespace::NewNode;
 use crate::table::ROOT;
 use crate::MemFs;
@@ -26,6 +27,7 @@ impl Backend for MemFs {
 
     fn properties(&self) -> FsProperties {
         FsProperties {
+            stable_ids: true,
             max_file_size: MAX_FILE_SIZE,
             time_granularity_ns: 1,
             supports_hard_links: true,
@@ -50,77 +52,121 @@ impl Backend for MemFs {
         Ok(inode.observed_attr(&state))
     }
 
-    /// A guarded call locks the whole file first, so no WRITE can move ctime between the
-    /// check and the change.
-    fn setattr(&self, id: FileId, set: &SetAttr, guard: Option<Timestamp>) -> FsResult<Attr> {
+    /// Checks and applies under the inode's write lock. A guarded call locks the whole
+    /// file first, so no WRITE can move ctime between the check and the change.
+    fn setattr(
+        &self,
+        id: FileId,
+        set: &SetAttr,
+        guard: Option<Timestamp>,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
         let inode = self.inode(id)?;
         let mut state = inode.write()?;
         let whole_file = guard
             .and(inode.file.as_ref())
             .map(|file| file.lock.write(0..u64::MAX));
-        if guard.is_some_and(|ctime| ctime != inode.ctime.load().time) {
+        let before = inode.observed_attr(&state);
+        let set = checks.setattr_rules(&before, set)?;
+        if guard.is_some_and(|ctime| ctime != before.ctime) {
             return Err(FsError::NotSync);
         }
-        state.check_setattr(set)?;
+        state.check_setattr(&set)?;
         inode.apply_setattr(
             &mut state,
-            set,
+            &set,
             &self.clock,
             &self.space,
             whole_file.is_some(),
         );
         drop(whole_file);
-        Ok(inode.observed_attr(&state))
-    }
-
-    fn lookup(&self, dir: FileId, name: &Name) -> FsResult<FileId> {
-        let entry = self.inode(dir)?.read()?.body.dir()?.get(name);
-        entry.map(|e| e.id).ok_or(FsError::NoEnt)
-    }
-
-    fn parent(&self, dir: FileId) -> FsResult<FileId> {
-        Ok(self.inode(dir)?.read()?.body.dir()?.parent)
-    }
-
-    /// Returns at most `MAX_IO_BYTES` whatever `count` asks (a short read, not `eof`), so
-    /// one request cannot make the backend allocate more than a transfer's worth. Holds the
-    /// file's range lock over the bytes asked for, and no other lock.
-    fn read(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<ReadReply> {
-        let mut out = BytesMut::new();
-        let eof = self.read_into(id, offset_bytes, count, &mut out)?;
-        Ok(ReadReply {
-            data: out.freeze(),
-            eof,
+        Ok(Change {
+            before: Some(PreAttr::of(&before)),
+            after: inode.observed_attr(&state),
         })
     }
 
-    /// Copies straight from the file's chunks into `out`, under a read range lock.
+    fn lookup(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Found> {
+        let dir_inode = self.inode(dir)?;
+        let (dir_attr, entry) = {
+            let state = dir_inode.read()?;
+            let entries = state.body.dir()?;
+            let dir_attr = dir_inode.observed_attr(&state);
+            checks.may_search(&dir_attr)?;
+            (dir_attr, entries.get(name).ok_or(FsError::NoEnt)?)
+        };
+        // The entry may go between the two locks: then it was not found.
+        let attr = self.getattr(entry.id).map_err(|e| match e {
+            FsError::Stale => FsError::NoEnt,
+            other => other,
+        })?;
+        Ok(Found {
+            attr,
+            dir: dir_attr,
+        })
+    }
+
+    fn parent(&self, dir: FileId, checks: &dyn Checks) -> FsResult<Found> {
+        let dir_inode = self.inode(dir)?;
+        let (dir_attr, parent) = {
+            let state = dir_inode.read()?;
+            let parent = state.body.dir()?.parent;
+            let dir_attr = dir_inode.observed_attr(&state);
+            checks.may_search(&dir_attr)?;
+            (dir_attr, parent)
+        };
+        let attr = self.getattr(parent)?;
+        Ok(Found {
+            attr,
+            dir: dir_attr,
+        })
+    }
+
+    /// Returns at most `MAX_IO_BYTES` whatever `count` asks (a short read, not `eof`), so
+    /// one request cannot make the backend allocate more than a transfer's worth. Takes
+    /// the attributes under the inode's read lock, then copies straight from the file's
+    /// chunks into `out` under a read range lock (and no other lock).
     fn read_into(
         &self,
         id: FileId,
         offset_bytes: u64,
         count: u32,
         out: &mut BytesMut,
-    ) -> FsResult<bool> {
+        checks: &dyn Checks,
+    ) -> FsResult<ReadDone> {
         let inode = self.inode(id)?;
         let file = inode.regular_file()?;
+        let attr = {
+            let state = inode.read()?;
+            inode.observed_attr(&state)
+        };
+        checks.may_read(&attr)?;
         let count = u64::from(count.min(MAX_IO_BYTES));
         let _range = file
             .lock
             .read(offset_bytes..offset_bytes.saturating_add(count));
         file.check_live()?;
-        Ok(file.data.read_into(offset_bytes, count, out))
+        let eof = file.data.read_into(offset_bytes, count, out);
+        Ok(ReadDone { attr, eof })
     }
 
     /// An empty write changes nothing (not even mtime), as on Linux. Holds the file's
-    /// range lock over the bytes written, and no other lock; mtime becomes the new ctime.
+    /// range lock over the bytes written and, around it, the inode's read lock only for
+    /// the permission check (its write lock if set-id bits must go); mtime becomes the
+    /// new ctime.
+    ///
+    /// The returned `before` has the ctime and mtime this write's stamp replaced and the
+    /// size just before the bytes were copied; it is `None` when the write cannot be
+    /// bracketed exactly: a concurrent write's stamp stood for this one, or another change
+    /// stamped the file before the attributes after were read.
     fn write(
         &self,
         id: FileId,
         offset_bytes: u64,
         data: &[u8],
         stable: Stability,
-    ) -> FsResult<WriteReply> {
+        checks: &dyn Checks,
+    ) -> FsResult<Written> {
         let count = u32::try_from(data.len()).map_err(|_| FsError::Inval)?;
         let inode = self.inode(id)?;
         let file = inode.regular_file()?;
@@ -128,22 +174,52 @@ impl Backend for MemFs {
             .checked_add(u64::from(count))
             .filter(|&end| end <= MAX_FILE_SIZE)
             .ok_or(FsError::FBig)?;
-        let _range = file.lock.write(offset_bytes..end);
-        file.check_live()?;
-        if count > 0 {
-            file.data.write(offset_bytes, data, &self.space)?;
-            // Under the range lock: whoever locks these bytes next sees the new ctime too.
-            self.clock.stamp(&inode.ctime, true);
+        let (checked, uncleared) = self.check_write(&inode, checks)?;
+        // Clearing set-id bits is part of this WRITE: its "before" is the file before that.
+        let first = PreAttr::of(uncleared.as_ref().unwrap_or(&checked));
+        if count == 0 {
+            return Ok(written(0, stable, Some(first), checked));
         }
-        Ok(WriteReply {
-            count,
-            committed: stable,
-        })
+        let range = file.lock.write(offset_bytes..end);
+        file.check_live()?;
+        let size_before = file.data.size_bytes();
+        file.data.write(offset_bytes, data, &self.space)?;
+        // Under the range lock: whoever locks these bytes next sees the new ctime too.
+        let stamp = self.clock.stamp(&inode.ctime, true);
+        drop(range);
+        let after = {
+            let state = inode.read()?;
+            inode.observed_attr(&state)
+        };
+        let exact = stamp.installed && after.ctime == stamp.time;
+        let before = exact.then(|| match uncleared {
+            // Exact only if no other change came between the clearing and this stamp.
+            Some(_) if stamp.previous.time != checked.ctime => None,
+            Some(_) => Some(first),
+            None => Some(PreAttr {
+                size_bytes: size_before,
+                mtime: if stamp.previous.tag {
+                    stamp.previous.time
+                } else {
+                    checked.mtime
+                },
+                ctime: stamp.previous.time,
+            }),
+        });
+        let before = before.flatten();
+        Ok(written(count, stable, before, after))
     }
 
     /// Memory is this backend's stable storage: every write is as durable as it gets.
-    fn commit(&self, id: FileId, _offset_bytes: u64, _count: u32) -> FsResult<()> {
-        self.inode(id)?.regular_file()?.check_live()
+    fn commit(&self, id: FileId, _offset_bytes: u64, _count: u32) -> FsResult<Change> {
+        let inode = self.inode(id)?;
+        inode.regular_file()?.check_live()?;
+        let state = inode.read()?;
+        let attr = inode.observed_attr(&state);
+        Ok(Change {
+            before: Some(PreAttr::of(&attr)),
+            after: attr,
+        })
     }
 
     fn create(
@@ -151,19 +227,24 @@ impl Backend for MemFs {
         dir: FileId,
         name: &Name,
         mode: &CreateMode,
-        owner: Owner,
-    ) -> FsResult<FileId> {
-        self.create_file(dir, name, mode, owner)
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        self.create_file(dir, name, mode, checks)
     }
 
-    fn mkdir(&self, dir: FileId, name: &Name, attrs: &SetAttr, owner: Owner) -> FsResult<FileId> {
+    fn mkdir(
+        &self,
+        dir: FileId,
+        name: &Name,
+        attrs: &SetAttr,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
         let node = NewNode {
             body: Body::Directory(Dir::new(dir)),
             default_mode: 0o755,
-            owner,
             attrs,
         };
-        self.add_entry(dir, name, node)
+        self.add_entry(dir, name, node, checks)
     }
 
     /// `Inval` for an empty target, `NameTooLong` past `MAX_PATH_BYTES`.
@@ -173,8 +254,8 @@ impl Backend for MemFs {
         name: &Name,
         target: &[u8],
         attrs: &SetAttr,
-        owner: Owner,
-    ) -> FsResult<FileId> {
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
         if target.is_empty() {
             return Err(FsError::Inval);
         }
@@ -184,10 +265,9 @@ impl Backend for MemFs {
         let node = NewNode {
             body: Body::Symlink(Bytes::copy_from_slice(target)),
             default_mode: 0o777,
-            owner,
             attrs,
         };
-        self.add_entry(dir, name, node)
+        self.add_entry(dir, name, node, checks)
     }
 
     fn mknod(
@@ -196,46 +276,97 @@ impl Backend for MemFs {
         name: &Name,
         kind: SpecialFile,
         attrs: &SetAttr,
-        owner: Owner,
-    ) -> FsResult<FileId> {
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
         let node = NewNode {
             body: Body::Special(kind),
             default_mode: 0o644,
-            owner,
             attrs,
         };
-        self.add_entry(dir, name, node)
+        self.add_entry(dir, name, node, checks)
     }
 
-    fn readlink(&self, id: FileId) -> FsResult<Bytes> {
-        match &self.inode(id)?.read()?.body {
-            Body::Symlink(target) => Ok(target.clone()),
+    fn readlink(&self, id: FileId) -> FsResult<(Bytes, Attr)> {
+        let inode = self.inode(id)?;
+        let state = inode.read()?;
+        match &state.body {
+            Body::Symlink(target) => Ok((target.clone(), inode.observed_attr(&state))),
             _ => Err(FsError::Inval),
         }
     }
 
-    fn remove(&self, dir: FileId, name: &Name) -> FsResult<()> {
-        self.remove_entry(dir, name, false)
+    fn remove(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Change> {
+        self.remove_entry(dir, name, false, checks)
     }
 
-    fn rmdir(&self, dir: FileId, name: &Name) -> FsResult<()> {
-        self.remove_entry(dir, name, true)
+    fn rmdir(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Change> {
+        self.remove_entry(dir, name, true, checks)
     }
 
-    fn rename(&self, from_dir: FileId, from: &Name, to_dir: FileId, to: &Name) -> FsResult<()> {
-        self.rename_entry(from_dir, from, to_dir, to)
+    fn rename(
+        &self,
+        from_dir: FileId,
+        from: &Name,
+        to_dir: FileId,
+        to: &Name,
+        checks: &dyn Checks,
+    ) -> FsResult<Renamed> {
+        self.rename_entry(from_dir, from, to_dir, to, checks)
     }
 
-    fn link(&self, id: FileId, dir: FileId, name: &Name) -> FsResult<()> {
-        self.link_entry(id, dir, name)
+    fn link(&self, id: FileId, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Linked> {
+        self.link_entry(id, dir, name, checks)
     }
 
     /// `TooSmall` for `max_entries` 0: a page that can hold nothing would never progress.
-    fn readdir(&self, dir: FileId, cookie: Cookie, max_entries: usize) -> FsResult<DirPage> {
-        self.inode(dir)?
-            .read()?
-            .body
-            .dir()?
-            .list(dir, cookie, max_entries)
+    fn readdir(
+        &self,
+        dir: FileId,
+        cookie: Cookie,
+        max_entries: usize,
+        checks: &dyn Checks,
+    ) -> FsResult<(DirPage, Attr)> {
+        let inode = self.inode(dir)?;
+        let state = inode.read()?;
+        let entries = state.body.dir()?;
+        let attr = inode.observed_attr(&state);
+        checks.may_list(&attr)?;
+        Ok((entries.list(dir, cookie, max_entries)?, attr))
+    }
+}
+
+impl MemFs {
+    /// WRITE's permission check: under the read lock, or under the write lock when the
+    /// check asks for set-id bits to be cleared (and then clears them, checking again
+    /// under that lock). Returns the attributes checked (after any clearing) and, if bits
+    /// were cleared, the attributes before that.
+    fn check_write(&self, inode: &Inode, checks: &dyn Checks) -> FsResult<(Attr, Option<Attr>)> {
+        let attr = {
+            let state = inode.read()?;
+            inode.observed_attr(&state)
+        };
+        if checks.may_write(&attr)?.is_none() {
+            return Ok((attr, None));
+        }
+        let mut state = inode.write()?;
+        let attr = inode.observed_attr(&state);
+        let Some(mode) = checks.may_write(&attr)? else {
+            return Ok((attr, None));
+        };
+        let clear = SetAttr {
+            mode: Some(mode),
+            ..SetAttr::default()
+        };
+        inode.apply_setattr(&mut state, &clear, &self.clock, &self.space, false);
+        Ok((inode.observed_attr(&state), Some(attr)))
+    }
+}
+
+fn written(count: u32, committed: Stability, before: Option<PreAttr>, after: Attr) -> Written {
+    debug_assert_eq!(after.file_type, FileType::Regular);
+    Written {
+        count,
+        committed,
+        file: Change { before, after },
     }
 }

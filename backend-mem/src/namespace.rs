@@ -8,8 +8,12 @@ use std::sync::Arc;
 
 use gtime::{Ctime, Timestamp};
 use sync::RangeLockMode;
-use vfs::{CreateMode, FileId, FsError, FsResult, Name, Owner, SetAttr, SetTime};
+use vfs::{
+    Attr, Change, Checks, CreateMode, Created, FileId, FsError, FsResult, Linked, Name, Owner,
+    PreAttr, SetAttr, SetTime,
+};
 
+use crate::dir::Entry;
 use crate::inode::{write_pair, Body, Inode, InodeState, Meta, Regular};
 use crate::space::Space;
 use crate::MemFs;
@@ -19,12 +23,20 @@ pub(crate) struct NewNode<'a> {
     pub(crate) body: Body,
     /// Mode when `attrs` gives none.
     pub(crate) default_mode: u32,
-    pub(crate) owner: Owner,
-    /// Mode, size (regular files only) and times apply; uid and gid come from `owner`.
+    /// Mode, size (regular files only) and times apply (after `Checks::new_file`); uid and
+    /// gid come from the checks' owner.
     pub(crate) attrs: &'a SetAttr,
 }
 
-impl NewNode<'_> {
+/// A checked new node: the owner and attributes `Checks::new_file` chose.
+struct Ready {
+    body: Body,
+    default_mode: u32,
+    owner: Owner,
+    attrs: SetAttr,
+}
+
+impl Ready {
     /// The size a new regular file starts with, if `attrs` gives one.
     fn size_bytes(&self) -> Option<u64> {
         self.attrs
@@ -67,6 +79,15 @@ impl NewNode<'_> {
     }
 }
 
+/// The attributes of a directory, checked for entry changes, and the entry `name` in it.
+fn check_dir(dir: &Inode, name: &Name, checks: &dyn Checks) -> FsResult<(Attr, Option<Entry>)> {
+    let state = dir.read()?;
+    let entries = state.body.dir()?;
+    let attr = dir.observed_attr(&state);
+    checks.may_change_entries(&attr)?;
+    Ok((attr, entries.get(name)))
+}
+
 impl MemFs {
     /// Adds a new file named `name` to `dir`.
     pub(crate) fn add_entry(
@@ -74,16 +95,25 @@ impl MemFs {
         dir: FileId,
         name: &Name,
         node: NewNode<'_>,
-    ) -> FsResult<FileId> {
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
         let _namespace = self.lock_namespace();
-        self.add_entry_locked(dir, name, node)
+        self.add_entry_locked(dir, name, node, checks)
     }
 
     /// `add_entry` for a caller that holds the namespace mutex.
-    fn add_entry_locked(&self, dir: FileId, name: &Name, node: NewNode<'_>) -> FsResult<FileId> {
+    fn add_entry_locked(
+        &self,
+        dir: FileId,
+        name: &Name,
+        node: NewNode<'_>,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
         let dir_inode = self.inode(dir)?;
         let mut dir_state = dir_inode.write()?;
+        let before = dir_inode.observed_attr(&dir_state);
         let entries = dir_state.body.dir_mut()?;
+        checks.may_change_entries(&before)?;
         if entries.get(name).is_some() {
             return Err(FsError::Exist);
         }
@@ -91,19 +121,34 @@ impl MemFs {
         if is_dir && entries.nlink() >= vfs::limits::MAX_LINKS {
             return Err(FsError::MLink);
         }
-        node.check()?;
+        let (owner, attrs) = checks.new_file(&before, node.body.file_type(), node.attrs);
+        let ready = Ready {
+            body: node.body,
+            default_mode: node.default_mode,
+            owner,
+            attrs,
+        };
+        ready.check()?;
         self.space.reserve_file()?;
-        if let Err(err) = self.space.reserve_bytes(node.body.charged_bytes()) {
+        if let Err(err) = self.space.reserve_bytes(ready.body.charged_bytes()) {
             self.space.release_file();
             return Err(err);
         }
         let now = self.clock.stamp(&dir_inode.ctime, true).time;
         let id = self.table.allocate_id();
-        let inode = node.build(id, now, &self.space, self.rangelock);
+        let inode = Arc::new(ready.build(id, now, &self.space, self.rangelock));
+        let attr = inode.observed_attr(&*inode.read()?);
         // In the table before it has a name, so a looked-up id always resolves.
-        self.table.insert(Arc::new(inode));
+        self.table.insert(inode);
         entries.insert(name, id, is_dir);
-        Ok(id)
+        let after = dir_inode.observed_attr(&dir_state);
+        Ok(Created {
+            attr,
+            dir: Change {
+                before: Some(PreAttr::of(&before)),
+                after,
+            },
+        })
     }
 
     /// CREATE: a new regular file, or per `mode` the existing one.
@@ -112,12 +157,21 @@ impl MemFs {
         dir: FileId,
         name: &Name,
         mode: &CreateMode,
-        owner: Owner,
-    ) -> FsResult<FileId> {
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
         let _namespace = self.lock_namespace();
-        let existing = self.inode(dir)?.read()?.body.dir()?.get(name);
+        let (dir_attr, existing) = check_dir(&*self.inode(dir)?, name, checks)?;
         if let Some(entry) = existing {
-            return self.reuse_existing(entry.id, mode);
+            // The directory does not change: its attributes before are its attributes
+            // after (the namespace mutex keeps its entries as they are).
+            let attr = self.reuse_existing(entry.id, mode, checks)?;
+            return Ok(Created {
+                attr,
+                dir: Change {
+                    before: Some(PreAttr::of(&dir_attr)),
+                    after: dir_attr,
+                },
+            });
         }
         let empty = SetAttr::default();
         let (attrs, verifier) = match mode {
@@ -127,15 +181,16 @@ impl MemFs {
         let node = NewNode {
             body: Body::Regular(Regular { verifier }),
             default_mode: 0o644,
-            owner,
             attrs,
         };
-        self.add_entry_locked(dir, name, node)
+        self.add_entry_locked(dir, name, node, checks)
     }
 
     /// CREATE over an existing name. Only the size of `Unchecked` attributes applies (as
     /// Linux nfsd does): mode and owner of someone else's file are not CREATE's to change.
-    fn reuse_existing(&self, id: FileId, mode: &CreateMode) -> FsResult<FileId> {
+    /// Truncation is checked (`may_truncate`) under the file's write lock, with the
+    /// attributes it truncates.
+    fn reuse_existing(&self, id: FileId, mode: &CreateMode, checks: &dyn Checks) -> FsResult<Attr> {
         let inode = self.inode(id)?;
         let mut state = inode.write()?;
         let Ok(file) = state.body.regular() else {
@@ -143,37 +198,51 @@ impl MemFs {
         };
         match mode {
             CreateMode::Guarded(_) => Err(FsError::Exist),
-            CreateMode::Exclusive(verifier) if file.verifier == Some(*verifier) => Ok(id),
+            CreateMode::Exclusive(verifier) if file.verifier == Some(*verifier) => {
+                Ok(inode.observed_attr(&state))
+            }
             CreateMode::Exclusive(_) => Err(FsError::Exist),
             CreateMode::Unchecked(attrs) => {
                 let size_only = SetAttr {
                     size_bytes: attrs.size_bytes,
                     ..SetAttr::default()
                 };
+                if size_only.size_bytes.is_some() {
+                    checks.may_truncate(&inode.observed_attr(&state))?;
+                }
                 state.check_setattr(&size_only)?;
                 inode.apply_setattr(&mut state, &size_only, &self.clock, &self.space, false);
-                Ok(id)
+                Ok(inode.observed_attr(&state))
             }
         }
     }
 
-    /// REMOVE (`rmdir` false) or RMDIR (`rmdir` true) of `name` in `dir`.
-    pub(crate) fn remove_entry(&self, dir: FileId, name: &Name, rmdir: bool) -> FsResult<()> {
+    /// REMOVE (`rmdir` false) or RMDIR (`rmdir` true) of `name` in `dir`. The checks run
+    /// first under the directory's read lock (so a caller without write permission learns
+    /// that before whether the name exists, as from Linux nfsd), then again under the
+    /// write locks of the change, where they decide.
+    pub(crate) fn remove_entry(
+        &self,
+        dir: FileId,
+        name: &Name,
+        rmdir: bool,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
         let _namespace = self.lock_namespace();
         let dir_inode = self.inode(dir)?;
-        let entry = dir_inode
-            .read()?
-            .body
-            .dir()?
-            .get(name)
+        let entry = check_dir(&dir_inode, name, checks)?
+            .1
             .ok_or(FsError::NoEnt)?;
+        let victim = self.inode(entry.id)?;
+        let (mut dir_state, mut victim_state) = write_pair(&dir_inode, &victim)?;
+        let before = dir_inode.observed_attr(&dir_state);
+        checks.may_change_entries(&before)?;
+        checks.may_unlink(&before, &victim.observed_attr(&victim_state))?;
         match (entry.is_dir, rmdir) {
             (true, false) => return Err(FsError::IsDir),
             (false, true) => return Err(FsError::NotDir),
             _ => {}
         }
-        let victim = self.inode(entry.id)?;
-        let (mut dir_state, mut victim_state) = write_pair(&dir_inode, &victim)?;
         if rmdir && !victim_state.body.dir()?.is_empty() {
             return Err(FsError::NotEmpty);
         }
@@ -183,18 +252,28 @@ impl MemFs {
             .stamp_all(&[(&dir_inode.ctime, true), (&victim.ctime, false)]);
         victim_state.meta.keep_mtime(&stamps[1]);
         let died = victim.unlink(&mut victim_state, &self.space);
+        let after = dir_inode.observed_attr(&dir_state);
         drop((dir_state, victim_state));
         if died {
             self.table.remove(entry.id);
         }
-        Ok(())
+        Ok(Change {
+            before: Some(PreAttr::of(&before)),
+            after,
+        })
     }
 
     /// LINK: a new name for non-directory `id`.
-    pub(crate) fn link_entry(&self, id: FileId, dir: FileId, name: &Name) -> FsResult<()> {
+    pub(crate) fn link_entry(
+        &self,
+        id: FileId,
+        dir: FileId,
+        name: &Name,
+        checks: &dyn Checks,
+    ) -> FsResult<Linked> {
         let _namespace = self.lock_namespace();
         let dir_inode = self.inode(dir)?;
-        let exists = dir_inode.read()?.body.dir()?.get(name).is_some();
+        let exists = check_dir(&dir_inode, name, checks)?.1.is_some();
         let target = self.inode(id)?;
         let nlink = {
             let state = target.read()?;
@@ -210,12 +289,20 @@ impl MemFs {
             return Err(FsError::MLink);
         }
         let (mut dir_state, mut target_state) = write_pair(&dir_inode, &target)?;
+        let before = dir_inode.observed_attr(&dir_state);
+        checks.may_change_entries(&before)?;
         dir_state.body.dir_mut()?.insert(name, id, false);
         target_state.meta.nlink += 1;
         let stamps = self
             .clock
             .stamp_all(&[(&dir_inode.ctime, true), (&target.ctime, false)]);
         target_state.meta.keep_mtime(&stamps[1]);
-        Ok(())
+        Ok(Linked {
+            attr: target.observed_attr(&target_state),
+            dir: Change {
+                before: Some(PreAttr::of(&before)),
+                after: dir_inode.observed_attr(&dir_state),
+            },
+        })
     }
 }

@@ -24,9 +24,11 @@ pub fn server() -> (Arc<Dispatcher>, Arc<nfsd::NfsState>) {
         ..Default::default()
     };
     let backend: Arc<dyn vfs::Backend> = Arc::new(backend_mem::MemFs::new(mem, clock.clone()));
-    let export = Export::new(ExportId(1), "/".into(), ExportOptions::default(), backend);
-    let table = ExportTable::new(vec![export], HandleKey::new(1, [2; 16]));
-    let state = Arc::new(nfsd::NfsState::new(table, [7; 8]));
+    let options = ExportOptions::default();
+    let export = Export::new(ExportId(1), 1, "/".into(), options, backend);
+    let table = ExportTable::new(vec![export], HandleKey::new([2; 16]));
+    let max_io_bytes = nfsd::limits::MAX_IO_BYTES;
+    let state = Arc::new(nfsd::NfsState::new(table, [7; 8], max_io_bytes));
     let mut d = Dispatcher::new();
     nfsd::register(&mut d, &state);
     let cache = Arc::new(rpc::drc::ReplyCache::new(

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use backend_mem::{MemConfig, MemFs};
 use gtime::{Clock, Ctime, FloorRead, MultigrainClock, SystemClock, TimestampMode};
-use vfs::{Backend, CreateMode, FileId, Name, Owner, SetAttr, Stability};
+use vfs::{Backend, CreateMode, FileId, Name, SetAttr, Stability, Trusted};
 
 use super::measure::{interleaved, rate};
 use super::report::{Report, Variant};
@@ -100,10 +100,11 @@ fn variant(group: &str, design: &Design, base: &Design, samples: Vec<f64>) -> Va
 
 fn new_file(fs: &MemFs, name: &str) -> FileId {
     let name = Name::new(name.as_bytes().to_vec()).expect("lab file names are valid");
-    let owner = Owner { uid: 0, gid: 0 };
     let mode = CreateMode::Unchecked(SetAttr::default());
-    fs.create(fs.root(), &name, &mode, owner)
+    fs.create(fs.root(), &name, &mode, &Trusted::ROOT)
         .expect("a fresh mem file system has room")
+        .attr
+        .fileid
 }
 
 fn stamp_group(threads: usize, settings: &Settings, out: &mut Vec<Variant>) {
@@ -147,7 +148,10 @@ fn write_group(threads: usize, settings: &Settings, out: &mut Vec<Variant>) {
         rate(threads, settings.sample, |t| {
             let file = files[t];
             move || {
-                black_box(fs.write(file, 0, b"x", Stability::Unstable).is_ok());
+                black_box(
+                    fs.write(file, 0, b"x", Stability::Unstable, &Trusted::ROOT)
+                        .is_ok(),
+                );
             }
         })
     });
@@ -187,7 +191,10 @@ fn stat_group(threads: usize, settings: &Settings, out: &mut Vec<Variant>) -> Ve
                     // The whole tally moves into the closure (not a copy of its count), so
                     // its drop at the end of the loop adds the count.
                     let tally = &mut tally;
-                    black_box(fs.write(file, 0, b"x", Stability::Unstable).is_ok());
+                    black_box(
+                        fs.write(file, 0, b"x", Stability::Unstable, &Trusted::ROOT)
+                            .is_ok(),
+                    );
                     tally.n += 1;
                     if tally.n.is_multiple_of(every) {
                         black_box(fs.getattr(file).is_ok());

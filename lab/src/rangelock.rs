@@ -19,9 +19,10 @@
 use std::hint::black_box;
 
 use backend_mem::{MemConfig, MemFs, RangeLockMode, CHUNK_BYTES};
+use bytes::BytesMut;
 use gtime::SystemClock;
 use sync::RangeLock;
-use vfs::{Backend, CreateMode, FileId, Name, Owner, SetAttr, Stability};
+use vfs::{Backend, CreateMode, FileId, Name, SetAttr, Stability, Trusted};
 
 use super::e2e::{self, Load, Op};
 use super::measure::{interleaved, rate};
@@ -106,12 +107,15 @@ fn filled_fs(mode: RangeLockMode) -> (MemFs, FileId) {
     };
     let fs = MemFs::new(config, SystemClock::shared());
     let name = Name::new(b"shared".to_vec()).expect("valid name");
-    let owner = Owner { uid: 0, gid: 0 };
     let create = CreateMode::Unchecked(SetAttr::default());
-    let file = fs.create(fs.root(), &name, &create, owner).expect("create");
+    let file = fs
+        .create(fs.root(), &name, &create, &Trusted::ROOT)
+        .expect("create")
+        .attr
+        .fileid;
     let span = THREADS[THREADS.len() - 1] as u64 * CHUNK_BYTES;
     for at in (0..span).step_by(PAGE) {
-        fs.write(file, at, &[7; PAGE], Stability::Unstable)
+        fs.write(file, at, &[7; PAGE], Stability::Unstable, &Trusted::ROOT)
             .expect("fill");
     }
     (fs, file)
@@ -128,9 +132,12 @@ fn mem_group(threads: usize, write: bool, settings: &Settings, out: &mut Vec<Var
             let page = vec![9u8; PAGE];
             move || {
                 if write {
-                    black_box(fs.write(file, at, &page, Stability::Unstable).is_ok());
+                    let done = fs.write(file, at, &page, Stability::Unstable, &Trusted::ROOT);
+                    black_box(done.is_ok());
                 } else {
-                    black_box(fs.read(file, at, PAGE as u32).map(|r| r.data.len()).ok());
+                    let mut out = BytesMut::with_capacity(PAGE);
+                    let done = fs.read_into(file, at, PAGE as u32, &mut out, &Trusted::ROOT);
+                    black_box(done.map(|_| out.len()).ok());
                 }
             }
         })

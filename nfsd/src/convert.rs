@@ -6,9 +6,13 @@ use nfs3::nfs::{
     Fattr3, Ftype3, Nfsstat3, Nfstime3, PostOpAttr, PreOpAttr, Sattr3, SetTime as WireSetTime,
     Specdata3, StableHow, WccAttr, WccData,
 };
-use vfs::{Attr, DeviceNumber, Export, FileId, FileType, FsError, SetAttr, SetTime, Stability};
+use vfs::{Attr, Change, DeviceNumber, FileType, FsError, SetAttr, SetTime, Stability};
 
-/// The NFSv3 status for a vfs error. Every `FsError` maps here and nowhere else.
+use crate::state::Target;
+
+/// The NFSv3 status for a vfs error. Every `FsError` maps here and nowhere else; the
+/// match has no wildcard arm, so a new `FsError` variant does not compile until it is
+/// mapped here.
 #[must_use]
 pub fn status_of(e: FsError) -> Nfsstat3 {
     match e {
@@ -38,7 +42,6 @@ pub fn status_of(e: FsError) -> Nfsstat3 {
         FsError::NotSync => Nfsstat3::NotSync,
         FsError::ServerFault => Nfsstat3::ServerFault,
         FsError::Jukebox => Nfsstat3::Jukebox,
-        _ => Nfsstat3::ServerFault,
     }
 }
 
@@ -105,24 +108,37 @@ pub fn wcc_attr(a: &Attr) -> WccAttr {
     }
 }
 
-/// Attributes after an operation, or none if the file is gone.
+/// Attributes after an operation, or none if the file is gone: for replies of failed
+/// calls (one more backend call) and of calls whose results carry none.
 #[must_use]
-pub fn post_op(export: &Export, id: FileId) -> PostOpAttr {
-    PostOpAttr(export.getattr(id).ok().map(|a| fattr(&a)))
+pub fn post_op(t: &Target<'_>) -> PostOpAttr {
+    PostOpAttr(t.export.getattr(t.id).ok().map(|a| fattr(&a)))
 }
 
-/// Attributes before an operation, as weak cache consistency wants them.
+/// The weak cache consistency data of a change, as the backend took it.
 #[must_use]
-pub fn pre_op(export: &Export, id: FileId) -> PreOpAttr {
-    PreOpAttr(export.getattr(id).ok().map(|a| wcc_attr(&a)))
-}
-
-/// Before attributes and the current after attributes of `id`.
-#[must_use]
-pub fn wcc(export: &Export, id: FileId, before: PreOpAttr) -> WccData {
+pub fn wcc(change: &Change) -> WccData {
     WccData {
-        before,
-        after: post_op(export, id),
+        before: PreOpAttr(change.before.map(|b| WccAttr {
+            size: b.size_bytes,
+            mtime: nfstime(b.mtime),
+            ctime: nfstime(b.ctime),
+        })),
+        after: PostOpAttr(Some(fattr(&change.after))),
+    }
+}
+
+/// The weak cache consistency data of a failed call, from one getattr after it: the
+/// attributes as both "before" and "after". A failed call changed nothing, so this pair
+/// brackets an instant with no change of its own, which is true whatever other clients
+/// did: a client whose cache matches "before" is current, one whose cache does not
+/// revalidates.
+#[must_use]
+pub fn failed_wcc(t: &Target<'_>) -> WccData {
+    let after = t.export.getattr(t.id).ok();
+    WccData {
+        before: PreOpAttr(after.as_ref().map(wcc_attr)),
+        after: PostOpAttr(after.as_ref().map(fattr)),
     }
 }
 

@@ -1,11 +1,37 @@
 //! Limits the NFSv3 server announces (FSINFO) and enforces.
 
-/// Largest READ and WRITE (FSINFO rtmax/wtmax), as Linux nfsd offers on 64-bit hosts.
+/// Largest READ and WRITE (FSINFO rtmax/wtmax) with the default record limit, as Linux
+/// nfsd offers on 64-bit hosts. A smaller `--max-record-bytes` lowers what the server
+/// announces and serves ([`max_io_bytes_for_record`]); rtpref/wtpref are the same
+/// figure, since larger transfers cost fewer round trips and the server has no smaller
+/// sweet spot.
 pub const MAX_IO_BYTES: u32 = vfs::limits::MAX_IO_BYTES;
 
-/// Preferred READ/WRITE size (FSINFO rtpref/wtpref): the maximum, since larger transfers
-/// cost fewer round trips and the server has no smaller sweet spot.
-pub const PREF_IO_BYTES: u32 = MAX_IO_BYTES;
+/// Bytes of a WRITE request record that are not data: the RPC call header (24), the
+/// largest credential and verifier (2 × (8 + 400)), and WRITE's arguments around the data
+/// (a 64-byte handle with its length, offset, count, stable, the data's length, padding).
+pub const WRITE_OVERHEAD_BYTES: u32 =
+    24 + 2 * (8 + rpc::limits::MAX_AUTH_BYTES) + (4 + 64) + 8 + 4 + 4 + 4 + 3;
+
+/// The largest READ/WRITE a record limit of `max_record_bytes` allows: what a WRITE's
+/// record can carry after its headers, rounded down to a page, at most [`MAX_IO_BYTES`].
+/// READ replies are not bound by the record limit (it bounds requests), but rtmax and
+/// wtmax stay one figure so clients see one transfer size.
+///
+/// # Errors
+/// A record limit too small for even one page of data, with the smallest that works.
+pub const fn max_io_bytes_for_record(max_record_bytes: u32) -> Result<u32, u32> {
+    let smallest = WRITE_OVERHEAD_BYTES + IO_MULTIPLE_BYTES;
+    if max_record_bytes < smallest {
+        return Err(smallest);
+    }
+    let data = (max_record_bytes - WRITE_OVERHEAD_BYTES) / IO_MULTIPLE_BYTES * IO_MULTIPLE_BYTES;
+    Ok(if data < MAX_IO_BYTES {
+        data
+    } else {
+        MAX_IO_BYTES
+    })
+}
 
 /// Suggested multiple of READ/WRITE sizes (FSINFO rtmult/wtmult): a page.
 pub const IO_MULTIPLE_BYTES: u32 = 4096;
@@ -45,4 +71,14 @@ pub const FSSTAT_INVARSEC: u32 = 0;
 const _: () = assert!(MAX_IO_BYTES <= nfs3::limits::MAX_DATA);
 const _: () = assert!(MAX_MOUNTS_PER_CLIENT <= MAX_MOUNT_ENTRIES);
 const _: () = assert!(PREF_READDIR_BYTES <= MAX_READDIR_BYTES);
-const _: () = assert!(PREF_IO_BYTES <= MAX_IO_BYTES && IO_MULTIPLE_BYTES <= PREF_IO_BYTES);
+const _: () = assert!(IO_MULTIPLE_BYTES <= MAX_IO_BYTES);
+// The default record limit carries the largest WRITE with its headers, so by default the
+// server announces and serves the full MAX_IO_BYTES.
+const _: () = assert!(
+    rpc::limits::DEFAULT_MAX_RECORD_BYTES >= MAX_IO_BYTES + WRITE_OVERHEAD_BYTES,
+    "the default record limit must hold the largest WRITE"
+);
+const _: () = assert!(matches!(
+    max_io_bytes_for_record(rpc::limits::DEFAULT_MAX_RECORD_BYTES),
+    Ok(MAX_IO_BYTES)
+));

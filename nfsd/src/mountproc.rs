@@ -103,11 +103,10 @@ fn resolve_mount(
         return Err(FsError::Access);
     }
     let cred = export.options.map_cred(sent_cred(&ctx.auth).as_ref());
-    let mut id = export.root();
+    let mut attr = export.getattr(export.root())?;
     for component in below {
-        id = export.lookup(&cred, id, component)?;
+        attr = export.lookup(&cred, attr.fileid, component)?.attr;
     }
-    let attr = export.getattr(id)?;
     if !attr.is_dir() {
         return Err(FsError::NotDir);
     }

@@ -1,18 +1,20 @@
 //! The NFSv3 procedures (RFC 1813 section 3.3), one handler per procedure and one table.
 //!
 //! Every handler reads the same way: resolve the handle(s) (which checks the MAC, the
-//! export, the client's address and squashes the credential), take pre-operation
-//! attributes where the reply carries weak cache consistency data, call the export, and
-//! encode. Permission and name checks live in `vfs::Export`, not here.
+//! export, the client's address and squashes the credential, and asks the backend
+//! nothing), make one call to the export, and encode what it returned. A change returns
+//! its own weak cache consistency data (attributes before and after, taken inside the
+//! backend's critical section); a failure replies with attributes after only, read by one
+//! more call. Permission and name checks live in `vfs`, not here.
 
 use nfs3::limits::{NFS_PROGRAM, NFS_V3};
 use nfs3::nfs::*;
 use rpc::{procedure, CacheClass, CallContext, ProcError, Procedure};
-use vfs::{AccessMask, CreateMode, FileId, Name, SpecialFile};
+use vfs::{AccessMask, CreateMode, Name, SpecialFile};
 use xdr::{Decode, Decoder, Encode, Encoder};
 
 use crate::convert::{
-    device, fattr, post_op, pre_op, set_attr, stability, stable_how, status_of, timestamp, wcc,
+    device, failed_wcc, fattr, post_op, set_attr, stability, stable_how, status_of, timestamp, wcc,
 };
 use crate::limits;
 use crate::readdir::{collect, Budget};
@@ -31,10 +33,11 @@ pub static PROCEDURES: [Procedure<NfsState>; 22] = [
     procedure!("lookup", lookup, SMALL, Idempotent),
     procedure!("access", access, SMALL, Idempotent),
     procedure!("readlink", readlink, SMALL + 4096, Idempotent),
+    // READ reserves room for its own `count` once it decoded it.
     Procedure {
         name: "read",
         run: read,
-        max_reply_bytes: SMALL + limits::MAX_IO_BYTES as usize,
+        max_reply_bytes: SMALL,
         cache: Idempotent,
     },
     procedure!("write", write, SMALL, NonIdempotent),
@@ -89,19 +92,18 @@ fn setattr(s: &NfsState, ctx: &CallContext, a: SetattrArgs) -> SetattrRes {
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, SetattrFail::default()),
     };
-    let before = pre_op(t.export, t.id);
     let guard = a.guard.0.map(timestamp);
     match t
         .export
         .setattr(&t.cred, t.id, &set_attr(&a.new_attributes), guard)
     {
-        Ok(_) => Res3::Ok(SetattrOk {
-            obj_wcc: wcc(t.export, t.id, before),
+        Ok(change) => Res3::Ok(SetattrOk {
+            obj_wcc: wcc(&change),
         }),
         Err(e) => Res3::Fail(
             status_of(e),
             SetattrFail {
-                obj_wcc: wcc(t.export, t.id, before),
+                obj_wcc: failed_wcc(&t),
             },
         ),
     }
@@ -112,16 +114,18 @@ fn lookup(s: &NfsState, ctx: &CallContext, a: LookupArgs) -> LookupRes {
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, LookupFail::default()),
     };
-    let found = dir.export.lookup(&dir.cred, dir.id, a.what.name.as_bytes());
-    let attr = found.and_then(|id| dir.export.getattr(id));
-    let dir_attributes = post_op(dir.export, dir.id);
-    match attr {
-        Ok(attr) => Res3::Ok(LookupOk {
-            object: s.handle(dir.export, &attr),
-            obj_attributes: PostOpAttr(Some(fattr(&attr))),
-            dir_attributes,
+    match dir.export.lookup(&dir.cred, dir.id, a.what.name.as_bytes()) {
+        Ok(found) => Res3::Ok(LookupOk {
+            object: s.handle(dir.export, &found.attr),
+            obj_attributes: PostOpAttr(Some(fattr(&found.attr))),
+            dir_attributes: PostOpAttr(Some(fattr(&found.dir))),
         }),
-        Err(e) => Res3::Fail(status_of(e), LookupFail { dir_attributes }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            LookupFail {
+                dir_attributes: post_op(&dir),
+            },
+        ),
     }
 }
 
@@ -144,23 +148,32 @@ fn readlink(s: &NfsState, ctx: &CallContext, a: ReadlinkArgs) -> ReadlinkRes {
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, ReadlinkFail::default()),
     };
-    let symlink_attributes = post_op(t.export, t.id);
     match t.export.readlink(t.id) {
-        Ok(target) => Res3::Ok(ReadlinkOk {
-            symlink_attributes,
+        Ok((target, attr)) => Res3::Ok(ReadlinkOk {
+            symlink_attributes: PostOpAttr(Some(fattr(&attr))),
             data: NfsPath3(target),
         }),
-        Err(e) => Res3::Fail(status_of(e), ReadlinkFail { symlink_attributes }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            ReadlinkFail {
+                symlink_attributes: post_op(&t),
+            },
+        ),
     }
 }
 
 /// `post_op_attr` with attributes: the flag and a `fattr3`.
 const POST_OP_ATTR_BYTES: usize = 4 + 84;
 
+/// READ's reply before the data: status, post-op attributes, count, eof, data length.
+const READ_REPLY_HEAD_BYTES: usize = 4 + POST_OP_ATTR_BYTES + 4 + 4 + 4;
+
 /// READ encodes its own reply so that the file's bytes go from the backend straight into
 /// the reply buffer (one copy; through a `ReadOk` they were copied twice). The
 /// attributes are the ones the permission check took just before the read: their slot
-/// is reserved and filled once the read is done.
+/// is reserved and filled once the read is done. The buffer grows by what this READ can
+/// return (its `count`, at most rtmax), not by the largest READ: the procedure's row
+/// starts it small.
 fn read(
     s: &NfsState,
     ctx: &CallContext,
@@ -175,7 +188,8 @@ fn read(
             return Ok(());
         }
     };
-    let count = a.count.min(limits::MAX_IO_BYTES);
+    let count = a.count.min(s.max_io_bytes);
+    e.reserve(READ_REPLY_HEAD_BYTES + count as usize + 3);
     let start = e.len();
     Nfsstat3::Ok.encode(e);
     let attrs_at = e.len();
@@ -184,16 +198,16 @@ fn read(
     e.u32(0);
     e.bool(false);
     match e.opaque_with(|out| t.export.read_into(&t.cred, t.id, a.offset, count, out)) {
-        Ok((len, (attr, eof))) => {
-            let attrs = PostOpAttr(Some(fattr(&attr))).to_xdr();
+        Ok((len, done)) => {
+            let attrs = PostOpAttr(Some(fattr(&done.attr))).to_xdr();
             debug_assert_eq!(attrs.len(), POST_OP_ATTR_BYTES);
             e.patch(attrs_at, &attrs);
             e.patch_u32(count_at, u32::try_from(len).unwrap_or(u32::MAX));
-            e.patch_u32(count_at + 4, u32::from(eof));
+            e.patch_u32(count_at + 4, u32::from(done.eof));
         }
         Err(err) => {
             e.truncate(start);
-            let file_attributes = post_op(t.export, t.id);
+            let file_attributes = post_op(&t);
             ReadRes::Fail(status_of(err), ReadFail { file_attributes }).encode(e);
         }
     }
@@ -205,13 +219,12 @@ fn write(s: &NfsState, ctx: &CallContext, a: WriteArgs) -> WriteRes {
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, WriteFail::default()),
     };
-    let before = pre_op(t.export, t.id);
     // The count must describe the data that came with it (Linux nfsd refuses a mismatch).
     if a.data.len() != a.count as usize {
         return Res3::Fail(
             Nfsstat3::Inval,
             WriteFail {
-                file_wcc: wcc(t.export, t.id, before),
+                file_wcc: failed_wcc(&t),
             },
         );
     }
@@ -220,7 +233,7 @@ fn write(s: &NfsState, ctx: &CallContext, a: WriteArgs) -> WriteRes {
         .write(&t.cred, t.id, a.offset, &a.data, stability(a.stable))
     {
         Ok(w) => Res3::Ok(WriteOk {
-            file_wcc: wcc(t.export, t.id, before),
+            file_wcc: wcc(&w.file),
             count: w.count,
             committed: stable_how(w.committed),
             verf: s.write_verifier,
@@ -228,28 +241,26 @@ fn write(s: &NfsState, ctx: &CallContext, a: WriteArgs) -> WriteRes {
         Err(e) => Res3::Fail(
             status_of(e),
             WriteFail {
-                file_wcc: wcc(t.export, t.id, before),
+                file_wcc: failed_wcc(&t),
             },
         ),
     }
 }
 
 /// The reply shared by CREATE, MKDIR, SYMLINK and MKNOD.
-fn created(
-    s: &NfsState,
-    dir: &Target<'_>,
-    before: PreOpAttr,
-    made: vfs::FsResult<FileId>,
-) -> CreateRes {
-    let attr = made.and_then(|id| dir.export.getattr(id));
-    let dir_wcc = wcc(dir.export, dir.id, before);
-    match attr {
-        Ok(attr) => Res3::Ok(CreateOk {
-            obj: PostOpFh3(Some(s.handle(dir.export, &attr))),
-            obj_attributes: PostOpAttr(Some(fattr(&attr))),
-            dir_wcc,
+fn created(s: &NfsState, dir: &Target<'_>, made: vfs::FsResult<vfs::Created>) -> CreateRes {
+    match made {
+        Ok(made) => Res3::Ok(CreateOk {
+            obj: PostOpFh3(Some(s.handle(dir.export, &made.attr))),
+            obj_attributes: PostOpAttr(Some(fattr(&made.attr))),
+            dir_wcc: wcc(&made.dir),
         }),
-        Err(e) => Res3::Fail(status_of(e), CreateFail { dir_wcc }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            CreateFail {
+                dir_wcc: failed_wcc(dir),
+            },
+        ),
     }
 }
 
@@ -258,15 +269,14 @@ fn create_target<'s>(
     s: &'s NfsState,
     ctx: &CallContext,
     where_: &DirOpArgs3,
-) -> Result<(Target<'s>, PreOpAttr, vfs::FsResult<Name>), Nfsstat3> {
+) -> Result<(Target<'s>, vfs::FsResult<Name>), Nfsstat3> {
     let dir = s.resolve(ctx, &where_.dir)?;
-    let before = pre_op(dir.export, dir.id);
     let name = Name::new(where_.name.0.clone());
-    Ok((dir, before, name))
+    Ok((dir, name))
 }
 
 fn create(s: &NfsState, ctx: &CallContext, a: CreateArgs) -> CreateRes {
-    let (dir, before, name) = match create_target(s, ctx, &a.where_) {
+    let (dir, name) = match create_target(s, ctx, &a.where_) {
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, CreateFail::default()),
     };
@@ -276,32 +286,32 @@ fn create(s: &NfsState, ctx: &CallContext, a: CreateArgs) -> CreateRes {
         CreateHow3::Exclusive(verf) => CreateMode::Exclusive(verf),
     };
     let made = name.and_then(|n| dir.export.create(&dir.cred, dir.id, &n, &mode));
-    created(s, &dir, before, made)
+    created(s, &dir, made)
 }
 
 fn mkdir(s: &NfsState, ctx: &CallContext, a: MkdirArgs) -> MkdirRes {
-    let (dir, before, name) = match create_target(s, ctx, &a.where_) {
+    let (dir, name) = match create_target(s, ctx, &a.where_) {
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, CreateFail::default()),
     };
     let attrs = set_attr(&a.attributes);
     let made = name.and_then(|n| dir.export.mkdir(&dir.cred, dir.id, &n, &attrs));
-    created(s, &dir, before, made)
+    created(s, &dir, made)
 }
 
 fn symlink(s: &NfsState, ctx: &CallContext, a: SymlinkArgs) -> SymlinkRes {
-    let (dir, before, name) = match create_target(s, ctx, &a.where_) {
+    let (dir, name) = match create_target(s, ctx, &a.where_) {
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, CreateFail::default()),
     };
     let attrs = set_attr(&a.symlink.symlink_attributes);
     let target = a.symlink.symlink_data.as_bytes();
     let made = name.and_then(|n| dir.export.symlink(&dir.cred, dir.id, &n, target, &attrs));
-    created(s, &dir, before, made)
+    created(s, &dir, made)
 }
 
 fn mknod(s: &NfsState, ctx: &CallContext, a: MknodArgs) -> MknodRes {
-    let (dir, before, name) = match create_target(s, ctx, &a.where_) {
+    let (dir, name) = match create_target(s, ctx, &a.where_) {
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, CreateFail::default()),
     };
@@ -311,13 +321,13 @@ fn mknod(s: &NfsState, ctx: &CallContext, a: MknodArgs) -> MknodRes {
         MknodData3::Sock(attrs) => (SpecialFile::Socket, attrs),
         MknodData3::Fifo(attrs) => (SpecialFile::Fifo, attrs),
         MknodData3::Reg | MknodData3::Dir | MknodData3::Lnk => {
-            let dir_wcc = wcc(dir.export, dir.id, before);
+            let dir_wcc = failed_wcc(&dir);
             return Res3::Fail(Nfsstat3::BadType, CreateFail { dir_wcc });
         }
     };
     let attrs = set_attr(&attrs);
     let made = name.and_then(|n| dir.export.mknod(&dir.cred, dir.id, &n, kind, &attrs));
-    created(s, &dir, before, made)
+    created(s, &dir, made)
 }
 
 fn remove(s: &NfsState, ctx: &CallContext, a: RemoveArgs) -> RemoveRes {
@@ -333,7 +343,6 @@ fn unlink(s: &NfsState, ctx: &CallContext, what: &DirOpArgs3, is_dir: bool) -> R
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, RemoveFail::default()),
     };
-    let before = pre_op(dir.export, dir.id);
     let done = Name::new(what.name.0.clone()).and_then(|n| {
         if is_dir {
             dir.export.rmdir(&dir.cred, dir.id, &n)
@@ -341,10 +350,16 @@ fn unlink(s: &NfsState, ctx: &CallContext, what: &DirOpArgs3, is_dir: bool) -> R
             dir.export.remove(&dir.cred, dir.id, &n)
         }
     });
-    let dir_wcc = wcc(dir.export, dir.id, before);
     match done {
-        Ok(()) => Res3::Ok(RemoveOk { dir_wcc }),
-        Err(e) => Res3::Fail(status_of(e), RemoveFail { dir_wcc }),
+        Ok(change) => Res3::Ok(RemoveOk {
+            dir_wcc: wcc(&change),
+        }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            RemoveFail {
+                dir_wcc: failed_wcc(&dir),
+            },
+        ),
     }
 }
 
@@ -353,7 +368,6 @@ fn rename(s: &NfsState, ctx: &CallContext, a: RenameArgs) -> RenameRes {
         (Ok(f), Ok(t)) => (f, t),
         (Err(st), _) | (_, Err(st)) => return Res3::Fail(st, RenameFail::default()),
     };
-    let (from_before, to_before) = (pre_op(from.export, from.id), pre_op(to.export, to.id));
     let done = if from.export.id == to.export.id {
         Name::new(a.from.name.0.clone()).and_then(|f| {
             let t = Name::new(a.to.name.0.clone())?;
@@ -362,18 +376,16 @@ fn rename(s: &NfsState, ctx: &CallContext, a: RenameArgs) -> RenameRes {
     } else {
         Err(vfs::FsError::XDev)
     };
-    let fromdir_wcc = wcc(from.export, from.id, from_before);
-    let todir_wcc = wcc(to.export, to.id, to_before);
     match done {
-        Ok(()) => Res3::Ok(RenameOk {
-            fromdir_wcc,
-            todir_wcc,
+        Ok(done) => Res3::Ok(RenameOk {
+            fromdir_wcc: wcc(&done.from_dir),
+            todir_wcc: wcc(&done.to_dir),
         }),
         Err(e) => Res3::Fail(
             status_of(e),
             RenameFail {
-                fromdir_wcc,
-                todir_wcc,
+                fromdir_wcc: failed_wcc(&from),
+                todir_wcc: failed_wcc(&to),
             },
         ),
     }
@@ -384,25 +396,22 @@ fn link(s: &NfsState, ctx: &CallContext, a: LinkArgs) -> LinkRes {
         (Ok(f), Ok(d)) => (f, d),
         (Err(st), _) | (_, Err(st)) => return Res3::Fail(st, LinkFail::default()),
     };
-    let before = pre_op(dir.export, dir.id);
     let done = if file.export.id == dir.export.id {
         Name::new(a.link.name.0.clone())
             .and_then(|n| dir.export.link(&dir.cred, file.id, dir.id, &n))
     } else {
         Err(vfs::FsError::XDev)
     };
-    let file_attributes = post_op(file.export, file.id);
-    let linkdir_wcc = wcc(dir.export, dir.id, before);
     match done {
-        Ok(()) => Res3::Ok(LinkOk {
-            file_attributes,
-            linkdir_wcc,
+        Ok(done) => Res3::Ok(LinkOk {
+            file_attributes: PostOpAttr(Some(fattr(&done.attr))),
+            linkdir_wcc: wcc(&done.dir),
         }),
         Err(e) => Res3::Fail(
             status_of(e),
             LinkFail {
-                file_attributes,
-                linkdir_wcc,
+                file_attributes: post_op(&file),
+                linkdir_wcc: failed_wcc(&dir),
             },
         ),
     }
@@ -425,10 +434,9 @@ fn readdir(s: &NfsState, ctx: &CallContext, a: ReaddirArgs) -> ReaddirRes {
         |e, _| Some((entry3_size(e.name.len()), ())),
         budget,
     );
-    let dir_attributes = post_op(dir.export, dir.id);
     match listing {
         Ok(l) => Res3::Ok(ReaddirOk {
-            dir_attributes,
+            dir_attributes: PostOpAttr(Some(fattr(&l.dir))),
             cookieverf: l.verifier,
             entries: l
                 .entries
@@ -441,7 +449,12 @@ fn readdir(s: &NfsState, ctx: &CallContext, a: ReaddirArgs) -> ReaddirRes {
                 .collect(),
             eof: l.eof,
         }),
-        Err(e) => Res3::Fail(status_of(e), ReaddirFail { dir_attributes }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            ReaddirFail {
+                dir_attributes: post_op(&dir),
+            },
+        ),
     }
 }
 
@@ -468,10 +481,9 @@ fn readdirplus(s: &NfsState, ctx: &CallContext, a: ReaddirplusArgs) -> Readdirpl
         },
         budget,
     );
-    let dir_attributes = post_op(dir.export, dir.id);
     match listing {
         Ok(l) => Res3::Ok(ReaddirplusOk {
-            dir_attributes,
+            dir_attributes: PostOpAttr(Some(fattr(&l.dir))),
             cookieverf: l.verifier,
             entries: l
                 .entries
@@ -486,7 +498,12 @@ fn readdirplus(s: &NfsState, ctx: &CallContext, a: ReaddirplusArgs) -> Readdirpl
                 .collect(),
             eof: l.eof,
         }),
-        Err(e) => Res3::Fail(status_of(e), ReaddirplusFail { dir_attributes }),
+        Err(e) => Res3::Fail(
+            status_of(e),
+            ReaddirplusFail {
+                dir_attributes: post_op(&dir),
+            },
+        ),
     }
 }
 
@@ -495,7 +512,7 @@ fn fsstat(s: &NfsState, ctx: &CallContext, a: FsstatArgs) -> FsstatRes {
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, FsstatFail::default()),
     };
-    let obj_attributes = post_op(t.export, t.id);
+    let obj_attributes = post_op(&t);
     match t.export.fsstat() {
         Ok(st) => Res3::Ok(FsstatOk {
             obj_attributes,
@@ -525,12 +542,12 @@ fn fsinfo(s: &NfsState, ctx: &CallContext, a: FsinfoArgs) -> FsinfoRes {
         properties |= FSF3_SYMLINK;
     }
     Res3::Ok(FsinfoOk {
-        obj_attributes: post_op(t.export, t.id),
-        rtmax: limits::MAX_IO_BYTES,
-        rtpref: limits::PREF_IO_BYTES,
+        obj_attributes: post_op(&t),
+        rtmax: s.max_io_bytes,
+        rtpref: s.max_io_bytes,
         rtmult: limits::IO_MULTIPLE_BYTES,
-        wtmax: limits::MAX_IO_BYTES,
-        wtpref: limits::PREF_IO_BYTES,
+        wtmax: s.max_io_bytes,
+        wtpref: s.max_io_bytes,
         wtmult: limits::IO_MULTIPLE_BYTES,
         dtpref: limits::PREF_READDIR_BYTES,
         maxfilesize: props.max_file_size,
@@ -549,7 +566,7 @@ fn pathconf(s: &NfsState, ctx: &CallContext, a: PathconfArgs) -> PathconfRes {
     };
     let props = t.export.properties();
     Res3::Ok(PathconfOk {
-        obj_attributes: post_op(t.export, t.id),
+        obj_attributes: post_op(&t),
         linkmax: props.max_links,
         name_max: props.max_name_bytes,
         no_trunc: true,
@@ -564,7 +581,6 @@ fn commit(s: &NfsState, ctx: &CallContext, a: CommitArgs) -> CommitRes {
         Ok(t) => t,
         Err(st) => return Res3::Fail(st, CommitFail::default()),
     };
-    let before = pre_op(t.export, t.id);
     // A range past 2^64 - 1 is invalid (Linux nfsd: NFS3ERR_INVAL), not "commit to EOF".
     let commit = if a.offset.checked_add(u64::from(a.count)).is_none() {
         Err(vfs::FsError::Inval)
@@ -572,14 +588,14 @@ fn commit(s: &NfsState, ctx: &CallContext, a: CommitArgs) -> CommitRes {
         t.export.commit(t.id, a.offset, a.count)
     };
     match commit {
-        Ok(()) => Res3::Ok(CommitOk {
-            file_wcc: wcc(t.export, t.id, before),
+        Ok(change) => Res3::Ok(CommitOk {
+            file_wcc: wcc(&change),
             verf: s.write_verifier,
         }),
         Err(e) => Res3::Fail(
             status_of(e),
             CommitFail {
-                file_wcc: wcc(t.export, t.id, before),
+                file_wcc: failed_wcc(&t),
             },
         ),
     }

@@ -4,7 +4,7 @@
 //! directory is in the reply. A reply that cannot hold even one entry is `TooSmall`.
 
 use nfs3::nfs::{entry3_size, Cookieverf3};
-use vfs::{Cookie, DirEntry, Export, FsError, FsResult};
+use vfs::{Attr, Cookie, DirEntry, Export, FsError, FsResult};
 
 use crate::limits::READDIR_BATCH;
 use crate::state::Target;
@@ -14,6 +14,8 @@ pub struct Listing<T> {
     pub entries: Vec<(DirEntry, T)>,
     pub eof: bool,
     pub verifier: Cookieverf3,
+    /// The directory's attributes, as the last page read saw them.
+    pub dir: Attr,
 }
 
 /// Byte budgets of one reply.
@@ -43,7 +45,7 @@ pub fn collect<T>(
     let (mut used, mut dir_used) = (0usize, 0usize);
     let mut next = Cookie(cookie);
     loop {
-        let page = dir.export.readdir(&dir.cred, dir.id, next, READDIR_BATCH)?;
+        let (page, dir_attr) = dir.export.readdir(&dir.cred, dir.id, next, READDIR_BATCH)?;
         let current = page.verifier.to_be_bytes();
         if cookie != 0 && verifier != [0; 8] && verifier != current {
             return Err(FsError::BadCookie);
@@ -64,6 +66,7 @@ pub fn collect<T>(
                     entries: out,
                     eof: false,
                     verifier: current,
+                    dir: dir_attr,
                 });
             }
             used += size;
@@ -75,6 +78,7 @@ pub fn collect<T>(
                 entries: out,
                 eof: true,
                 verifier: current,
+                dir: dir_attr,
             });
         }
     }

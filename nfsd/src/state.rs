@@ -16,6 +16,9 @@ pub struct NfsState {
     /// Sent with every WRITE and COMMIT reply. It is random per server start, so a client
     /// that wrote UNSTABLE data before a restart sees a new verifier and writes again.
     pub write_verifier: [u8; 8],
+    /// Largest READ and WRITE (FSINFO rtmax/wtmax), from the record limit: see
+    /// [`crate::limits::max_io_bytes_for_record`].
+    pub max_io_bytes: u32,
     mounts: Mutex<VecDeque<MountEntry>>,
 }
 
@@ -34,17 +37,29 @@ pub struct Target<'s> {
 }
 
 impl NfsState {
+    /// `max_io_bytes` is what [`crate::limits::max_io_bytes_for_record`] allows for the
+    /// server's record limit.
+    ///
+    /// # Panics
+    /// If `max_io_bytes` is 0 or above [`crate::limits::MAX_IO_BYTES`].
     #[must_use]
-    pub fn new(exports: ExportTable, write_verifier: [u8; 8]) -> Self {
+    pub fn new(exports: ExportTable, write_verifier: [u8; 8], max_io_bytes: u32) -> Self {
+        assert!(
+            (1..=crate::limits::MAX_IO_BYTES).contains(&max_io_bytes),
+            "max_io_bytes {max_io_bytes} out of range"
+        );
         Self {
             exports,
             write_verifier,
+            max_io_bytes,
             mounts: Mutex::new(VecDeque::new()),
         }
     }
 
-    /// Verifies a client's handle: MAC, export, file still existing, client address
-    /// allowed by the export. Then maps the caller's credential by the export's squash rules.
+    /// Verifies a client's handle: export, incarnation, MAC (and the generation, for a
+    /// backend that reuses ids), client address allowed by the export. Then maps the
+    /// caller's credential by the export's squash rules. Asks a mem backend nothing: a
+    /// handle of a removed file is found `STALE` by the call that uses it.
     ///
     /// # Errors
     /// `BADHANDLE` for a malformed or forged handle, `STALE` for one that names nothing

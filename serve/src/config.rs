@@ -421,9 +421,11 @@ fn check_positive<T: PartialEq + Default + std::fmt::Display>(
 }
 
 /// # Errors
-/// Outside the range the RPC layer can work with.
+/// Outside the range the RPC layer can work with, or too small for a WRITE of one page
+/// (FSINFO's rtmax/wtmax are derived from it: `nfsd::limits::max_io_bytes_for_record`).
 pub fn check_record_bytes(v: u32) -> Result<u32, String> {
-    let (lo, hi) = (rpc::limits::MIN_MAX_RECORD_BYTES, 1u32 << 30);
+    let nfs_lo = nfsd::limits::max_io_bytes_for_record(0).err().unwrap_or(0);
+    let (lo, hi) = (rpc::limits::MIN_MAX_RECORD_BYTES.max(nfs_lo), 1u32 << 30);
     if (lo..=hi).contains(&v) {
         Ok(v)
     } else {

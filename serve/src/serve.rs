@@ -38,6 +38,8 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error("export {path}: {message}")]
     Backend { path: String, message: String },
+    #[error("configuration refused: {0}")]
+    Config(String),
 }
 
 /// Runs the server until a shutdown signal.
@@ -54,7 +56,16 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         config.timestamps,
     ));
     let exports = build_exports(&config, &stamps)?;
-    let state = Arc::new(nfsd::NfsState::new(exports, rand::random()));
+    // check_record_bytes refused a record limit too small for one page of data.
+    let max_io_bytes = nfsd::limits::max_io_bytes_for_record(config.limits.max_record_bytes)
+        .map_err(|smallest| {
+            ServeError::Config(format!(
+                "max_record_bytes = {} cannot carry a WRITE of one page; use at least {smallest}",
+                config.limits.max_record_bytes
+            ))
+        })?;
+    tracing::info!(max_io_bytes, "READ/WRITE size (FSINFO rtmax/wtmax)");
+    let state = Arc::new(nfsd::NfsState::new(exports, rand::random(), max_io_bytes));
     let mut dispatcher = Dispatcher::new();
     nfsd::register(&mut dispatcher, &state);
     let reply_cache = Arc::new(ReplyCache::new(
@@ -257,14 +268,21 @@ fn build_exports(
             }
         };
         let id = ExportId(u32::try_from(i + 1).expect("fewer than 2^32 exports"));
-        exports.push(Export::new(id, c.path.clone(), c.options.clone(), backend));
+        // Every backend so far (mem, erofs) has files that do not outlive the server
+        // process as handles go: a fresh incarnation per run makes an old handle STALE
+        // rather than naming a different file.
+        let incarnation = rand::random();
+        exports.push(Export::new(
+            id,
+            incarnation,
+            c.path.clone(),
+            c.options.clone(),
+            backend,
+        ));
     }
     // Handles of mem exports die with the server, so a fresh key and instance per run
     // makes an old handle STALE rather than naming a different file.
-    Ok(ExportTable::new(
-        exports,
-        HandleKey::new(rand::random(), rand::random()),
-    ))
+    Ok(ExportTable::new(exports, HandleKey::new(rand::random())))
 }
 
 fn bind(addr: SocketAddr, max_connections: usize) -> Result<TcpListener, ServeError> {

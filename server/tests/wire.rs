@@ -377,8 +377,9 @@ fn forged_empty_and_oversized_handles_are_refused() {
         let mut forged = root.0.to_vec();
         forged[i] ^= 0x40;
         let st = getattr_status(&server, NfsFh3(Bytes::from(forged)));
-        // Bytes 4..8 name the server instance: another instance's handle is stale.
-        let want = if (4..8).contains(&i) {
+        // Bytes 4..12 name the export and its incarnation: a handle of an export this
+        // server does not have, or of another incarnation of it, is stale.
+        let want = if (4..12).contains(&i) {
             Nfsstat3::Stale
         } else {
             Nfsstat3::BadHandle

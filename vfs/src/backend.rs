@@ -1,23 +1,40 @@
 //! The one seam between protocols and storage.
 //!
-//! A backend stores files; it does not know about NFS, exports, squashing or permission
-//! bits of callers: the export layer ([`crate::export::Export`]) checks those before it
-//! calls in. A backend promises:
+//! A backend stores files. It does not know about NFS, exports or squashing; the export
+//! layer ([`crate::export::Export`]) refuses what needs no file's attributes (a read-only
+//! export, a bad name, a device node from a non-root caller) before it calls in. What
+//! depends on a file's current attributes (permission bits, the sticky bit, ownership
+//! rules) the backend asks the [`Checks`] it is given, at the points its docs list,
+//! inside the critical section of the change, so no other change can slip between the
+//! check and the change.
+//!
+//! A backend promises:
 //!
 //! - every method is synchronous and safe to call from many threads at once;
 //! - a `FileId` that no longer names a file gives `FsError::Stale`;
 //! - directory operations are atomic with respect to each other (a rename is never seen
 //!   half done);
+//! - a mutating call returns the attributes the protocol replies with, taken inside its
+//!   critical section: the file's new attributes and, for a directory it changed, a
+//!   [`Change`] whose `before` and `after` bracket exactly this change (no other change to
+//!   that directory lies between them). A failed call returns only the error;
 //! - ctime moves on every change of data, attributes or (for directories) entries, and
-//!   mtime moves with data or entry changes, taken from the backend's injected clock.
+//!   mtime moves with data or entry changes, taken from the backend's injected clock;
+//! - attributes it returns are "observed" (multigrain timestamps, seed 000): a client saw
+//!   them, so the next change must get a later ctime.
+//!
+//! One call per RPC is the aim: the NFSv3 server makes one backend call for GETATTR, READ,
+//! WRITE, SETATTR, LOOKUP, ACCESS, CREATE, MKDIR, REMOVE, RENAME and LINK when they
+//! succeed (failures add one getattr for the reply's post-operation attributes).
 
 use bytes::{Bytes, BytesMut};
 use gtime::Timestamp;
 
+use crate::checks::Checks;
 use crate::error::FsResult;
 use crate::types::{
-    Attr, Cookie, CreateMode, DirPage, FileId, FsProperties, FsStat, Name, Owner, ReadReply,
-    SetAttr, SpecialFile, Stability, WriteReply,
+    Attr, Change, Cookie, CreateMode, Created, DirPage, FileId, Found, FsProperties, FsStat,
+    Linked, Name, ReadDone, Renamed, SetAttr, SpecialFile, Stability, Written,
 };
 
 /// Storage behind an export: `mem`, `host` or `erofs`.
@@ -28,65 +45,87 @@ pub trait Backend: Send + Sync + 'static {
     /// The root directory.
     fn root(&self) -> FileId;
 
-    /// Static properties.
+    /// Static properties; read once when the export is built.
     fn properties(&self) -> FsProperties;
 
     /// Space and file counts.
     fn fsstat(&self) -> FsResult<FsStat>;
 
+    /// The generation of `id` (`Stale` if it names nothing). Called once per handle
+    /// resolved, and only when `properties().stable_ids` is false: a backend whose ids are
+    /// never reused keeps the default and is never asked. Must not mark the ctime observed.
+    fn generation(&self, id: FileId) -> FsResult<u32> {
+        let _ = id;
+        Ok(0)
+    }
+
     fn getattr(&self, id: FileId) -> FsResult<Attr>;
 
-    /// Applies `set` atomically. If `guard` is given, the file's ctime must equal it at
-    /// the moment of the change, else `NotSync` and nothing changes. A size change on a
-    /// non-regular file is `Inval` (`IsDir` for a directory).
-    fn setattr(&self, id: FileId, set: &SetAttr, guard: Option<Timestamp>) -> FsResult<Attr>;
+    /// Applies what `checks.setattr_rules` returns for `set`, atomically. If `guard` is
+    /// given, the file's ctime must equal it at the moment of the change, else `NotSync`
+    /// and nothing changes. A size change on a non-regular file is `Inval` (`IsDir` for a
+    /// directory).
+    fn setattr(
+        &self,
+        id: FileId,
+        set: &SetAttr,
+        guard: Option<Timestamp>,
+        checks: &dyn Checks,
+    ) -> FsResult<Change>;
 
-    /// Resolves one name in `dir` (`NotDir` if `dir` is not a directory).
-    fn lookup(&self, dir: FileId, name: &Name) -> FsResult<FileId>;
+    /// Resolves one name in `dir` (`NotDir` if `dir` is not a directory), after
+    /// `checks.may_search(dir)`.
+    fn lookup(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Found>;
 
-    /// The parent of directory `dir`; the root is its own parent.
-    fn parent(&self, dir: FileId) -> FsResult<FileId>;
+    /// The parent of directory `dir` (the root is its own parent), after
+    /// `checks.may_search(dir)`.
+    fn parent(&self, dir: FileId, checks: &dyn Checks) -> FsResult<Found>;
 
-    /// Reads up to `count` bytes at `offset`. Holes read as zeros. Reading at or past the
-    /// end returns no data and `eof`. `IsDir` for directories, `Inval` for other
-    /// non-regular files.
-    fn read(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<ReadReply>;
-
-    /// [`Backend::read`] into the end of `out` (a reply being encoded): appends exactly
-    /// the bytes read and returns `eof`. On an error `out` is as it was. Backends that
-    /// can fill a caller's buffer (a copy from memory, a `pread`) override this; the
-    /// default copies what `read` returns.
+    /// Appends up to `count` bytes at `offset` to `out` (a reply being encoded), after
+    /// `checks.may_read`. Holes read as zeros; at or past the end, no data and `eof`.
+    /// `IsDir` for directories, `Inval` for other non-regular files. On an error `out` is
+    /// as it was. The attributes returned are the ones checked, taken before the copy.
     fn read_into(
         &self,
         id: FileId,
         offset_bytes: u64,
         count: u32,
         out: &mut BytesMut,
-    ) -> FsResult<bool> {
-        let reply = self.read(id, offset_bytes, count)?;
-        out.extend_from_slice(&reply.data);
-        Ok(reply.eof)
-    }
+        checks: &dyn Checks,
+    ) -> FsResult<ReadDone>;
 
-    /// Writes `data` at `offset`, growing the file (and leaving a hole) as needed.
-    /// `FBig` past `properties().max_file_size`, `NoSpc` when storage is full (nothing is
-    /// written then).
+    /// Writes `data` at `offset`, growing the file (and leaving a hole) as needed, after
+    /// `checks.may_write`. `FBig` past `properties().max_file_size`, `NoSpc` when storage
+    /// is full (nothing is written then).
     fn write(
         &self,
         id: FileId,
         offset_bytes: u64,
         data: &[u8],
         stable: Stability,
-    ) -> FsResult<WriteReply>;
+        checks: &dyn Checks,
+    ) -> FsResult<Written>;
 
     /// Makes earlier unstable writes in the range durable (`count` 0 = to the end).
-    fn commit(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<()>;
+    /// Returns the file's attributes around the commit.
+    fn commit(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<Change>;
 
-    /// Creates (or per `mode`, reuses) a regular file. Returns its id.
-    fn create(&self, dir: FileId, name: &Name, mode: &CreateMode, owner: Owner)
-        -> FsResult<FileId>;
+    /// Creates (or per `mode`, reuses) a regular file.
+    fn create(
+        &self,
+        dir: FileId,
+        name: &Name,
+        mode: &CreateMode,
+        checks: &dyn Checks,
+    ) -> FsResult<Created>;
 
-    fn mkdir(&self, dir: FileId, name: &Name, attrs: &SetAttr, owner: Owner) -> FsResult<FileId>;
+    fn mkdir(
+        &self,
+        dir: FileId,
+        name: &Name,
+        attrs: &SetAttr,
+        checks: &dyn Checks,
+    ) -> FsResult<Created>;
 
     fn symlink(
         &self,
@@ -94,8 +133,8 @@ pub trait Backend: Send + Sync + 'static {
         name: &Name,
         target: &[u8],
         attrs: &SetAttr,
-        owner: Owner,
-    ) -> FsResult<FileId>;
+        checks: &dyn Checks,
+    ) -> FsResult<Created>;
 
     fn mknod(
         &self,
@@ -103,26 +142,40 @@ pub trait Backend: Send + Sync + 'static {
         name: &Name,
         kind: SpecialFile,
         attrs: &SetAttr,
-        owner: Owner,
-    ) -> FsResult<FileId>;
+        checks: &dyn Checks,
+    ) -> FsResult<Created>;
 
-    /// The target of a symlink (`Inval` for other types).
-    fn readlink(&self, id: FileId) -> FsResult<Bytes>;
+    /// The target of a symlink (`Inval` for other types) and its attributes.
+    fn readlink(&self, id: FileId) -> FsResult<(Bytes, Attr)>;
 
     /// Removes a non-directory entry (`IsDir` for a directory). The file lives on while
     /// other links remain.
-    fn remove(&self, dir: FileId, name: &Name) -> FsResult<()>;
+    fn remove(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Change>;
 
     /// Removes an empty directory (`NotDir`, `NotEmpty`).
-    fn rmdir(&self, dir: FileId, name: &Name) -> FsResult<()>;
+    fn rmdir(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Change>;
 
     /// Renames atomically, replacing a compatible target (file over file, empty directory
     /// over directory). Renaming a directory into its own subtree is `Inval`.
-    fn rename(&self, from_dir: FileId, from: &Name, to_dir: FileId, to: &Name) -> FsResult<()>;
+    fn rename(
+        &self,
+        from_dir: FileId,
+        from: &Name,
+        to_dir: FileId,
+        to: &Name,
+        checks: &dyn Checks,
+    ) -> FsResult<Renamed>;
 
-    /// Adds a hard link to `id` (not a directory) named `name` in `dir`.
-    fn link(&self, id: FileId, dir: FileId, name: &Name) -> FsResult<()>;
+    /// Adds a hard link to `id` (`IsDir` for a directory) named `name` in `dir`.
+    fn link(&self, id: FileId, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Linked>;
 
-    /// Lists up to `max_entries` entries after `cookie` (including `.` and `..`).
-    fn readdir(&self, dir: FileId, cookie: Cookie, max_entries: usize) -> FsResult<DirPage>;
+    /// Lists up to `max_entries` entries after `cookie` (including `.` and `..`), after
+    /// `checks.may_list(dir)`; also returns the directory's attributes.
+    fn readdir(
+        &self,
+        dir: FileId,
+        cookie: Cookie,
+        max_entries: usize,
+        checks: &dyn Checks,
+    ) -> FsResult<(DirPage, Attr)>;
 }

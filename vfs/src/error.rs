@@ -3,10 +3,13 @@
 /// Why a file-system operation failed. Protocol crates map each variant to their status
 /// code in exactly one function (`nfsd::nfs3::status_of`).
 ///
+/// The enum is closed (not `#[non_exhaustive]`): every protocol maps each variant in an
+/// exhaustive `match` with no wildcard arm, so adding a variant is a compile error at every
+/// mapping until each protocol decides its status, rather than a silent `SERVERFAULT`.
+///
 /// "Permanent" means retrying the same operation fails the same way until something else
 /// changes the file system; "transient" means a retry may succeed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
-#[non_exhaustive]
 pub enum FsError {
     /// Not the owner, or not privileged (EPERM). Permanent.
     #[error("operation not permitted")]

@@ -1,10 +1,13 @@
 //! Exports: a backend made visible under a path, with who may use it and as whom.
 //!
-//! [`Export`] is the facade protocols call. It owns the checks that are the same for every
-//! backend and every protocol version: read-only exports, squashing, POSIX permission
-//! bits of the caller, sticky directories, name validation, and never resolving `..`
-//! above the export root. Backends then only store.
+//! [`Export`] is the facade protocols call. It owns the policy that is the same for every
+//! backend and every protocol version: read-only exports, squashing, name validation,
+//! never resolving `..` above the export root, and the export's fsid on attributes. The
+//! checks that depend on a file's current attributes (permission bits, sticky
+//! directories, ownership) it hands to the backend as a [`Caller`] (see
+//! [`crate::checks`]), so they run inside the backend's critical section.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -12,13 +15,15 @@ use bytes::{Bytes, BytesMut};
 use gtime::Timestamp;
 use ipnet::IpNet;
 
-use crate::access::{access_mask, mode_allows, R, W, X};
+use crate::access::access_mask;
 use crate::backend::Backend;
+use crate::checks::{Caller, Checks};
 use crate::error::{FsError, FsResult};
 use crate::handle::{Handle, HandleKey, HANDLE_BYTES};
 use crate::types::{
-    AccessMask, Attr, Cookie, CreateMode, Cred, DirPage, FileId, FileType, FsProperties, FsStat,
-    Name, Owner, SetAttr, SetTime, SpecialFile, Stability, WriteReply,
+    AccessMask, Attr, Change, Cookie, CreateMode, Created, Cred, DirPage, FileId, Found,
+    FsProperties, FsStat, Linked, Name, ReadDone, Renamed, SetAttr, SpecialFile, Stability,
+    Written,
 };
 
 /// Identifies an export inside handles; stable across restarts for the same config.
@@ -107,16 +112,22 @@ impl ExportOptions {
 /// One exported file system.
 pub struct Export {
     pub id: ExportId,
+    /// Part of every handle of this export: a handle of another incarnation is `Stale`.
+    pub incarnation: u32,
     /// The path clients mount, e.g. `/` or `/data`. Always starts with `/`.
     pub path: String,
     pub options: ExportOptions,
     backend: Arc<dyn Backend>,
+    /// The backend's properties, read once.
+    props: FsProperties,
+    root: FileId,
 }
 
 impl std::fmt::Debug for Export {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Export")
             .field("id", &self.id)
+            .field("incarnation", &self.incarnation)
             .field("path", &self.path)
             .field("backend", &self.backend.kind())
             .field("options", &self.options)
@@ -128,16 +139,22 @@ impl Export {
     #[must_use]
     pub fn new(
         id: ExportId,
+        incarnation: u32,
         path: String,
         options: ExportOptions,
         backend: Arc<dyn Backend>,
     ) -> Self {
         debug_assert!(path.starts_with('/'));
+        let props = backend.properties();
+        let root = backend.root();
         Self {
             id,
+            incarnation,
             path,
             options,
             backend,
+            props,
+            root,
         }
     }
 
@@ -148,70 +165,67 @@ impl Export {
 
     #[must_use]
     pub fn root(&self) -> FileId {
-        self.backend.root()
+        self.root
     }
 
     fn writable(&self) -> FsResult<()> {
-        if self.options.read_only || self.backend.properties().read_only {
+        if self.options.read_only || self.props.read_only {
             return Err(FsError::RoFs);
         }
         Ok(())
     }
 
-    fn require(&self, attr: &Attr, cred: &Cred, want: u32) -> FsResult<()> {
-        if mode_allows(attr, cred, want) {
-            Ok(())
-        } else {
-            Err(FsError::Access)
-        }
+    /// Stamps the export's fsid on attributes from the backend.
+    fn own(&self, mut attr: Attr) -> Attr {
+        attr.fsid = u64::from(self.id.0);
+        attr
     }
 
-    /// A directory the caller may search and change entries in.
-    fn writable_dir(&self, cred: &Cred, dir: FileId) -> FsResult<Attr> {
-        self.writable()?;
-        let attr = self.getattr(dir)?;
-        if !attr.is_dir() {
-            return Err(FsError::NotDir);
-        }
-        self.require(&attr, cred, W | X)?;
-        Ok(attr)
+    fn own_change(&self, mut change: Change) -> Change {
+        change.after.fsid = u64::from(self.id.0);
+        change
     }
 
-    /// In a sticky directory only the owner of the entry or of the directory (or root)
-    /// may remove or rename it.
-    fn check_sticky(&self, cred: &Cred, dir: &Attr, victim: FileId) -> FsResult<()> {
-        if dir.mode & 0o1000 == 0 || cred.is_root() || cred.uid == dir.uid {
-            return Ok(());
-        }
-        if self.backend.getattr(victim)?.uid == cred.uid {
-            return Ok(());
-        }
-        Err(FsError::Perm)
+    fn own_created(&self, mut made: Created) -> Created {
+        made.attr.fsid = u64::from(self.id.0);
+        made.dir = self.own_change(made.dir);
+        made
     }
 
     /// Attributes, with the export's fsid.
     pub fn getattr(&self, id: FileId) -> FsResult<Attr> {
-        let mut attr = self.backend.getattr(id)?;
-        attr.fsid = u64::from(self.id.0);
-        Ok(attr)
+        self.backend.getattr(id).map(|a| self.own(a))
     }
 
     /// Resolves `raw_name` in `dir`. `.` is `dir`; `..` is its parent, except that the
     /// export root is its own parent, so no lookup leaves the export.
-    pub fn lookup(&self, cred: &Cred, dir: FileId, raw_name: &[u8]) -> FsResult<FileId> {
-        let dir_attr = self.getattr(dir)?;
-        if !dir_attr.is_dir() {
+    pub fn lookup(&self, cred: &Cred, dir: FileId, raw_name: &[u8]) -> FsResult<Found> {
+        let checks = Caller::new(cred);
+        let found = match raw_name {
+            b"." => self.lookup_self(dir, &checks),
+            b".." if dir == self.root => self.lookup_self(dir, &checks),
+            b".." => self.backend.parent(dir, &checks),
+            _ => {
+                let name = Name::new(Bytes::copy_from_slice(raw_name))?;
+                self.backend.lookup(dir, &name, &checks)
+            }
+        }?;
+        Ok(Found {
+            attr: self.own(found.attr),
+            dir: self.own(found.dir),
+        })
+    }
+
+    fn lookup_self(&self, dir: FileId, checks: &dyn Checks) -> FsResult<Found> {
+        let attr = self.backend.getattr(dir)?;
+        if !attr.is_dir() {
             return Err(FsError::NotDir);
         }
-        self.require(&dir_attr, cred, X)?;
-        match raw_name {
-            b"." => Ok(dir),
-            b".." if dir == self.root() => Ok(dir),
-            b".." => self.backend.parent(dir),
-            _ => self
-                .backend
-                .lookup(dir, &Name::new(Bytes::copy_from_slice(raw_name))?),
-        }
+        checks.may_search(&attr)?;
+        Ok(Found {
+            attr: attr.clone(),
+            dir: attr,
+        })
     }
 
     /// Which of `want` the caller would be granted.
@@ -226,59 +240,21 @@ impl Export {
         Ok((access_mask(&attr, cred, want, writable), attr))
     }
 
-    /// Changes attributes with POSIX ownership rules: only root gives files away; the
-    /// owner may change mode, group (to one of its groups) and set times; anyone with
-    /// write permission may truncate or touch to the server's time.
+    /// Changes attributes by the ownership rules of [`Caller`].
     pub fn setattr(
         &self,
         cred: &Cred,
         id: FileId,
         set: &SetAttr,
         guard: Option<Timestamp>,
-    ) -> FsResult<Attr> {
+    ) -> FsResult<Change> {
         self.writable()?;
-        let attr = self.getattr(id)?;
-        if !cred.is_root() {
-            self.check_setattr_rights(cred, &attr, set)?;
-        }
-        let set = mode_rules(cred, &attr, set);
-        let mut attr = self.backend.setattr(id, &set, guard)?;
-        attr.fsid = u64::from(self.id.0);
-        Ok(attr)
-    }
-
-    fn check_setattr_rights(&self, cred: &Cred, attr: &Attr, set: &SetAttr) -> FsResult<()> {
-        let owner = cred.uid == attr.uid;
-        if set.uid.is_some_and(|uid| uid != attr.uid) {
-            return Err(FsError::Perm);
-        }
-        if let Some(gid) = set.gid {
-            if gid != attr.gid && !(owner && cred.in_group(gid)) {
-                return Err(FsError::Perm);
-            }
-        }
-        if set.mode.is_some() && !owner {
-            return Err(FsError::Perm);
-        }
-        let client_time =
-            matches!(set.atime, SetTime::Client(_)) || matches!(set.mtime, SetTime::Client(_));
-        if client_time && !owner {
-            return Err(FsError::Perm);
-        }
-        let server_time = set.atime == SetTime::ServerTime || set.mtime == SetTime::ServerTime;
-        let writes = set.size_bytes.is_some() || server_time;
-        if writes && !owner && !mode_allows(attr, cred, W) {
-            return Err(FsError::Access);
-        }
-        Ok(())
+        let change = self.backend.setattr(id, set, guard, &Caller::new(cred))?;
+        Ok(self.own_change(change))
     }
 
     /// Reads file data into the end of `out`, with no copy in between (see
-    /// [`Backend::read_into`]). The owner may always read (Linux nfsd's owner override, so
-    /// a file opened before a chmod stays readable), others need read or execute
-    /// permission. Returns the attributes taken for the permission check, before the read:
-    /// a reply that carries them next to the data never pairs old data with newer
-    /// attributes (which would let a client cache stale data as current), and `eof`.
+    /// [`Backend::read_into`]).
     pub fn read_into(
         &self,
         cred: &Cred,
@@ -286,18 +262,14 @@ impl Export {
         offset_bytes: u64,
         count: u32,
         out: &mut BytesMut,
-    ) -> FsResult<(Attr, bool)> {
-        let attr = self.getattr(id)?;
-        let allowed =
-            cred.uid == attr.uid || mode_allows(&attr, cred, R) || mode_allows(&attr, cred, X);
-        if !allowed {
-            return Err(FsError::Access);
-        }
-        let eof = self.backend.read_into(id, offset_bytes, count, out)?;
-        Ok((attr, eof))
+    ) -> FsResult<ReadDone> {
+        let mut done = self
+            .backend
+            .read_into(id, offset_bytes, count, out, &Caller::new(cred))?;
+        done.attr = self.own(done.attr);
+        Ok(done)
     }
 
-    /// Writes file data; the owner may always write (owner override), others need `w`.
     pub fn write(
         &self,
         cred: &Cred,
@@ -305,38 +277,19 @@ impl Export {
         offset_bytes: u64,
         data: &[u8],
         stable: Stability,
-    ) -> FsResult<WriteReply> {
+    ) -> FsResult<Written> {
         self.writable()?;
-        let attr = self.getattr(id)?;
-        if cred.uid != attr.uid && !mode_allows(&attr, cred, W) {
-            return Err(FsError::Access);
-        }
-        if !cred.is_root() && without_set_id(attr.mode) != attr.mode {
-            // Writing a set-id program drops its privilege, so a writer cannot plant code
-            // that runs as the owner.
-            let clear = SetAttr {
-                mode: Some(without_set_id(attr.mode)),
-                ..SetAttr::default()
-            };
-            self.backend.setattr(id, &clear, None)?;
-        }
-        self.backend.write(id, offset_bytes, data, stable)
+        let mut written = self
+            .backend
+            .write(id, offset_bytes, data, stable, &Caller::new(cred))?;
+        written.file = self.own_change(written.file);
+        Ok(written)
     }
 
-    pub fn commit(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<()> {
+    pub fn commit(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<Change> {
         self.writable()?;
-        self.backend.commit(id, offset_bytes, count)
-    }
-
-    /// The owner of a new entry: the caller, with the directory's group if the directory
-    /// is setgid (BSD/POSIX group inheritance).
-    fn owner_for(cred: &Cred, dir: &Attr) -> Owner {
-        let gid = if dir.mode & 0o2000 != 0 {
-            dir.gid
-        } else {
-            cred.gid
-        };
-        Owner { uid: cred.uid, gid }
+        let change = self.backend.commit(id, offset_bytes, count)?;
+        Ok(self.own_change(change))
     }
 
     /// Creates a regular file. An UNCHECKED create that would truncate an existing file
@@ -347,29 +300,10 @@ impl Export {
         dir: FileId,
         name: &Name,
         mode: &CreateMode,
-    ) -> FsResult<FileId> {
-        let dir_attr = self.writable_dir(cred, dir)?;
-        if let CreateMode::Unchecked(SetAttr {
-            size_bytes: Some(_),
-            ..
-        }) = mode
-        {
-            if let Ok(existing) = self.backend.lookup(dir, name) {
-                let attr = self.getattr(existing)?;
-                if cred.uid != attr.uid && !mode_allows(&attr, cred, W) {
-                    return Err(FsError::Access);
-                }
-            }
-        }
-        let mode = match mode {
-            CreateMode::Unchecked(a) => {
-                CreateMode::Unchecked(strip_inherited_sgid(a, cred, &dir_attr))
-            }
-            CreateMode::Guarded(a) => CreateMode::Guarded(strip_inherited_sgid(a, cred, &dir_attr)),
-            CreateMode::Exclusive(v) => CreateMode::Exclusive(*v),
-        };
-        self.backend
-            .create(dir, name, &mode, Self::owner_for(cred, &dir_attr))
+    ) -> FsResult<Created> {
+        self.writable()?;
+        let made = self.backend.create(dir, name, mode, &Caller::new(cred))?;
+        Ok(self.own_created(made))
     }
 
     pub fn mkdir(
@@ -378,16 +312,10 @@ impl Export {
         dir: FileId,
         name: &Name,
         attrs: &SetAttr,
-    ) -> FsResult<FileId> {
-        let dir_attr = self.writable_dir(cred, dir)?;
-        let mut attrs = attrs.clone();
-        if dir_attr.mode & 0o2000 != 0 {
-            // Group inheritance continues down the tree: a setgid directory's
-            // subdirectories are setgid too.
-            attrs.mode = Some(attrs.mode.unwrap_or(0o755) | 0o2000);
-        }
-        self.backend
-            .mkdir(dir, name, &attrs, Self::owner_for(cred, &dir_attr))
+    ) -> FsResult<Created> {
+        self.writable()?;
+        let made = self.backend.mkdir(dir, name, attrs, &Caller::new(cred))?;
+        Ok(self.own_created(made))
     }
 
     pub fn symlink(
@@ -397,16 +325,18 @@ impl Export {
         name: &Name,
         target: &[u8],
         attrs: &SetAttr,
-    ) -> FsResult<FileId> {
+    ) -> FsResult<Created> {
+        self.writable()?;
         if target.is_empty() {
             return Err(FsError::Inval);
         }
         if target.len() > crate::limits::MAX_PATH_BYTES {
             return Err(FsError::NameTooLong);
         }
-        let dir_attr = self.writable_dir(cred, dir)?;
-        self.backend
-            .symlink(dir, name, target, attrs, Self::owner_for(cred, &dir_attr))
+        let made = self
+            .backend
+            .symlink(dir, name, target, attrs, &Caller::new(cred))?;
+        Ok(self.own_created(made))
     }
 
     /// Device nodes need root; sockets and FIFOs anyone with write access to `dir`.
@@ -417,8 +347,8 @@ impl Export {
         name: &Name,
         kind: SpecialFile,
         attrs: &SetAttr,
-    ) -> FsResult<FileId> {
-        let dir_attr = self.writable_dir(cred, dir)?;
+    ) -> FsResult<Created> {
+        self.writable()?;
         let device = matches!(
             kind,
             SpecialFile::BlockDevice(_) | SpecialFile::CharDevice(_)
@@ -426,27 +356,27 @@ impl Export {
         if device && !cred.is_root() {
             return Err(FsError::Perm);
         }
-        let attrs = strip_inherited_sgid(attrs, cred, &dir_attr);
-        self.backend
-            .mknod(dir, name, kind, &attrs, Self::owner_for(cred, &dir_attr))
+        let made = self
+            .backend
+            .mknod(dir, name, kind, attrs, &Caller::new(cred))?;
+        Ok(self.own_created(made))
     }
 
-    pub fn readlink(&self, id: FileId) -> FsResult<Bytes> {
-        self.backend.readlink(id)
+    pub fn readlink(&self, id: FileId) -> FsResult<(Bytes, Attr)> {
+        let (target, attr) = self.backend.readlink(id)?;
+        Ok((target, self.own(attr)))
     }
 
-    pub fn remove(&self, cred: &Cred, dir: FileId, name: &Name) -> FsResult<()> {
-        let dir_attr = self.writable_dir(cred, dir)?;
-        let victim = self.backend.lookup(dir, name)?;
-        self.check_sticky(cred, &dir_attr, victim)?;
-        self.backend.remove(dir, name)
+    pub fn remove(&self, cred: &Cred, dir: FileId, name: &Name) -> FsResult<Change> {
+        self.writable()?;
+        let change = self.backend.remove(dir, name, &Caller::new(cred))?;
+        Ok(self.own_change(change))
     }
 
-    pub fn rmdir(&self, cred: &Cred, dir: FileId, name: &Name) -> FsResult<()> {
-        let dir_attr = self.writable_dir(cred, dir)?;
-        let victim = self.backend.lookup(dir, name)?;
-        self.check_sticky(cred, &dir_attr, victim)?;
-        self.backend.rmdir(dir, name)
+    pub fn rmdir(&self, cred: &Cred, dir: FileId, name: &Name) -> FsResult<Change> {
+        self.writable()?;
+        let change = self.backend.rmdir(dir, name, &Caller::new(cred))?;
+        Ok(self.own_change(change))
     }
 
     pub fn rename(
@@ -456,28 +386,24 @@ impl Export {
         from: &Name,
         to_dir: FileId,
         to: &Name,
-    ) -> FsResult<()> {
-        let from_attr = self.writable_dir(cred, from_dir)?;
-        let to_attr = self.writable_dir(cred, to_dir)?;
-        let moving = self.backend.lookup(from_dir, from)?;
-        self.check_sticky(cred, &from_attr, moving)?;
-        if let Ok(replaced) = self.backend.lookup(to_dir, to) {
-            self.check_sticky(cred, &to_attr, replaced)?;
-        }
-        // Moving a directory to a new parent rewrites its `..`: that needs write access to it.
-        let moving_attr = self.getattr(moving)?;
-        if moving_attr.is_dir() && from_dir != to_dir {
-            self.require(&moving_attr, cred, W)?;
-        }
-        self.backend.rename(from_dir, from, to_dir, to)
+    ) -> FsResult<Renamed> {
+        self.writable()?;
+        let done = self
+            .backend
+            .rename(from_dir, from, to_dir, to, &Caller::new(cred))?;
+        Ok(Renamed {
+            from_dir: self.own_change(done.from_dir),
+            to_dir: self.own_change(done.to_dir),
+        })
     }
 
-    pub fn link(&self, cred: &Cred, id: FileId, dir: FileId, name: &Name) -> FsResult<()> {
-        self.writable_dir(cred, dir)?;
-        if self.getattr(id)?.file_type == FileType::Directory {
-            return Err(FsError::IsDir);
-        }
-        self.backend.link(id, dir, name)
+    pub fn link(&self, cred: &Cred, id: FileId, dir: FileId, name: &Name) -> FsResult<Linked> {
+        self.writable()?;
+        let done = self.backend.link(id, dir, name, &Caller::new(cred))?;
+        Ok(Linked {
+            attr: self.own(done.attr),
+            dir: self.own_change(done.dir),
+        })
     }
 
     pub fn readdir(
@@ -486,13 +412,11 @@ impl Export {
         dir: FileId,
         cookie: Cookie,
         max_entries: usize,
-    ) -> FsResult<DirPage> {
-        let attr = self.getattr(dir)?;
-        if !attr.is_dir() {
-            return Err(FsError::NotDir);
-        }
-        self.require(&attr, cred, R)?;
-        self.backend.readdir(dir, cookie, max_entries)
+    ) -> FsResult<(DirPage, Attr)> {
+        let (page, attr) = self
+            .backend
+            .readdir(dir, cookie, max_entries, &Caller::new(cred))?;
+        Ok((page, self.own(attr)))
     }
 
     pub fn fsstat(&self) -> FsResult<FsStat> {
@@ -501,59 +425,18 @@ impl Export {
 
     #[must_use]
     pub fn properties(&self) -> FsProperties {
-        let mut props = self.backend.properties();
+        let mut props = self.props;
         props.read_only |= self.options.read_only;
         props
     }
-}
-
-/// A new file in a setgid directory gets the directory's group; a caller outside that
-/// group must not get a group-executable setgid program of it (Linux `mode_strip_sgid`,
-/// the fix of CVE-2018-13405).
-fn strip_inherited_sgid(attrs: &SetAttr, cred: &Cred, dir: &Attr) -> SetAttr {
-    let mut attrs = attrs.clone();
-    if let Some(mode) = attrs.mode {
-        let inherits = dir.mode & 0o2000 != 0;
-        if inherits && !cred.is_root() && !cred.in_group(dir.gid) && mode & 0o2010 == 0o2010 {
-            attrs.mode = Some(mode & !0o2000);
-        }
-    }
-    attrs
-}
-
-/// The mode rules of a SETATTR, as Linux applies them: giving a regular file away clears
-/// its set-id bits (also from a mode set in the same call), and a non-root caller outside
-/// the file's group cannot set setgid.
-fn mode_rules(cred: &Cred, attr: &Attr, set: &SetAttr) -> SetAttr {
-    let mut set = set.clone();
-    let owner_changes =
-        set.uid.is_some_and(|u| u != attr.uid) || set.gid.is_some_and(|g| g != attr.gid);
-    if owner_changes && attr.file_type == FileType::Regular {
-        set.mode = Some(without_set_id(set.mode.unwrap_or(attr.mode)));
-    }
-    if let Some(mode) = set.mode {
-        let gid = set.gid.unwrap_or(attr.gid);
-        if mode & 0o2000 != 0 && !cred.is_root() && !cred.in_group(gid) {
-            set.mode = Some(mode & !0o2000);
-        }
-    }
-    set
-}
-
-/// `mode` without setuid, and without setgid if the group may execute (setgid without
-/// group execute means mandatory locking on some systems and is kept).
-fn without_set_id(mode: u32) -> u32 {
-    let mut m = mode & !0o4000;
-    if m & 0o2010 == 0o2010 {
-        m &= !0o2000;
-    }
-    m
 }
 
 /// Every export of a server, and the key that signs their handles.
 #[derive(Debug)]
 pub struct ExportTable {
     exports: Vec<Arc<Export>>,
+    /// Export id → index in `exports`: a handle finds its export in O(1).
+    by_id: HashMap<ExportId, usize>,
     key: HandleKey,
 }
 
@@ -570,8 +453,10 @@ impl ExportTable {
                 );
             }
         }
+        let by_id = exports.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
         Self {
             exports: exports.into_iter().map(Arc::new).collect(),
+            by_id,
             key,
         }
     }
@@ -582,7 +467,7 @@ impl ExportTable {
 
     #[must_use]
     pub fn by_id(&self, id: ExportId) -> Option<&Arc<Export>> {
-        self.exports.iter().find(|e| e.id == id)
+        self.by_id.get(&id).map(|&i| &self.exports[i])
     }
 
     /// The export whose path is the longest component-wise prefix of `path`, and the
@@ -614,23 +499,35 @@ impl ExportTable {
         Ok((export, components[depth..].to_vec()))
     }
 
-    /// Signs a handle for `id` in `export`.
+    /// Signs a handle for `attr`'s file in `export`.
     #[must_use]
     pub fn handle(&self, export: &Export, attr: &Attr) -> [u8; HANDLE_BYTES] {
         self.key.encode(&Handle {
             export: export.id,
+            incarnation: export.incarnation,
             file: attr.fileid,
             generation: attr.generation,
         })
     }
 
-    /// Verifies a client's handle and finds its export and file. The file must still
-    /// exist with the same generation, else `Stale`.
+    /// Verifies a client's handle and finds its export and file: the export by id (O(1)),
+    /// then its incarnation (`Stale`), then the MAC (`BadHandle`). It asks the backend
+    /// nothing when the backend's ids are never reused (the call on the file then finds a
+    /// removed file `Stale`); otherwise one [`Backend::generation`] call compares the
+    /// generation (`Stale` if it differs).
     pub fn resolve(&self, raw: &[u8]) -> FsResult<(&Arc<Export>, FileId)> {
-        let handle = self.key.decode(raw)?;
+        let handle = HandleKey::parse(raw)?;
         let export = self.by_id(handle.export).ok_or(FsError::Stale)?;
-        let attr = export.backend.getattr(handle.file)?;
-        if attr.generation != handle.generation {
+        if handle.incarnation != export.incarnation {
+            return Err(FsError::Stale);
+        }
+        self.key.verify(raw)?;
+        let generation = if export.props.stable_ids {
+            0
+        } else {
+            export.backend.generation(handle.file)?
+        };
+        if generation != handle.generation {
             return Err(FsError::Stale);
         }
         Ok((export, handle.file))
@@ -689,14 +586,6 @@ mod tests {
         assert_eq!(opts.map_cred(Some(&sent)).uid, 1000);
         opts.squash = Squash::None;
         assert_eq!(opts.map_cred(Some(&Cred::root())), Cred::root());
-    }
-
-    #[test]
-    fn set_id_bits_are_cleared_like_linux() {
-        assert_eq!(without_set_id(0o4755), 0o755);
-        assert_eq!(without_set_id(0o2755), 0o755);
-        assert_eq!(without_set_id(0o2745), 0o2745);
-        assert_eq!(without_set_id(0o1777), 0o1777);
     }
 
     #[test]

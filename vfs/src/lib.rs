@@ -14,6 +14,7 @@
 
 pub mod access;
 pub mod backend;
+pub mod checks;
 pub mod error;
 pub mod export;
 pub mod handle;
@@ -21,6 +22,7 @@ pub mod limits;
 pub mod types;
 
 pub use backend::Backend;
+pub use checks::{Caller, Checks, Trusted};
 pub use error::{FsError, FsResult};
 pub use export::{Export, ExportId, ExportOptions, ExportTable, Squash};
 pub use gtime::Timestamp;

@@ -215,20 +215,84 @@ impl SpecialFile {
     }
 }
 
-/// Data returned by a read.
+/// The attributes a client compares with its cache before trusting the ones after a
+/// change (NFSv3 `wcc_attr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreAttr {
+    pub size_bytes: u64,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
+}
+
+impl PreAttr {
+    #[must_use]
+    pub fn of(attr: &Attr) -> Self {
+        Self {
+            size_bytes: attr.size_bytes,
+            mtime: attr.mtime,
+            ctime: attr.ctime,
+        }
+    }
+}
+
+/// One file's (or directory's) attributes just before and just after one change, taken
+/// inside the backend's critical section for that change, so that no other change lies
+/// between them (RFC 1813 section 2.6, weak cache consistency).
+///
+/// `before` is `None` only where the backend cannot bracket the change exactly (it says
+/// where in its docs); a client then revalidates instead of trusting its cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadReply {
-    pub data: Bytes,
+pub struct Change {
+    pub before: Option<PreAttr>,
+    pub after: Attr,
+}
+
+/// A new entry: the new file's attributes and its directory's change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    pub attr: Attr,
+    pub dir: Change,
+}
+
+/// A RENAME: both directories' changes (the same change twice when they are one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renamed {
+    pub from_dir: Change,
+    pub to_dir: Change,
+}
+
+/// A LINK: the file's attributes after it gained the name, and the directory's change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Linked {
+    pub attr: Attr,
+    pub dir: Change,
+}
+
+/// A name resolved: the file's attributes and the directory's, as the lookup saw them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub attr: Attr,
+    pub dir: Attr,
+}
+
+/// Outcome of a read into a caller's buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadDone {
+    /// Attributes taken with the permission check, before the bytes were copied: a reply
+    /// that carries them next to the data never pairs old data with newer attributes.
+    pub attr: Attr,
     /// True if the read reached the end of the file.
     pub eof: bool,
 }
 
 /// Outcome of a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WriteReply {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
     pub count: u32,
     /// The stability actually reached (at least the one asked for).
     pub committed: Stability,
+    /// The file's attributes around this write.
+    pub file: Change,
 }
 
 /// A position in a directory listing. `Cookie::START` begins a listing; a cookie returned
@@ -274,6 +338,10 @@ pub struct FsStat {
 /// Static properties of a backend (FSINFO / PATHCONF material).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FsProperties {
+    /// True if a `FileId` never names another file later (mem, erofs): handles carry
+    /// generation 0 and resolving one makes no backend call. False (host) makes the
+    /// export call [`crate::Backend::generation`] once per handle resolved.
+    pub stable_ids: bool,
     pub max_file_size: u64,
     /// Granularity of stored timestamps.
     pub time_granularity_ns: u32,

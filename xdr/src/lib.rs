@@ -271,6 +271,12 @@ impl Encoder {
         Ok((len, value))
     }
 
+    /// Makes room for at least `additional_bytes` more without reallocating (a reply whose
+    /// size is known only once its arguments are decoded, such as READ's).
+    pub fn reserve(&mut self, additional_bytes: usize) {
+        self.buf.reserve(additional_bytes);
+    }
+
     /// Drops everything after the first `len` bytes (e.g. a half-encoded reply body that
     /// is replaced by an error).
     pub fn truncate(&mut self, len: usize) {

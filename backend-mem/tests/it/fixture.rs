@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use granary_backend_mem::{MemConfig, MemFs};
 use gtime::{ManualClock, Timestamp};
-use vfs::{Backend, CreateMode, FileId, Name, Owner, SetAttr, Stability};
+use vfs::{CreateMode, FileId, Name, Owner, SetAttr, Stability, Trusted};
 
 pub const START: Timestamp = Timestamp {
     seconds: 1_700_000_000,
@@ -108,4 +108,200 @@ impl Fx {
 
 pub fn n(name: &str) -> Name {
     Name::new(name.as_bytes().to_vec()).expect("valid name")
+}
+
+/// The backend's calls in the shape these tests were written for: no checks (every
+/// call runs as [`vfs::Trusted`], new files owned by the given owner or [`OWNER`]), and
+/// only the results the tests look at. The wcc data and checks of the seam itself are
+/// tested in `seam.rs`.
+pub trait Plain {
+    fn root(&self) -> FileId;
+    fn properties(&self) -> vfs::FsProperties;
+    fn fsstat(&self) -> vfs::FsResult<vfs::FsStat>;
+    fn getattr(&self, id: FileId) -> vfs::FsResult<vfs::Attr>;
+    fn setattr(
+        &self,
+        id: FileId,
+        set: &SetAttr,
+        guard: Option<Timestamp>,
+    ) -> vfs::FsResult<vfs::Attr>;
+    fn lookup(&self, dir: FileId, name: &Name) -> vfs::FsResult<FileId>;
+    fn parent(&self, dir: FileId) -> vfs::FsResult<FileId>;
+    fn read(&self, id: FileId, offset_bytes: u64, count: u32) -> vfs::FsResult<Read>;
+    fn write(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        data: &[u8],
+        stable: Stability,
+    ) -> vfs::FsResult<vfs::Written>;
+    fn commit(&self, id: FileId, offset_bytes: u64, count: u32) -> vfs::FsResult<()>;
+    fn create(
+        &self,
+        dir: FileId,
+        name: &Name,
+        mode: &CreateMode,
+        owner: Owner,
+    ) -> vfs::FsResult<FileId>;
+    fn mkdir(
+        &self,
+        dir: FileId,
+        name: &Name,
+        attrs: &SetAttr,
+        owner: Owner,
+    ) -> vfs::FsResult<FileId>;
+    fn symlink(
+        &self,
+        dir: FileId,
+        name: &Name,
+        target: &[u8],
+        attrs: &SetAttr,
+        owner: Owner,
+    ) -> vfs::FsResult<FileId>;
+    fn mknod(
+        &self,
+        dir: FileId,
+        name: &Name,
+        kind: vfs::SpecialFile,
+        attrs: &SetAttr,
+        owner: Owner,
+    ) -> vfs::FsResult<FileId>;
+    fn readlink(&self, id: FileId) -> vfs::FsResult<bytes::Bytes>;
+    fn remove(&self, dir: FileId, name: &Name) -> vfs::FsResult<()>;
+    fn rmdir(&self, dir: FileId, name: &Name) -> vfs::FsResult<()>;
+    fn rename(&self, from_dir: FileId, from: &Name, to_dir: FileId, to: &Name)
+        -> vfs::FsResult<()>;
+    fn link(&self, id: FileId, dir: FileId, name: &Name) -> vfs::FsResult<()>;
+    fn readdir(
+        &self,
+        dir: FileId,
+        cookie: vfs::Cookie,
+        max_entries: usize,
+    ) -> vfs::FsResult<vfs::DirPage>;
+}
+
+/// Bytes read and whether the read reached the end.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Read {
+    pub data: bytes::Bytes,
+    pub eof: bool,
+}
+
+const T: Trusted = Trusted { owner: OWNER };
+
+impl Plain for MemFs {
+    fn root(&self) -> FileId {
+        vfs::Backend::root(self)
+    }
+    fn properties(&self) -> vfs::FsProperties {
+        vfs::Backend::properties(self)
+    }
+    fn fsstat(&self) -> vfs::FsResult<vfs::FsStat> {
+        vfs::Backend::fsstat(self)
+    }
+    fn getattr(&self, id: FileId) -> vfs::FsResult<vfs::Attr> {
+        vfs::Backend::getattr(self, id)
+    }
+    fn setattr(
+        &self,
+        id: FileId,
+        set: &SetAttr,
+        guard: Option<Timestamp>,
+    ) -> vfs::FsResult<vfs::Attr> {
+        vfs::Backend::setattr(self, id, set, guard, &T).map(|c| c.after)
+    }
+    fn lookup(&self, dir: FileId, name: &Name) -> vfs::FsResult<FileId> {
+        vfs::Backend::lookup(self, dir, name, &T).map(|f| f.attr.fileid)
+    }
+    fn parent(&self, dir: FileId) -> vfs::FsResult<FileId> {
+        vfs::Backend::parent(self, dir, &T).map(|f| f.attr.fileid)
+    }
+    fn read(&self, id: FileId, offset_bytes: u64, count: u32) -> vfs::FsResult<Read> {
+        let mut out = bytes::BytesMut::new();
+        let done = vfs::Backend::read_into(self, id, offset_bytes, count, &mut out, &T)?;
+        Ok(Read {
+            data: out.freeze(),
+            eof: done.eof,
+        })
+    }
+    fn write(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        data: &[u8],
+        stable: Stability,
+    ) -> vfs::FsResult<vfs::Written> {
+        vfs::Backend::write(self, id, offset_bytes, data, stable, &T)
+    }
+    fn commit(&self, id: FileId, offset_bytes: u64, count: u32) -> vfs::FsResult<()> {
+        vfs::Backend::commit(self, id, offset_bytes, count).map(|_| ())
+    }
+    fn create(
+        &self,
+        dir: FileId,
+        name: &Name,
+        mode: &CreateMode,
+        owner: Owner,
+    ) -> vfs::FsResult<FileId> {
+        vfs::Backend::create(self, dir, name, mode, &Trusted { owner }).map(|c| c.attr.fileid)
+    }
+    fn mkdir(
+        &self,
+        dir: FileId,
+        name: &Name,
+        attrs: &SetAttr,
+        owner: Owner,
+    ) -> vfs::FsResult<FileId> {
+        vfs::Backend::mkdir(self, dir, name, attrs, &Trusted { owner }).map(|c| c.attr.fileid)
+    }
+    fn symlink(
+        &self,
+        dir: FileId,
+        name: &Name,
+        target: &[u8],
+        attrs: &SetAttr,
+        owner: Owner,
+    ) -> vfs::FsResult<FileId> {
+        vfs::Backend::symlink(self, dir, name, target, attrs, &Trusted { owner })
+            .map(|c| c.attr.fileid)
+    }
+    fn mknod(
+        &self,
+        dir: FileId,
+        name: &Name,
+        kind: vfs::SpecialFile,
+        attrs: &SetAttr,
+        owner: Owner,
+    ) -> vfs::FsResult<FileId> {
+        vfs::Backend::mknod(self, dir, name, kind, attrs, &Trusted { owner }).map(|c| c.attr.fileid)
+    }
+    fn readlink(&self, id: FileId) -> vfs::FsResult<bytes::Bytes> {
+        vfs::Backend::readlink(self, id).map(|(t, _)| t)
+    }
+    fn remove(&self, dir: FileId, name: &Name) -> vfs::FsResult<()> {
+        vfs::Backend::remove(self, dir, name, &T).map(|_| ())
+    }
+    fn rmdir(&self, dir: FileId, name: &Name) -> vfs::FsResult<()> {
+        vfs::Backend::rmdir(self, dir, name, &T).map(|_| ())
+    }
+    fn rename(
+        &self,
+        from_dir: FileId,
+        from: &Name,
+        to_dir: FileId,
+        to: &Name,
+    ) -> vfs::FsResult<()> {
+        vfs::Backend::rename(self, from_dir, from, to_dir, to, &T).map(|_| ())
+    }
+    fn link(&self, id: FileId, dir: FileId, name: &Name) -> vfs::FsResult<()> {
+        vfs::Backend::link(self, id, dir, name, &T).map(|_| ())
+    }
+    fn readdir(
+        &self,
+        dir: FileId,
+        cookie: vfs::Cookie,
+        max_entries: usize,
+    ) -> vfs::FsResult<vfs::DirPage> {
+        vfs::Backend::readdir(self, dir, cookie, max_entries, &T).map(|(page, _)| page)
+    }
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use granary_backend_mem::{MemConfig, MemFs, TimestampMode};
 use gtime::{Clock, ManualClock, Timestamp};
-use vfs::{Attr, Backend, FileId, Stability};
+use vfs::{Attr, FileId, Stability};
 
-use crate::fixture::{n, OWNER, START};
+use crate::fixture::{n, Plain, OWNER, START};
 
 const TICK: Duration = Duration::from_millis(4);
 

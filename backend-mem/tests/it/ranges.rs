@@ -8,9 +8,10 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
+use crate::fixture::Plain;
 use granary_backend_mem::{MemConfig, MemFs, RangeLockMode, TimestampMode, CHUNK_BYTES};
 use gtime::SystemClock;
-use vfs::{Backend, CreateMode, FileId, FsError, Owner, SetAttr, Stability};
+use vfs::{CreateMode, FileId, FsError, Owner, SetAttr, Stability};
 
 use crate::fixture::n;
 

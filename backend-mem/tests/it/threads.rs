@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
-use vfs::{Backend, Cookie, FileId, FsError};
+use crate::fixture::Plain;
+use vfs::{Cookie, FileId, FsError};
 
 use crate::fixture::{n, Fx};
 

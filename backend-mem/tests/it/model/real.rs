@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::fixture::Plain;
 use granary_backend_mem::MemFs;
-use vfs::{Backend, Cookie, CreateMode, FileId, FileType, SetAttr, SpecialFile, Stability};
+use vfs::{Cookie, CreateMode, FileId, FileType, SetAttr, SpecialFile, Stability};
 
 use super::{number_groups, write_data, How, Op, Out, Place, Res, Shape, Tree};
 use crate::fixture::{n, Fx, OWNER};

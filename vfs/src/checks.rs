@@ -1,0 +1,304 @@
+//! The permission and ownership rules that depend on a file's current attributes, written
+//! once for every backend.
+//!
+//! A check that reads an attribute and a change that relies on it must not be separated
+//! by another client's change (an UNCHECKED CREATE that finds an existing file must check
+//! write permission on *that* file before truncating it; a sticky-directory REMOVE must
+//! check the owner of the entry it removes). So the export does not check and then call:
+//! it passes a [`Checks`] down, and the backend calls it at the documented points, inside
+//! the critical section of the change, with the attributes it is about to act on.
+//!
+//! [`Caller`] is the one implementation for requests: the rules of Linux's VFS
+//! (`inode_permission`, `may_delete`, `setattr_prepare`, `chown_ok`, `chgrp_ok`,
+//! `inode_owner_or_capable`, `mode_strip_sgid`) for a squashed credential, where uid 0
+//! holds every capability. [`Trusted`] allows everything and changes nothing; it is for
+//! the server's own setup, tests and the lab, never for a client's request.
+
+use crate::access::{mode_allows, R, W, X};
+use crate::error::{FsError, FsResult};
+use crate::types::{Attr, Cred, FileType, Owner, SetAttr, SetTime};
+
+/// Checks a backend runs under its locks. Each method gets the attributes the backend is
+/// about to act on and either allows (`Ok`), refuses (`Access`: mode bits; `Perm`:
+/// ownership), or returns the adjusted change to apply instead of the requested one.
+///
+/// Where a backend calls each (every backend must, at these points and nowhere else):
+///
+/// | call | checks, in order, after the directory/file was found and type-checked |
+/// |---|---|
+/// | lookup, parent | `may_search(dir)` |
+/// | readdir | `may_list(dir)` |
+/// | read_into | `may_read(file)` |
+/// | write | `may_write(file)` (then applies the mode it returns, if any) |
+/// | setattr | `setattr_rules(file, set)`, then the guard, then applies what it returned |
+/// | create, mkdir, symlink, mknod | `may_change_entries(dir)`, then for an existing name under UNCHECKED CREATE with a size, `may_truncate(existing)`; a new file gets `new_file(dir, kind, attrs)` |
+/// | remove, rmdir | `may_change_entries(dir)`, `may_unlink(dir, victim)` |
+/// | rename | `may_change_entries` of both directories, `may_unlink(from_dir, moving)`, `may_unlink(to_dir, replaced)` if a file is replaced, `may_move_dir(moving)` for a directory changing parent |
+/// | link | `may_change_entries(dir)` |
+pub trait Checks: Sync {
+    /// Search (execute) permission on directory `dir`.
+    fn may_search(&self, dir: &Attr) -> FsResult<()>;
+    /// Read permission on directory `dir`, to list it.
+    fn may_list(&self, dir: &Attr) -> FsResult<()>;
+    /// Write and search permission on directory `dir`, to add, remove or rename entries.
+    fn may_change_entries(&self, dir: &Attr) -> FsResult<()>;
+    /// Removing (or replacing, or renaming away) `victim` from `dir`: the sticky bit.
+    fn may_unlink(&self, dir: &Attr, victim: &Attr) -> FsResult<()>;
+    /// Moving directory `moving` to another parent rewrites its `..`: write permission.
+    fn may_move_dir(&self, moving: &Attr) -> FsResult<()>;
+    /// An UNCHECKED CREATE with a size over `existing`, as `open(O_CREAT|O_TRUNC)`.
+    fn may_truncate(&self, existing: &Attr) -> FsResult<()>;
+    /// The owner and the attributes to apply for a new file of `kind` in `dir`.
+    fn new_file(&self, dir: &Attr, kind: FileType, attrs: &SetAttr) -> (Owner, SetAttr);
+    /// A SETATTR of `set` on a file with `attr`: refuses, or returns the change to apply
+    /// (which may differ, e.g. set-id bits cleared).
+    fn setattr_rules(&self, attr: &Attr, set: &SetAttr) -> FsResult<SetAttr>;
+    /// Reading file data.
+    fn may_read(&self, attr: &Attr) -> FsResult<()>;
+    /// Writing file data. `Some(mode)`: the file's mode must become `mode` first (a
+    /// write by a non-root caller drops set-id bits).
+    fn may_write(&self, attr: &Attr) -> FsResult<Option<u32>>;
+}
+
+/// Allows everything and changes nothing; new files get `owner`. For the server's own
+/// setup, tests and the lab: never for a request from a client.
+#[derive(Debug, Clone, Copy)]
+pub struct Trusted {
+    pub owner: Owner,
+}
+
+impl Trusted {
+    /// Owned by root.
+    pub const ROOT: Trusted = Trusted {
+        owner: Owner { uid: 0, gid: 0 },
+    };
+}
+
+impl Checks for Trusted {
+    fn may_search(&self, _: &Attr) -> FsResult<()> {
+        Ok(())
+    }
+    fn may_list(&self, _: &Attr) -> FsResult<()> {
+        Ok(())
+    }
+    fn may_change_entries(&self, _: &Attr) -> FsResult<()> {
+        Ok(())
+    }
+    fn may_unlink(&self, _: &Attr, _: &Attr) -> FsResult<()> {
+        Ok(())
+    }
+    fn may_move_dir(&self, _: &Attr) -> FsResult<()> {
+        Ok(())
+    }
+    fn may_truncate(&self, _: &Attr) -> FsResult<()> {
+        Ok(())
+    }
+    fn new_file(&self, _: &Attr, _: FileType, attrs: &SetAttr) -> (Owner, SetAttr) {
+        (self.owner, attrs.clone())
+    }
+    fn setattr_rules(&self, _: &Attr, set: &SetAttr) -> FsResult<SetAttr> {
+        Ok(set.clone())
+    }
+    fn may_read(&self, _: &Attr) -> FsResult<()> {
+        Ok(())
+    }
+    fn may_write(&self, _: &Attr) -> FsResult<Option<u32>> {
+        Ok(None)
+    }
+}
+
+/// A client's request, as the export's squashed credential. uid 0 is privileged (every
+/// capability Linux checks here: `CAP_DAC_OVERRIDE`, `CAP_FOWNER`, `CAP_CHOWN`,
+/// `CAP_FSETID`, `CAP_MKNOD`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller<'c> {
+    pub cred: &'c Cred,
+}
+
+impl<'c> Caller<'c> {
+    #[must_use]
+    pub fn new(cred: &'c Cred) -> Self {
+        Self { cred }
+    }
+
+    fn require(&self, attr: &Attr, want: u32) -> FsResult<()> {
+        if mode_allows(attr, self.cred, want) {
+            Ok(())
+        } else {
+            Err(FsError::Access)
+        }
+    }
+
+    /// Linux `inode_owner_or_capable`.
+    fn owner_or_capable(&self, attr: &Attr) -> bool {
+        self.cred.is_root() || self.cred.uid == attr.uid
+    }
+
+    /// Linux `in_group_or_capable` (`CAP_FSETID`).
+    fn in_group_or_capable(&self, gid: u32) -> bool {
+        self.cred.is_root() || self.cred.in_group(gid)
+    }
+}
+
+impl Checks for Caller<'_> {
+    fn may_search(&self, dir: &Attr) -> FsResult<()> {
+        self.require(dir, X)
+    }
+
+    fn may_list(&self, dir: &Attr) -> FsResult<()> {
+        self.require(dir, R)
+    }
+
+    fn may_change_entries(&self, dir: &Attr) -> FsResult<()> {
+        self.require(dir, W | X)
+    }
+
+    /// Linux `check_sticky`: in a sticky directory only the owner of the entry or of the
+    /// directory (or a privileged caller) may remove or rename it.
+    fn may_unlink(&self, dir: &Attr, victim: &Attr) -> FsResult<()> {
+        let sticky = dir.mode & 0o1000 != 0;
+        if !sticky || self.cred.uid == dir.uid || self.owner_or_capable(victim) {
+            return Ok(());
+        }
+        Err(FsError::Perm)
+    }
+
+    fn may_move_dir(&self, moving: &Attr) -> FsResult<()> {
+        self.require(moving, W)
+    }
+
+    /// The owner may always truncate (Linux nfsd's owner override), others need `w`.
+    fn may_truncate(&self, existing: &Attr) -> FsResult<()> {
+        if self.cred.uid == existing.uid {
+            return Ok(());
+        }
+        self.require(existing, W)
+    }
+
+    /// The caller owns the new file; its group is the directory's if the directory is
+    /// setgid (and a new directory is setgid too), else the caller's. A new non-directory
+    /// in a setgid directory whose group the caller is not in cannot be a
+    /// group-executable setgid file (Linux `mode_strip_sgid`, the fix of CVE-2018-13405).
+    fn new_file(&self, dir: &Attr, kind: FileType, attrs: &SetAttr) -> (Owner, SetAttr) {
+        let inherit = dir.mode & 0o2000 != 0;
+        let gid = if inherit { dir.gid } else { self.cred.gid };
+        let mut attrs = attrs.clone();
+        if inherit && kind == FileType::Directory {
+            attrs.mode = Some(attrs.mode.unwrap_or(0o755) | 0o2000);
+        } else if let Some(mode) = attrs.mode {
+            if inherit && mode & 0o2010 == 0o2010 && !self.in_group_or_capable(dir.gid) {
+                attrs.mode = Some(mode & !0o2000);
+            }
+        }
+        let owner = Owner {
+            uid: self.cred.uid,
+            gid,
+        };
+        (owner, attrs)
+    }
+
+    fn setattr_rules(&self, attr: &Attr, set: &SetAttr) -> FsResult<SetAttr> {
+        setattr_rules(self, attr, set)
+    }
+
+    /// The owner may always read (Linux nfsd's owner override, so a file opened before a
+    /// chmod stays readable); others need read or execute permission.
+    fn may_read(&self, attr: &Attr) -> FsResult<()> {
+        let cred = self.cred;
+        if cred.uid == attr.uid || mode_allows(attr, cred, R) || mode_allows(attr, cred, X) {
+            Ok(())
+        } else {
+            Err(FsError::Access)
+        }
+    }
+
+    /// The owner may always write (owner override), others need `w`. Writing a set-id
+    /// program drops its privilege, so a writer cannot plant code that runs as the owner.
+    fn may_write(&self, attr: &Attr) -> FsResult<Option<u32>> {
+        if self.cred.uid != attr.uid {
+            self.require(attr, W)?;
+        }
+        let cleared = without_set_id(attr.mode);
+        Ok((!self.cred.is_root() && cleared != attr.mode).then_some(cleared))
+    }
+}
+
+/// SETATTR as Linux's `setattr_prepare` and nfsd's `nfsd_sanitize_attrs` apply it.
+fn setattr_rules(c: &Caller<'_>, attr: &Attr, set: &SetAttr) -> FsResult<SetAttr> {
+    let cred = c.cred;
+    let privileged = cred.is_root();
+    let owner = cred.uid == attr.uid;
+    if let Some(uid) = set.uid {
+        // chown_ok: the owner may "change" the owner to itself; only a privileged caller
+        // may give a file away.
+        if !(privileged || owner && uid == attr.uid) {
+            return Err(FsError::Perm);
+        }
+    }
+    if let Some(gid) = set.gid {
+        // chgrp_ok: the owner may set the current group or one it belongs to.
+        if !(privileged || owner && (gid == attr.gid || cred.in_group(gid))) {
+            return Err(FsError::Perm);
+        }
+    }
+    if set.mode.is_some() && !c.owner_or_capable(attr) {
+        return Err(FsError::Perm);
+    }
+    let client_time =
+        matches!(set.atime, SetTime::Client(_)) || matches!(set.mtime, SetTime::Client(_));
+    if client_time && !c.owner_or_capable(attr) {
+        return Err(FsError::Perm);
+    }
+    let server_time = set.atime == SetTime::ServerTime || set.mtime == SetTime::ServerTime;
+    let writes = set.size_bytes.is_some() || server_time;
+    if writes && !c.owner_or_capable(attr) && !mode_allows(attr, cred, W) {
+        return Err(FsError::Access);
+    }
+    Ok(mode_rules(c, attr, set))
+}
+
+/// The mode part of a SETATTR: a symlink's mode never changes; an owner or group change
+/// of a non-directory clears its set-id bits (also from a mode set in the same call); a
+/// caller outside the file's (new) group cannot keep setgid in a mode it sets.
+fn mode_rules(c: &Caller<'_>, attr: &Attr, set: &SetAttr) -> SetAttr {
+    let mut set = set.clone();
+    if attr.file_type == FileType::Symlink {
+        set.mode = None;
+    }
+    let owner_changes =
+        set.uid.is_some_and(|u| u != attr.uid) || set.gid.is_some_and(|g| g != attr.gid);
+    if owner_changes && attr.file_type == FileType::Regular {
+        set.mode = Some(without_set_id(set.mode.unwrap_or(attr.mode)));
+    }
+    if let Some(mode) = set.mode {
+        let gid = set.gid.unwrap_or(attr.gid);
+        if mode & 0o2000 != 0 && !c.in_group_or_capable(gid) {
+            set.mode = Some(mode & !0o2000);
+        }
+    }
+    set
+}
+
+/// `mode` without setuid, and without setgid if the group may execute (setgid without
+/// group execute means mandatory locking on some systems and is kept).
+#[must_use]
+pub fn without_set_id(mode: u32) -> u32 {
+    let mut m = mode & !0o4000;
+    if m & 0o2010 == 0o2010 {
+        m &= !0o2000;
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_id_bits_are_cleared_like_linux() {
+        assert_eq!(without_set_id(0o4755), 0o755);
+        assert_eq!(without_set_id(0o2755), 0o755);
+        assert_eq!(without_set_id(0o2745), 0o2745);
+        assert_eq!(without_set_id(0o1777), 0o1777);
+    }
+}

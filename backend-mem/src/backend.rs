@@ -178,7 +178,11 @@ impl Backend for MemFs {
         // Clearing set-id bits is part of this WRITE: its "before" is the file before that.
         let first = PreAttr::of(uncleared.as_ref().unwrap_or(&checked));
         if count == 0 {
-            return Ok(written(0, stable, Some(first), checked));
+            let after = {
+                let state = inode.read()?;
+                inode.observed_attr(&state)
+            };
+            return Ok(written(0, stable, Some(first), after));
         }
         let range = file.lock.write(offset_bytes..end);
         file.check_live()?;
@@ -341,15 +345,18 @@ impl MemFs {
     /// under that lock). Returns the attributes checked (after any clearing) and, if bits
     /// were cleared, the attributes before that.
     fn check_write(&self, inode: &Inode, checks: &dyn Checks) -> FsResult<(Attr, Option<Attr>)> {
+        // The permission check's attributes are not what the client is told is current
+        // (the reply's post-op attributes are, and those are marked observed): marking
+        // here would make every WRITE take a fine stamp (seed 000).
         let attr = {
             let state = inode.read()?;
-            inode.observed_attr(&state)
+            inode.unobserved_attr(&state)
         };
         if checks.may_write(&attr)?.is_none() {
             return Ok((attr, None));
         }
         let mut state = inode.write()?;
-        let attr = inode.observed_attr(&state);
+        let attr = inode.unobserved_attr(&state);
         let Some(mode) = checks.may_write(&attr)? else {
             return Ok((attr, None));
         };

@@ -259,6 +259,12 @@ impl Inode {
         self.attr(state, self.ctime.observe())
     }
 
+    /// Attributes for a check inside the backend, not sent to a client as current: the
+    /// ctime is not marked observed, so the change that follows may take a coarse stamp.
+    pub(crate) fn unobserved_attr(&self, state: &InodeState) -> Attr {
+        self.attr(state, self.ctime.load())
+    }
+
     fn attr(&self, state: &InodeState, ctime: CtimeValue) -> Attr {
         let meta = &state.meta;
         let (size_bytes, used_bytes, nlink, rdev) = match (&state.body, &self.file) {

@@ -74,21 +74,21 @@ fn gnulib_stat_time_sequence_keeps_later_writes_later() {
             a2.mtime
         );
         if mode == TimestampMode::Multigrain {
-            // The sequence did exercise the floor: f2's stamp was fine (past the coarse
-            // tick), and f1's second write saw the coarse clock behind it.
+            // f2's stamp was fine (past the coarse tick). Every change through the seam
+            // returns the attributes its reply carries, marked observed (as a WRITE reply's
+            // post-op attributes are seen by the client), so each of the three writes
+            // followed an observed ctime and took a fine stamp and a floor swap. The case
+            // of an unobserved file lifted to the floor is the time crate's
+            // `an_observed_stamp_is_followed_by_a_later_one_even_on_a_still_clock`.
             assert!(
                 nanos(a2.ctime) > nanos(clock.coarse_now()),
                 "f2 got a fine stamp"
             );
             assert_eq!(
                 fs.clock().stats().floor_swaps,
-                1,
+                3,
                 "{:?}",
                 fs.clock().stats()
-            );
-            assert_eq!(
-                a1.ctime, a2.ctime,
-                "f1 was lifted to the floor, not read finely"
             );
         }
     }

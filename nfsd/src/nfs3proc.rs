@@ -33,11 +33,12 @@ pub static PROCEDURES: [Procedure<NfsState>; 22] = [
     procedure!("lookup", lookup, SMALL, Idempotent),
     procedure!("access", access, SMALL, Idempotent),
     procedure!("readlink", readlink, SMALL + 4096, Idempotent),
-    // READ reserves room for its own `count` once it decoded it.
+    // The bound the connection's memory budget charges; the reply buffer itself starts
+    // small (rpc's INITIAL_REPLY_BYTES) and READ reserves room for its own `count`.
     Procedure {
         name: "read",
         run: read,
-        max_reply_bytes: SMALL,
+        max_reply_bytes: SMALL + limits::MAX_IO_BYTES as usize,
         cache: Idempotent,
     },
     procedure!("write", write, SMALL, NonIdempotent),

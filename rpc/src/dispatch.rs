@@ -58,7 +58,8 @@ pub struct Procedure<S> {
     pub name: &'static str,
     /// Decodes the arguments, runs the procedure, encodes the results.
     pub run: fn(&S, &CallContext, &mut Decoder, &mut Encoder) -> Result<(), ProcError>,
-    /// Upper bound of the encoded results, to size the reply buffer.
+    /// Upper bound of the encoded results: what a connection's memory budget charges for
+    /// the reply before it exists (the buffer starts smaller and grows).
     pub max_reply_bytes: usize,
     pub cache: CacheClass,
 }
@@ -404,8 +405,16 @@ fn decode_call_rest(d: &mut Decoder) -> Result<CallRest, HeaderError> {
     Ok((rpcvers, program, version, procedure, cred))
 }
 
+/// A reply buffer starts at most this large and grows while a procedure encodes: the
+/// procedure's `max_reply_bytes` is the bound a connection's memory budget charges, not an
+/// allocation (a 4 KiB READ must not reserve the largest READ's 1 MiB).
+const INITIAL_REPLY_BYTES: usize = 16 << 10;
+
 fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> BytesMut {
-    let budget = prog.max_reply_bytes(ctx.procedure).max(ERROR_REPLY_BYTES);
+    let budget = prog
+        .max_reply_bytes(ctx.procedure)
+        .max(ERROR_REPLY_BYTES)
+        .min(INITIAL_REPLY_BYTES);
     let mut e = Encoder::from_buf(start_record(budget + REPLY_HEADER_BYTES));
     encode_accepted(&mut e, ctx.xid, AcceptStat::Success);
     let body_start = e.len();

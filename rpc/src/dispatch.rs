@@ -409,12 +409,12 @@ fn decode_call_rest(d: &mut Decoder) -> Result<CallRest, HeaderError> {
 /// procedure's `max_reply_bytes` is the bound a connection's memory budget charges, not an
 /// allocation (a 4 KiB READ must not reserve the largest READ's 1 MiB).
 const INITIAL_REPLY_BYTES: usize = 16 << 10;
+const _: () = assert!(ERROR_REPLY_BYTES <= INITIAL_REPLY_BYTES);
 
 fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> BytesMut {
     let budget = prog
         .max_reply_bytes(ctx.procedure)
-        .max(ERROR_REPLY_BYTES)
-        .min(INITIAL_REPLY_BYTES);
+        .clamp(ERROR_REPLY_BYTES, INITIAL_REPLY_BYTES);
     let mut e = Encoder::from_buf(start_record(budget + REPLY_HEADER_BYTES));
     encode_accepted(&mut e, ctx.xid, AcceptStat::Success);
     let body_start = e.len();

@@ -27,6 +27,8 @@
 
 mod cheat;
 mod fifo;
+pub mod filecache;
+pub mod limits;
 mod list;
 mod park;
 mod prim;

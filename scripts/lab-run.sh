@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all="decode multigrain rangelock timers"
+all="decode multigrain rangelock timers fhcache"
 experiments=()
 tag=
 for arg in "$@"; do

@@ -50,7 +50,7 @@ log "cargo test (unit, property, wire, libnfs-utils and integration tests)"
 cargo test --workspace --quiet
 log "loom model checks (timer groups)"
 RUSTFLAGS="--cfg granary_loom" cargo test --quiet -p granary-runtime --lib --target-dir target/loom groups::loom_models
-log "loom model checks (range lock, multigrain clock)"
+log "loom model checks (range lock, open-file cache, multigrain clock)"
 RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --quiet --release -p granary-sync --lib --target-dir target/loom-sync loom
 RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --quiet --release -p granary-time --lib --target-dir target/loom-sync loom
 log "Linux kernel NFS client in a Debian guest, granary and knfsd side by side (kernel-tests/)"

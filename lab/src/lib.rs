@@ -12,6 +12,7 @@
 
 mod decode;
 mod e2e;
+mod fhcache;
 mod measure;
 mod multigrain;
 mod rangelock;
@@ -28,7 +29,8 @@ pub use report::Report;
 
 #[derive(Debug, Args)]
 pub struct LabArgs {
-    /// `list`, or the experiment to run (`decode`, `multigrain`, `rangelock`, `timers`).
+    /// `list`, or the experiment to run (`decode`, `multigrain`, `rangelock`, `timers`,
+    /// `fhcache`).
     experiment: String,
 
     /// Print one JSON object instead of the table.
@@ -95,7 +97,7 @@ struct Experiment {
     run: fn(&Settings) -> Result<Report, String>,
 }
 
-const EXPERIMENTS: [Experiment; 4] = [
+const EXPERIMENTS: [Experiment; 5] = [
     Experiment {
         name: "decode",
         seed: "001_fdc9453f708f3db9.txt",
@@ -126,6 +128,14 @@ const EXPERIMENTS: [Experiment; 4] = [
         summary: "timer hierarchy: insert+cancel with other workers busy (global vs push vs \
                   pull vs tokio), idle-worker wake-ups, fire rate, WRITE rate by --timers",
         run: timers::run,
+    },
+    Experiment {
+        name: "fhcache",
+        seed: "004_118b3be918185a92.txt",
+        summary: "open-file cache: 4 KiB WRITE/READ of a real file with open+close per call \
+                  (off) vs a cache hit (on), and each stage alone (open+close, hit, \
+                  pwrite, pread), in process",
+        run: fhcache::run,
     },
 ];
 

@@ -209,3 +209,22 @@ fn quick_timers_json_has_every_design_on_at_most_one_worker_per_core() {
         );
     }
 }
+
+#[test]
+fn quick_fhcache_json_has_off_on_and_stages() {
+    let out = granary(&["lab", "fhcache", "--quick", "--json", "--samples", "1"]);
+    let json: Value = serde_json::from_str(&out).expect("one JSON object");
+    let variants = check_shape(&json, "fhcache");
+    for name in [
+        "write4k off (open+io+close)",
+        "write4k on (cache hit+io)",
+        "read4k off (open+io+close)",
+        "read4k on (cache hit+io)",
+        "stage open+close",
+        "stage cache hit",
+        "stage pwrite 4 KiB",
+        "stage pread 4 KiB",
+    ] {
+        assert!(variants.contains_key(name), "{name} missing");
+    }
+}

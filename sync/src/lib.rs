@@ -30,6 +30,7 @@ mod fifo;
 pub mod filecache;
 pub mod limits;
 mod list;
+pub mod memo;
 mod park;
 mod prim;
 

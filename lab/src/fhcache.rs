@@ -69,9 +69,9 @@ fn io(file: &File, write: bool, buf: &mut [u8], offset: &mut u64) {
 
 /// ns per operation of one thread running `make()`'s loop.
 fn ns_per_op<O: FnMut()>(settings: &Settings, make: impl Fn() -> O + Sync) -> Vec<f64> {
-    measure::samples(settings.samples, || {
-        1e9 / measure::rate(1, settings.sample, |_| make())
-    })
+    (0..settings.samples)
+        .map(|_| 1e9 / measure::rate(1, settings.sample, |_| make()))
+        .collect()
 }
 
 fn variant(group: &str, label: &str, baseline: Option<&str>, samples: Vec<f64>) -> Variant {

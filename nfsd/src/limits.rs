@@ -65,11 +65,23 @@ pub const MAX_MOUNTS_PER_CLIENT: usize = 16;
 /// Largest MOUNT DUMP or EXPORT reply body: the list is cut (at an entry boundary) to fit.
 pub const MAX_MOUNT_LIST_REPLY_BYTES: usize = 64 << 10;
 
+/// Mapped credentials kept by the credential cache (seed 004), one per export and client
+/// identity (uid, gid, groups) seen. Real clients use a few identities each; past the
+/// bound a new identity is mapped per call, uncached (nothing is evicted, so a client
+/// cycling through uids cannot push out the others). About 100 bytes each.
+pub const CRED_CACHE_ENTRIES: usize = 4096;
+
+/// Words of a credential-cache key: export id, flavor, uid, gid and the groups.
+pub const CRED_KEY_WORDS: usize = 4 + rpc::limits::MAX_AUTH_GROUPS as usize;
+
 /// Seconds for which FSSTAT figures stay valid (`invarsec`): 0, they change any time.
 pub const FSSTAT_INVARSEC: u32 = 0;
 
 const _: () = assert!(MAX_IO_BYTES <= nfs3::limits::MAX_DATA);
 const _: () = assert!(MAX_MOUNTS_PER_CLIENT <= MAX_MOUNT_ENTRIES);
+const _: () = assert!(CRED_CACHE_ENTRIES > 0);
+// Every credential the RPC layer accepts has a key: none is mapped uncached for its size.
+const _: () = assert!(CRED_KEY_WORDS >= 4 + vfs::limits::MAX_GROUPS);
 const _: () = assert!(PREF_READDIR_BYTES <= MAX_READDIR_BYTES);
 const _: () = assert!(IO_MULTIPLE_BYTES <= MAX_IO_BYTES);
 // The default record limit carries the largest WRITE with its headers, so by default the

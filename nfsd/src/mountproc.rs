@@ -9,7 +9,7 @@ use rpc::{procedure, CacheClass, CallContext, Procedure};
 use vfs::FsError;
 
 use crate::limits::MAX_MOUNT_LIST_REPLY_BYTES;
-use crate::state::{sent_cred, MountEntry, NfsState};
+use crate::state::{MountEntry, NfsState};
 
 use CacheClass::{Idempotent, NonIdempotent};
 
@@ -102,7 +102,7 @@ fn resolve_mount(
     if !export.options.allows(ctx.peer.ip()) {
         return Err(FsError::Access);
     }
-    let cred = export.options.map_cred(sent_cred(&ctx.auth).as_ref());
+    let cred = s.cred(export, &ctx.auth);
     let mut attr = export.getattr(export.root())?;
     for component in below {
         attr = export.lookup(&cred, attr.fileid, component)?.attr;

@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex};
 
 use nfs3::nfs::{NfsFh3, Nfsstat3};
 use rpc::{Auth, CallContext};
+use sync::memo::Memo;
 use vfs::{Attr, Cred, Export, ExportTable, FileId, FsError};
 
 use crate::convert::status_of;
-use crate::limits::{MAX_MOUNTS_PER_CLIENT, MAX_MOUNT_ENTRIES};
+use crate::limits::{CRED_CACHE_ENTRIES, CRED_KEY_WORDS, MAX_MOUNTS_PER_CLIENT, MAX_MOUNT_ENTRIES};
 
 /// One server's exports, write verifier and mount list.
 pub struct NfsState {
@@ -20,6 +21,9 @@ pub struct NfsState {
     /// [`crate::limits::max_io_bytes_for_record`].
     pub max_io_bytes: u32,
     mounts: Mutex<VecDeque<MountEntry>>,
+    /// Seed 004's credential cache: the mapped credential per (export, sent credential),
+    /// `None` with `--fhcache off` (then every call maps its credential afresh).
+    creds: Option<Memo<Vec<u32>, Cred>>,
 }
 
 /// One MNT, remembered for MOUNT DUMP.
@@ -33,7 +37,10 @@ pub struct MountEntry {
 pub struct Target<'s> {
     pub export: &'s Arc<Export>,
     pub id: FileId,
-    pub cred: Cred,
+    /// Shared with every call of the same client identity on this export while the
+    /// credential cache is on: an identity, never a permission result, so a permission
+    /// changed on the server is checked by the very next call.
+    pub cred: Arc<Cred>,
 }
 
 impl NfsState {
@@ -53,6 +60,38 @@ impl NfsState {
             write_verifier,
             max_io_bytes,
             mounts: Mutex::new(VecDeque::new()),
+            creds: Some(Memo::new(CRED_CACHE_ENTRIES)),
+        }
+    }
+
+    /// Turns the credential cache on (the default) or off (`--fhcache off`: every call
+    /// maps its credential afresh, as before seed 004).
+    #[must_use]
+    pub fn with_cred_cache(mut self, on: bool) -> Self {
+        self.creds = on.then(|| Memo::new(CRED_CACHE_ENTRIES));
+        self
+    }
+
+    /// Credential-cache lookups answered from the cache and lookups that mapped, since
+    /// start; `None` when the cache is off.
+    #[must_use]
+    pub fn cred_cache_stats(&self) -> Option<(u64, u64)> {
+        self.creds.as_ref().map(Memo::hits_and_misses)
+    }
+
+    /// Who a call with `auth` is on `export`: its credential mapped by the export's squash
+    /// rules. With the cache on, a call whose identity was seen before takes the shared
+    /// mapped credential (no group list is copied); otherwise it is mapped now.
+    #[must_use]
+    pub fn cred(&self, export: &Export, auth: &Auth) -> Arc<Cred> {
+        let map = || export.options.map_cred(sent_cred(auth).as_ref());
+        let Some(memo) = &self.creds else {
+            return Arc::new(map());
+        };
+        let mut words = [0u32; CRED_KEY_WORDS];
+        match cred_key(export, auth, &mut words) {
+            Some(key) => memo.get(key, |_| map()),
+            None => Arc::new(map()),
         }
     }
 
@@ -80,7 +119,7 @@ impl NfsState {
             rpc::warn_limited!(rpc::ratelog::Kind::Handle, peer = %ctx.peer, export = %export.path, "client not allowed by the export's clients list");
             return Err(Nfsstat3::Acces);
         }
-        let cred = export.options.map_cred(sent_cred(&ctx.auth).as_ref());
+        let cred = self.cred(export, &ctx.auth);
         Ok(Target { export, id, cred })
     }
 
@@ -132,6 +171,24 @@ impl NfsState {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         mounts.iter().cloned().collect()
     }
+}
+
+/// The credential cache's key for `auth` on `export`, written into `words`: the export id,
+/// the flavor, and for AUTH_SYS the uid, gid and groups in the order sent (the mapping
+/// keeps that order). `None` if it does not fit (more groups than AUTH_SYS allows).
+fn cred_key<'w>(export: &Export, auth: &Auth, words: &'w mut [u32]) -> Option<&'w [u32]> {
+    words[0] = export.id.0;
+    let Auth::Sys(sys) = auth else {
+        words[1] = 0;
+        return Some(&words[..2]);
+    };
+    let len = 4 + sys.gids.len();
+    let key = words.get_mut(..len)?;
+    key[1] = 1;
+    key[2] = sys.uid;
+    key[3] = sys.gid;
+    key[4..].copy_from_slice(&sys.gids);
+    Some(key)
 }
 
 /// The credential a call carries: AUTH_SYS ids, or none for AUTH_NONE.

@@ -33,6 +33,10 @@ pub struct ServerConfig {
     pub decode: runtime::decode::DecodeMode,
     /// Bytes of decoded EROFS extents kept in memory.
     pub erofs_cache_bytes: u64,
+    /// Seed 004's caches (credential cache; open-file cache of host exports): on
+    /// (default) or off (every call maps its credential, and a host export opens and
+    /// closes the file for every READ and WRITE).
+    pub fhcache: bool,
 }
 
 /// Connection limits (defaults in `rpc::limits`).
@@ -113,6 +117,7 @@ struct FileConfig {
     timestamps: Option<Spanned<String>>,
     rangelock: Option<Spanned<String>>,
     decode: Option<Spanned<String>>,
+    fhcache: Option<Spanned<String>>,
     #[serde(default)]
     limits: FileLimits,
     #[serde(default, rename = "export")]
@@ -195,6 +200,9 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
     }
     if let Some(r) = &file.rangelock {
         config.rangelock = parse_rangelock(r.get_ref()).map_err(|m| at(&r.span(), m))?;
+    }
+    if let Some(f) = &file.fhcache {
+        config.fhcache = parse_fhcache(f.get_ref()).map_err(|m| at(&f.span(), m))?;
     }
     if let Some(d) = &file.decode {
         config.decode = d.get_ref().parse().map_err(|m| at(&d.span(), m))?;
@@ -353,6 +361,7 @@ impl ServerConfig {
             rangelock: backend_mem::RangeLockMode::default(),
             decode: runtime::decode::DecodeMode::default(),
             erofs_cache_bytes: backend_erofs::DEFAULT_CACHE_BYTES,
+            fhcache: true,
         }
     }
 }
@@ -377,6 +386,20 @@ pub fn parse_rangelock(s: &str) -> Result<backend_mem::RangeLockMode, String> {
             "unknown range-lock mode {s:?}; use \"mutex\", \"lockfree\" or \"cheat\" (the default)"
         )),
         Ok(mode) => Ok(mode),
+    }
+}
+
+/// Parses `--fhcache` / `fhcache =`: `on` (true) or `off` (false).
+///
+/// # Errors
+/// A message listing the choices.
+pub fn parse_fhcache(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!(
+            "unknown fhcache setting {s:?}; use \"on\" (the default) or \"off\""
+        )),
     }
 }
 
@@ -554,10 +577,13 @@ capacity_bytes = 4096
         let c = parse("[[export]]\npath = \"/\"\n", "t.toml").unwrap();
         assert_eq!(c.timestamps, backend_mem::TimestampMode::Multigrain);
         assert_eq!(c.rangelock, backend_mem::RangeLockMode::Cheat);
-        let text = "timestamps = \"coarse\"\nrangelock = \"mutex\"\n[[export]]\npath = \"/\"\n";
+        assert!(c.fhcache);
+        let text = "timestamps = \"coarse\"\nrangelock = \"mutex\"\nfhcache = \"off\"\n\
+                    [[export]]\npath = \"/\"\n";
         let c = parse(text, "t.toml").unwrap();
         assert_eq!(c.timestamps, backend_mem::TimestampMode::Coarse);
         assert_eq!(c.rangelock, backend_mem::RangeLockMode::Mutex);
+        assert!(!c.fhcache);
         let e = parse(
             "\nrangelock = \"none\"\n[[export]]\npath = \"/\"\n",
             "t.toml",
@@ -569,6 +595,11 @@ capacity_bytes = 4096
             "{e}"
         );
         assert!(parse_timestamps("fine").is_ok() && parse_rangelock("cheat").is_ok());
+        assert_eq!(
+            (parse_fhcache("on"), parse_fhcache("off")),
+            (Ok(true), Ok(false))
+        );
+        assert!(parse_fhcache("yes").is_err());
     }
 
     #[test]

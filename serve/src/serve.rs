@@ -65,7 +65,13 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
             ))
         })?;
     tracing::info!(max_io_bytes, "READ/WRITE size (FSINFO rtmax/wtmax)");
-    let state = Arc::new(nfsd::NfsState::new(exports, rand::random(), max_io_bytes));
+    tracing::info!(
+        fhcache = config.fhcache,
+        "credential and open-file caches (seed 004)"
+    );
+    let state = Arc::new(
+        nfsd::NfsState::new(exports, rand::random(), max_io_bytes).with_cred_cache(config.fhcache),
+    );
     let mut dispatcher = Dispatcher::new();
     nfsd::register(&mut dispatcher, &state);
     let reply_cache = Arc::new(ReplyCache::new(

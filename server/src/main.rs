@@ -137,6 +137,12 @@ struct ServeArgs {
     #[arg(long, value_name = "MODE")]
     rangelock: Option<String>,
 
+    /// Seed 004's caches: on (default: the mapped credential per export and client
+    /// identity is kept; a host export keeps files open across READs and WRITEs) or off
+    /// (every call maps its credential; a host export opens and closes the file per call).
+    #[arg(long, value_name = "on|off")]
+    fhcache: Option<String>,
+
     /// Where EROFS decompression runs (seed 001): percore (pinned per-core workers at raised
     /// priority, fed by the core that read the data; default), pool (one shared queue, the
     /// design the seed replaced) or inline (on the network worker).
@@ -230,6 +236,9 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     }
     if let Some(b) = args.erofs_cache_bytes {
         c.erofs_cache_bytes = b;
+    }
+    if let Some(f) = &args.fhcache {
+        c.fhcache = config::parse_fhcache(f).map_err(|m| format!("--fhcache: {m}"))?;
     }
     if let Some(r) = &args.rangelock {
         c.rangelock = config::parse_rangelock(r).map_err(|m| format!("--rangelock: {m}"))?;

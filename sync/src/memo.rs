@@ -11,12 +11,13 @@
 //! [`Memo::clear`] drops everything, for a configuration change.
 #![forbid(unsafe_code)]
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use crate::limits::FILECACHE_SHARDS as SHARDS;
-use crate::prim::{AtomicUsize, Ordering};
+use crate::prim::{AtomicU64, AtomicUsize, Ordering};
 
 #[cfg(not(loom))]
 type KeyHasher = std::collections::hash_map::RandomState;
@@ -36,6 +37,12 @@ pub struct Memo<K, V> {
     hasher: KeyHasher,
     len: AtomicUsize,
     capacity: usize,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
 }
 
 impl<K: Hash + Eq, V> Memo<K, V> {
@@ -47,6 +54,8 @@ impl<K: Hash + Eq, V> Memo<K, V> {
             hasher: KeyHasher::default(),
             len: AtomicUsize::new(0),
             capacity,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
     }
 
@@ -58,27 +67,34 @@ impl<K: Hash + Eq, V> Memo<K, V> {
         self.len() == 0
     }
 
-    fn shard(&self, key: &K) -> &Shard<K, V> {
+    fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> &Shard<K, V> {
         #[allow(clippy::cast_possible_truncation)] // the shard count is small
         &self.shards[(self.hasher.hash_one(key) as usize) & (SHARDS - 1)]
     }
 
-    /// The memoised `compute(&key)`.
-    pub fn get(&self, key: K, compute: impl FnOnce(&K) -> V) -> Arc<V> {
-        let shard = self.shard(&key);
+    /// The memoised `compute(key)`. The key is borrowed: a hit allocates nothing, and only
+    /// a miss that is kept makes the owned key (`Q::to_owned`).
+    pub fn get<Q>(&self, key: &Q, compute: impl FnOnce(&Q) -> V) -> Arc<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let shard = self.shard(key);
         {
             let map = shard
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(value) = map.get(&key) {
+            if let Some(value) = map.get(key) {
+                bump(&self.hits);
                 return Arc::clone(value);
             }
         }
-        let value = Arc::new(compute(&key));
+        bump(&self.misses);
+        let value = Arc::new(compute(key));
         let mut map = shard
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(first) = map.get(&key) {
+        if let Some(first) = map.get(key) {
             return Arc::clone(first);
         }
         if self.len.load(Ordering::Acquire) >= self.capacity {
@@ -89,8 +105,16 @@ impl<K: Hash + Eq, V> Memo<K, V> {
             self.len.fetch_sub(1, Ordering::AcqRel);
             return value;
         }
-        map.insert(key, Arc::clone(&value));
+        map.insert(key.to_owned(), Arc::clone(&value));
         value
+    }
+
+    /// Lookups answered from the table, and lookups that computed.
+    pub fn hits_and_misses(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
     }
 
     /// Drops every entry.
@@ -133,7 +157,7 @@ mod tests {
             let memo = Memo::new(cap);
             let mut reference = std::collections::HashMap::new();
             for key in keys {
-                let got = memo.get(key.clone(), map);
+                let got = memo.get(&key, map);
                 prop_assert_eq!(&*got, &map(&key));
                 if reference.len() < cap || reference.contains_key(&key) {
                     reference.insert(key.clone(), ());
@@ -141,6 +165,16 @@ mod tests {
                 prop_assert_eq!(memo.len(), reference.len());
             }
         }
+    }
+
+    #[test]
+    fn slice_keys_are_looked_up_borrowed() {
+        let memo: Memo<Vec<u32>, u32> = Memo::new(4);
+        let key = [1u32, 2, 3];
+        let first = memo.get(&key[..], |k| k.iter().sum());
+        let again = memo.get(&key[..], |_| unreachable!("a hit computes nothing"));
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!((*again, memo.len(), memo.hits_and_misses()), (6, 1, (1, 1)));
     }
 
     #[test]
@@ -157,7 +191,7 @@ mod tests {
                 );
                 std::thread::spawn(move || {
                     for k in 0..200u32 {
-                        let v = memo.get(k, |k| {
+                        let v = memo.get(&k, |k| {
                             computed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                             u64::from(*k) * 3
                         });
@@ -191,8 +225,8 @@ mod loom_models {
         loom::model(|| {
             let memo: Arc<Memo<u8, u8>> = Arc::new(Memo::new(1));
             let other = Arc::clone(&memo);
-            let t = thread::spawn(move || Arc::as_ptr(&other.get(1, |_| 5)) as usize);
-            let mine = memo.get(1, |_| 5);
+            let t = thread::spawn(move || Arc::as_ptr(&other.get(&1, |_| 5)) as usize);
+            let mine = memo.get(&1, |_| 5);
             let theirs = t.join().unwrap();
             assert_eq!(Arc::as_ptr(&mine) as usize, theirs);
             assert_eq!(memo.len(), 1);
@@ -204,8 +238,8 @@ mod loom_models {
         loom::model(|| {
             let memo: Arc<Memo<u8, u8>> = Arc::new(Memo::new(1));
             let other = Arc::clone(&memo);
-            let t = thread::spawn(move || *other.get(1, |_| 1));
-            assert_eq!(*memo.get(2, |_| 2), 2);
+            let t = thread::spawn(move || *other.get(&1, |_| 1));
+            assert_eq!(*memo.get(&2, |_| 2), 2);
             assert_eq!(t.join().unwrap(), 1);
             assert_eq!(memo.len(), 1);
         });

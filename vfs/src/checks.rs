@@ -257,18 +257,26 @@ fn setattr_rules(c: &Caller<'_>, attr: &Attr, set: &SetAttr) -> FsResult<SetAttr
     Ok(mode_rules(c, attr, set))
 }
 
-/// The mode part of a SETATTR: a symlink's mode never changes; an owner or group change
-/// of a non-directory clears its set-id bits (also from a mode set in the same call); a
-/// caller outside the file's (new) group cannot keep setgid in a mode it sets.
+/// The mode part of a SETATTR: a symlink's mode never changes; a SETATTR that carries a
+/// uid or a gid (changed or not: Linux's `chown_common` asks to kill the bits on every
+/// chown of a non-directory, and nfsd's `nfsd_sanitize_attrs` does the same for a SETATTR)
+/// clears set-id bits (also from a mode set in the same call); a caller outside the file's
+/// (new) group cannot keep setgid in a mode it sets.
 fn mode_rules(c: &Caller<'_>, attr: &Attr, set: &SetAttr) -> SetAttr {
     let mut set = set.clone();
     if attr.file_type == FileType::Symlink {
         set.mode = None;
     }
-    let owner_changes =
-        set.uid.is_some_and(|u| u != attr.uid) || set.gid.is_some_and(|g| g != attr.gid);
-    if owner_changes && attr.file_type == FileType::Regular {
-        set.mode = Some(without_set_id(set.mode.unwrap_or(attr.mode)));
+    let chown = set.uid.is_some() || set.gid.is_some();
+    let keeps_bits = matches!(attr.file_type, FileType::Directory | FileType::Symlink);
+    if chown && !keeps_bits {
+        let killed = match set.mode {
+            Some(mode) => without_set_id(mode),
+            None => chown_kill(c, attr),
+        };
+        if set.mode.is_some() || killed != attr.mode {
+            set.mode = Some(killed);
+        }
     }
     if let Some(mode) = set.mode {
         let gid = set.gid.unwrap_or(attr.gid);
@@ -277,6 +285,18 @@ fn mode_rules(c: &Caller<'_>, attr: &Attr, set: &SetAttr) -> SetAttr {
         }
     }
     set
+}
+
+/// The mode a chown leaves on a non-directory (Linux `ATTR_KILL_SUID` and
+/// `setattr_should_drop_sgid`): setuid goes; setgid goes if the group may execute, or if
+/// the caller is neither in the file's current group nor privileged.
+fn chown_kill(c: &Caller<'_>, attr: &Attr) -> u32 {
+    let mut mode = attr.mode & !0o4000;
+    let group_exec = mode & 0o010 != 0;
+    if mode & 0o2000 != 0 && (group_exec || !c.in_group_or_capable(attr.gid)) {
+        mode &= !0o2000;
+    }
+    mode
 }
 
 /// `mode` without setuid, and without setgid if the group may execute (setgid without

@@ -66,6 +66,18 @@ impl ErofsBackend {
         }
     }
 
+    /// The export incarnation for this image (part of every handle, see
+    /// `vfs::handle`): derived from [`Image::identity`], so a restart serving the same
+    /// image (or a copy) accepts the handles of the last run, and one serving another
+    /// image answers them STALE. File ids are nids, fixed for an image.
+    ///
+    /// # Errors
+    /// `Io` if the image cannot be read.
+    pub fn incarnation(&self) -> Result<u32, ErofsError> {
+        let id = self.image.identity()?;
+        Ok((id ^ (id >> 32)) as u32)
+    }
+
     /// True if the file at `path` starts with an EROFS superblock (for `granary serve PATH`).
     #[must_use]
     pub fn is_image(path: &Path) -> bool {

@@ -64,7 +64,7 @@ for e in "${experiments[@]}"; do
     for r in $(seq 1 "$runs"); do
         load "$e run $r before"
         echo "== granary lab $e (run $r of $runs)"
-        "$bin" lab "$e" "${busy[@]}" --json-file "$out/$e-run$r.json" | tee "$out/$e-run$r.txt"
+        "$bin" lab "$e" "${busy[@]}" --json-file "$out/$e-run$r.json" --plot "$out/$e-run$r.png" | tee "$out/$e-run$r.txt"
         load "$e run $r after"
     done
 done

@@ -15,6 +15,7 @@ mod e2e;
 mod fhcache;
 mod measure;
 mod multigrain;
+mod plot;
 mod rangelock;
 mod report;
 pub mod timer_experiment;
@@ -45,6 +46,11 @@ pub struct LabArgs {
     /// run gives both.
     #[arg(long, value_name = "FILE")]
     json_file: Option<std::path::PathBuf>,
+
+    /// Also draw the report as a PNG in this file: one bar per design in each group, its
+    /// median with a min..max whisker, on a log scale.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<std::path::PathBuf>,
 
     /// Samples per variant (default 5, 2 with --quick).
     #[arg(long, value_name = "N")]
@@ -183,6 +189,9 @@ pub fn run(args: &LabArgs) -> Result<(), String> {
         "warning": load.warning(),
     });
     let json = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+    if let Some(path) = &args.plot {
+        plot::draw(&report, path)?;
+    }
     if let Some(path) = &args.json_file {
         std::fs::write(path, format!("{json}\n"))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;

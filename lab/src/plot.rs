@@ -6,8 +6,8 @@
 //! without "(before)") is a bar of one colour in every cluster: its median over the run's
 //! samples, with a whisker from the smallest to the largest sample. The y axis is
 //! logarithmic (latencies of decode jobs span 0.1 µs to tens of ms) and carries the
-//! report's unit; the load average and a BUSY mark from the report's context are in the
-//! caption, so a plot never travels without them.
+//! report's unit; the line under the chart carries the load average and any BUSY mark
+//! from the report's context, so a plot never travels without them.
 
 use std::path::Path;
 
@@ -58,6 +58,11 @@ fn first_seen<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
 }
 
 fn caption(report: &Report) -> String {
+    format!("granary lab {}: {}", report.experiment, report.title)
+}
+
+/// The line under the chart: what a bar and a whisker are, and the load of the run.
+fn footnote(report: &Report) -> String {
     let ctx = |k: &str| {
         report
             .context
@@ -66,15 +71,12 @@ fn caption(report: &Report) -> String {
             .map(|(_, v)| v.as_str())
     };
     let busy = if ctx("BUSY").is_some() {
-        ", BUSY MACHINE"
+        " — BUSY MACHINE: not a quiet-machine result"
     } else {
         ""
     };
     format!(
-        "granary lab {}: {} — median {} per group, whiskers min..max over samples \
-         (load {} → {}{busy})",
-        report.experiment,
-        report.title,
+        "bar: median {} of the run's samples, whisker: min..max; load average {} → {}{busy}",
         report.unit,
         ctx("loadavg at start").unwrap_or("?"),
         ctx("loadavg at end").unwrap_or("?"),
@@ -95,9 +97,9 @@ fn bars(report: &Report, path: &Path) -> DrawResult {
     let (y_lo, y_hi) = (lo / 2.0, hi * 2.0);
     let n = groups.len() as f64;
     let mut chart = ChartBuilder::on(&root)
-        .caption(caption(report), (FONT, 17))
+        .caption(caption(report), (FONT, 20))
         .margin(12)
-        .x_label_area_size(60)
+        .x_label_area_size(70)
         .y_label_area_size(80)
         .build_cartesian_2d(0.0..n, (y_lo..y_hi).log_scale())?;
     chart
@@ -105,6 +107,7 @@ fn bars(report: &Report, path: &Path) -> DrawResult {
         .disable_x_mesh()
         .disable_x_axis()
         .y_desc(report.unit)
+        .y_label_formatter(&|v| super::report::si(*v))
         .label_style((FONT, 14))
         .draw()?;
     let width = 0.8 / designs.len() as f64;
@@ -133,6 +136,8 @@ fn bars(report: &Report, path: &Path) -> DrawResult {
             (FONT, 14),
         ))?;
     }
+    let h = i32::try_from(HEIGHT).unwrap_or(i32::MAX);
+    root.draw(&Text::new(footnote(report), (90, h - 22), (FONT, 14)))?;
     for (k, d) in designs.iter().enumerate() {
         let c = PALETTE[k % PALETTE.len()];
         chart
@@ -192,6 +197,7 @@ mod tests {
         assert!(png.len() > 10_000, "a real picture, {} bytes", png.len());
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(first_seen(["a", "b", "a"].into_iter()), ["a", "b"]);
-        assert!(caption(&report).contains("0.1 0.2 0.3 → ?"));
+        assert_eq!(caption(&report), "granary lab decode: t");
+        assert!(footnote(&report).contains("load average 0.1 0.2 0.3 → ?"));
     }
 }

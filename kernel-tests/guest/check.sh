@@ -304,5 +304,81 @@ grp_persist() {
     rm -f "$before" "$after"
 }
 
+# ------------------------------------------------------------- ownership (issue 17)
+# ownership.py: chown/chmod by root, the owner, a group member and a stranger (forked
+# children with setresuid), compared with the guest's tmpfs; on the reference it also
+# counts nfs-ganesha's differences (a note; KT_OWNERSHIP_GANESHA=0 skips that).
+grp_ownership() {
+    local extra=
+    [ "$KT_KIND" = ref ] && [ "${KT_OWNERSHIP_GANESHA:-1}" = 1 ] && extra=ganesha
+    python3 -S "$KT_GUEST/ownership.py" "$KT_ROOT/ownership" $extra
+    rm -rf "$KT_ROOT/ownership"
+}
+
+# ------------------------------------------------------------- EROFS images (issue 14)
+# The images erofs-images.sh made on the host (plain and lz4), read three ways, each
+# compared with the reference: the reference loop-mounts each image with the guest's
+# erofs driver; granary's context starts `granary serve IMAGE` (a server of its own per
+# image) and mounts it; knfsd's context exports the loop mount with kernel nfsd. Checks:
+# the manifest of every entry (type, mode, owner, links, size, symlink target, mtime),
+# every file's sha256, the 10,000-entry directory, and that every change fails (EROFS).
+ERO_PORT=20495
+GRANARY=${GRANARY:-/usr/local/bin/granary}
+KNFSD_PORT=${KNFSD_PORT:-2049}
+erofs_mount() { # IMG MNT: the image at MNT, read the way this context reads it
+    local img=/tmp/kt-erofs/$1.erofs loop=/mnt/erofs-loop-$1 port i
+    mkdir -p "$2" "$loop"
+    case $KT_MNT in
+    /mnt/granary)
+        port=$((ERO_PORT + ${#ERO_PIDS[@]}))
+        "$GRANARY" serve "$img" --listen "127.0.0.1:$port" --no-portmap --squash none \
+            >"/tmp/granary-erofs-$1.log" 2>&1 &
+        ERO_PIDS+=($!)
+        for i in $(seq 100); do ss -Htln "sport = :$port" | grep -q . && break; sleep 0.1; done
+        mount -t nfs -o "vers=3,proto=tcp,port=$port,mountport=$port,mountproto=tcp,nolock,retry=0" \
+            127.0.0.1:/ "$2" ;;
+    /mnt/knfsd)
+        mountpoint -q "$loop" || mount -t erofs -o loop,ro "$img" "$loop" || return 1
+        exportfs -o "ro,no_subtree_check,no_root_squash,insecure,fsid=$((30 + ${#ERO_PIDS[@]}))" "127.0.0.1:$loop" &&
+            ERO_PIDS+=(0) &&
+            mount -t nfs -o "vers=3,proto=tcp,port=$KNFSD_PORT,mountproto=tcp,nolock,retry=0" "127.0.0.1:$loop" "$2" ;;
+    *) mount -t erofs -o loop,ro "$img" "$2" ;;
+    esac
+}
+erofs_changes() { # DIR: every kind of change; each must fail with EROFS
+    python3 -S "$KT_GUEST/erofs_changes.py" "$1"
+}
+grp_erofs() {
+    local img m t ERO_PIDS=()
+    # The kernel's erofs and loop drivers, for the reference and knfsd (modules in 6.1).
+    modprobe -q erofs; modprobe -q loop
+    [ -d /tmp/kt-erofs ] || cp -r "$KT_STAGE/erofs" /tmp/kt-erofs
+    for img in plain lz4; do
+        m=/mnt/erofs-$img
+        echo "== erofs-$img-mount"
+        erofs_mount "$img" "$m" && echo "mounted"
+        step "$img mount"
+        echo "== erofs-$img-tree"
+        manifest "$m" times | cut -f1-8 | detail "erofs-$img-manifest"
+        contents "$m" | detail "erofs-$img-contents"
+        step "$img manifest, contents"
+        echo "== erofs-$img-bigdir"
+        echo "ls -f: $(ls -f "$m/big" | wc -l) names, sorted sha $(ls "$m/big" | sha)"
+        echo "entry-00100: $(cat "$m/big/entry-00100")"
+        step "$img bigdir"
+        echo "== erofs-$img-changes"
+        erofs_changes "$m"
+        step "$img changes"
+        umount "$m"
+    done
+    for t in "${ERO_PIDS[@]}"; do [ "$t" != 0 ] && kill "$t" && wait "$t"; done
+    for img in plain lz4; do
+        exportfs -u "127.0.0.1:/mnt/erofs-loop-$img" 2>/dev/null
+        mountpoint -q "/mnt/erofs-loop-$img" && umount "/mnt/erofs-loop-$img"
+    done
+    grep -hE 'WARN|ERROR|panic' /tmp/granary-erofs-*.log 2>/dev/null | sed 's/^/note: granary log: /' | head
+    return 0
+}
+
 group=${1:?usage: check.sh GROUP}
 "grp_${group//-/_}"

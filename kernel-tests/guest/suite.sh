@@ -24,7 +24,7 @@ T0=${EPOCHREALTIME/./}
 # persist comes last: it checks everything the others left on the mount.
 GROUPS_=(
     "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
-    "fio 600" "stress-ng 120" "writers 300" "persist 300"
+    "fio 600" "stress-ng 120" "writers 300" "ownership 300" "erofs 300" "persist 300"
 )
 
 declare -A PASS FAIL FAILED_NAMES HUNG

@@ -307,10 +307,11 @@ grp_persist() {
 # ------------------------------------------------------------- ownership (issue 17)
 # ownership.py: chown/chmod by root, the owner, a group member and a stranger (forked
 # children with setresuid), compared with the guest's tmpfs; on the reference it also
-# counts nfs-ganesha's differences (a note; KT_OWNERSHIP_GANESHA=0 skips that).
+# counts nfs-ganesha's differences with KT_OWNERSHIP_GANESHA=1 (a note; off by default:
+# it adds a server start to the suite).
 grp_ownership() {
     local extra=
-    [ "$KT_KIND" = ref ] && [ "${KT_OWNERSHIP_GANESHA:-1}" = 1 ] && extra=ganesha
+    [ "$KT_KIND" = ref ] && [ "${KT_OWNERSHIP_GANESHA:-0}" = 1 ] && extra=ganesha
     python3 -S "$KT_GUEST/ownership.py" "$KT_ROOT/ownership" $extra
     rm -rf "$KT_ROOT/ownership"
 }
@@ -360,7 +361,10 @@ grp_erofs() {
         step "$img mount"
         echo "== erofs-$img-tree"
         manifest "$m" times | cut -f1-8 | detail "erofs-$img-manifest"
-        contents "$m" | detail "erofs-$img-contents"
+        # Every file but the big directory's 10,000 (empty but one): opening each through
+        # NFS under TCG takes minutes; the manifest has their sizes, bigdir reads one.
+        (cd "$m" && find . -path ./big -prune -o -type f -print0 | sort -z | xargs -0 -r sha256sum) |
+            detail "erofs-$img-contents"
         step "$img manifest, contents"
         echo "== erofs-$img-bigdir"
         echo "ls -f: $(ls -f "$m/big" | wc -l) names, sorted sha $(ls "$m/big" | sha)"

@@ -19,7 +19,8 @@ chown(-1, -1) is left out of both: the client sends it as a SETATTR that sets no
 EPERM for a stranger when there are bits to clear) cannot reach any NFSv3 server. Every
 case, with those, is written to the detail file ownership-cases; on an NFS mount a note
 counts the cases that differ from the reference's. With "ganesha" (reference context
-only), the table also runs on nfs-ganesha (FSAL VFS on a tmpfs) and a note gives its count.
+only, KT_OWNERSHIP_GANESHA=1), the table also runs on nfs-ganesha (FSAL VFS on a tmpfs)
+and a note gives its count.
 """
 
 import errno
@@ -67,8 +68,20 @@ def make(path, kind, mode):
         os.chmod(path, mode)
 
 
-def run_as(caller, path, op):
-    """The errno name of the call made by a child with the caller's ids, or 'ok'."""
+def call(path, op):
+    try:
+        if op[0] == "chmod":
+            os.chmod(path, op[1])
+        else:
+            os.chown(path, op[1], op[2], follow_symlinks=False)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+
+def run_as(caller, calls):
+    """Results of calls [(path, op)] made in order by one forked child with the caller's
+    ids (one fork per caller: a fork per call costs minutes under TCG)."""
     _, uid, gid, groups = caller
     r, w = os.pipe()
     pid = os.fork()
@@ -78,20 +91,22 @@ def run_as(caller, path, op):
             os.setgroups(groups)
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
-            if op[0] == "chmod":
-                os.chmod(path, op[1])
-            else:
-                os.chown(path, op[1], op[2], follow_symlinks=False)
-            res = "ok"
+            res = [call(path, op) for path, op in calls]
         except OSError as e:
-            res = errno.errorcode.get(e.errno, str(e.errno))
-        os.write(w, res.encode())
+            res = [f"cannot take the ids: {e}"] * len(calls)
+        os.write(w, "\n".join(res).encode())
         os._exit(0)
     os.close(w)
-    res = os.read(r, 64).decode() or "child died"
+    chunks = []
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
     os.close(r)
     os.waitpid(pid, 0)
-    return res
+    res = b"".join(chunks).decode().split("\n")
+    return res if len(res) == len(calls) else ["child died"] * len(calls)
 
 
 def state(path):
@@ -110,16 +125,22 @@ def cases():
 
 
 def run_table(d):
-    """Runs every case in d; returns [(case name, uncarried, result line)]."""
+    """Runs every case in d; returns [(case number, name, uncarried, result line)]."""
     os.makedirs(d, exist_ok=True)
     os.chmod(d, 0o777)
+    all_cases = list(cases())
+    for n, kind, mode, _, _ in all_cases:
+        make(f"{d}/c{n}", kind, mode)
+    results = {}
+    for caller in CALLERS:
+        mine = [(n, op) for n, _, _, c, op in all_cases if c is caller]
+        got = run_as(caller, [(f"{d}/c{n}", op) for n, op in mine])
+        results.update({n: res for (n, _), res in zip(mine, got)})
     rows = []
-    for n, kind, mode, caller, op in cases():
-        path = f"{d}/c{n}"
-        make(path, kind, mode)
-        res = run_as(caller, path, op)
+    for n, kind, mode, caller, op in all_cases:
         name = f"{kind} {mode:04o} by {caller[0]}: {op_name(op)}"
-        rows.append((n, name, uncarried(op), f"{name}: {res} -> {state(path)}"))
+        line = f"{name}: {results[n]} -> {state(f'{d}/c{n}')}"
+        rows.append((n, name, uncarried(op), line))
     return rows
 
 
@@ -140,6 +161,17 @@ def differences(rows, reference_lines):
     bad = [u for (_, _, u, line), ref in zip(rows, reference_lines) if line != ref]
     bad += [False] * abs(len(rows) - len(reference_lines))
     return len(bad), sum(1 for u in bad if u)
+
+
+# nfs-ganesha registered its NFS and MOUNT programs with rpcbind over knfsd's; once it
+# stops, drop those and let knfsd's mountd (if it runs) register again, or later mounts of
+# knfsd (which find mountd through rpcbind) fail.
+RESTORE_RPCBIND = """
+kill "$(cat /tmp/ganesha/ganesha.pid)"; sleep 1
+for v in 3 4; do rpcinfo -d 100003 $v 2>/dev/null; done
+for v in 1 2 3; do rpcinfo -d 100005 $v 2>/dev/null; done
+if pid=$(pidof rpc.mountd); then kill $pid; sleep 1; rpc.mountd; fi
+"""
 
 
 def ganesha(total):
@@ -163,7 +195,7 @@ def ganesha(total):
     finally:
         os.chdir("/")
         subprocess.run(["umount", mnt])
-        subprocess.run(["bash", "-c", "kill $(cat /tmp/ganesha/ganesha.pid)"])
+        subprocess.run(["bash", "-c", RESTORE_RPCBIND])
 
 
 def main():
@@ -171,11 +203,6 @@ def main():
     rows = run_table(d)
     print("== ownership-table", flush=True)
     for _, _, u, line in rows:
-        if not u:
-            print(line)
-    reload(os.environ["KT_RELOAD"])
-    print("== ownership-after-remount", flush=True)
-    for (_, _, u, _), line in zip(rows, after(d, rows)):
         if not u:
             print(line)
     all_lines = [line for _, _, _, line in rows]
@@ -188,9 +215,14 @@ def main():
             reference = f.read().splitlines()
         bad, bad_uncarried = differences(rows, reference)
         print(f"note: {bad} of {len(rows)} cases differ from the guest tmpfs, "
-              f"{bad_uncarried} of them chown -1:-1 (NFSv3 cannot carry it)")
+              f"{bad_uncarried} of them chown -1:-1 (NFSv3 cannot carry it)", flush=True)
     elif len(sys.argv) > 2 and sys.argv[2] == "ganesha":
         ganesha(all_lines)
+    reload(os.environ["KT_RELOAD"])
+    print("== ownership-after-remount", flush=True)
+    for (_, _, u, _), line in zip(rows, after(d, rows)):
+        if not u:
+            print(line)
 
 
 main()

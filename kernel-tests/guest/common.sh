@@ -12,6 +12,8 @@ export LC_ALL=C
 GRANARY=/usr/local/bin/granary
 GRANARY_PORT=20490      # --squash none
 GRANARY_SQ_PORT=20491   # --squash root
+HOST_PORT=20492         # granary serve /export-host (host backend), --squash none
+HOST_SQ_PORT=20493      # granary serve /export-host-sq, --squash root
 KNFSD_PORT=2049
 # Big enough for the suite's largest moment (64 MiB files, fio files, the doc tree),
 # small enough for a 4 GiB guest that also holds two tmpfs copies of the same data.
@@ -26,11 +28,15 @@ install_granary() {
     "$GRANARY" --version 2>/dev/null || true
 }
 
-# granary_start PORT SQUASH LOG: one granary on 127.0.0.1:PORT; waits until it listens.
+# granary_start PORT SQUASH LOG [ARGS...]: one granary on 127.0.0.1:PORT serving ARGS
+# (default: the mem export with the suite's cap); waits until it listens.
 granary_start() {
     local port=$1 squash=$2 log=$3 i
+    shift 3
+    local what=("$@")
+    [ ${#what[@]} -gt 0 ] || what=(--mem-capacity-bytes "$GRANARY_CAP_BYTES")
     "$GRANARY" ${KT_GRANARY_LOG:+--log "$KT_GRANARY_LOG"} serve --listen "127.0.0.1:$port" --no-portmap --squash "$squash" \
-        --mem-capacity-bytes "$GRANARY_CAP_BYTES" >"$log" 2>&1 &
+        "${what[@]}" >"$log" 2>&1 &
     KT_PIDS+=($!)
     echo "granary (squash $squash) pid $! on 127.0.0.1:$port"
     for i in $(seq 100); do
@@ -48,6 +54,16 @@ knfsd_start_both() {
     mkdir -p /export-sq && mount -t tmpfs -o size=512M,mode=0777 tmpfs /export-sq || return 1
     echo "/export-sq 127.0.0.1(rw,sync,no_subtree_check,root_squash,insecure,fsid=2)" >>/etc/exports
     exportfs -ra
+}
+
+# host_start_both: granary's host backend on two guest tmpfs directories (like knfsd's),
+# each with its own state directory.
+host_start_both() {
+    mkdir -p /export-host /export-host-sq || return 1
+    mount -t tmpfs -o size=3G tmpfs /export-host || return 1
+    mount -t tmpfs -o size=512M,mode=0777 tmpfs /export-host-sq || return 1
+    granary_start "$HOST_PORT" none /tmp/granary-host.log /export-host --state-dir /var/lib/granary-kt &&
+        granary_start "$HOST_SQ_PORT" root /tmp/granary-host-sq.log /export-host-sq --state-dir /var/lib/granary-kt-sq
 }
 
 # Mount commands, one per target; suite.sh's reload runs them again after umount.

@@ -9,7 +9,8 @@
 # passes on a server when its output equals the reference's; otherwise both outputs
 # (or their diff) are printed.
 # Env: KT_STAGE    staging directory shared from the host (granary binary, scripts)
-#      KT_TARGETS  servers to test (default "granary knfsd")
+#      KT_TARGETS  servers to test (default "granary knfsd"; "host" is granary's host
+#                  backend serving a guest tmpfs directory)
 #      KT_CHECKS   extended regex: run only the groups whose names match
 set -u
 KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
@@ -41,7 +42,7 @@ say() { echo "[$(secs) s] $*"; }
 
 setup() {
     install_granary || return 1
-    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq
+    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq
     mount -t tmpfs -o size=3G tmpfs /ref || return 1
     mount -t tmpfs -o size=512M,mode=0777 tmpfs /ref-sq || return 1
     local n
@@ -57,6 +58,10 @@ start_target() {
             granary_start "$GRANARY_SQ_PORT" root /tmp/granary-sq.log &&
             $(granary_mount_cmd "$GRANARY_PORT" /mnt/granary) &&
             $(granary_mount_cmd "$GRANARY_SQ_PORT" /mnt/granary-sq) ;;
+    host)
+        host_start_both &&
+            $(granary_mount_cmd "$HOST_PORT" /mnt/host) &&
+            $(granary_mount_cmd "$HOST_SQ_PORT" /mnt/host-sq) ;;
     knfsd)
         knfsd_start_both &&
             $(knfsd_mount_cmd /export /mnt/knfsd) &&
@@ -77,6 +82,9 @@ ctx_env() {
     granary) mnt=/mnt/granary port=$GRANARY_PORT
              [ "$sq" = sq ] && { mnt=/mnt/granary-sq port=$GRANARY_SQ_PORT; }
              root=$mnt mcmd=$(granary_mount_cmd "$port" "$mnt") ;;
+    host) mnt=/mnt/host port=$HOST_PORT
+          [ "$sq" = sq ] && { mnt=/mnt/host-sq port=$HOST_SQ_PORT; }
+          root=$mnt mcmd=$(granary_mount_cmd "$port" "$mnt") ;;
     knfsd) mnt=/mnt/knfsd exp=/export
            [ "$sq" = sq ] && { mnt=/mnt/knfsd-sq exp=/export-sq; }
            root=$mnt mcmd=$(knfsd_mount_cmd "$exp" "$mnt") ;;
@@ -86,7 +94,7 @@ ctx_env() {
 # alive CTX: the server still runs and answers (a dead server would hang every check).
 alive() {
     local p
-    if [ "$1" = granary ]; then
+    if [ "$1" = granary ] || [ "$1" = host ]; then
         for p in "${KT_PIDS[@]}"; do
             kill -0 "$p" 2>/dev/null || { echo "granary (pid $p) has exited; log tail:"; tail -20 /tmp/granary*.log; return 1; }
         done

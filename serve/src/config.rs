@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -29,6 +29,9 @@ pub struct ServerConfig {
     pub timestamps: backend_mem::TimestampMode,
     /// Range lock of each file (seed 003): mutex, lockfree or cheat (default).
     pub rangelock: backend_mem::RangeLockMode,
+    /// Where persistent state lives (handle key, handle indexes of host exports); `None`
+    /// picks [`default_state_dir`].
+    pub state_dir: Option<PathBuf>,
     /// Where EROFS decompression runs (seed 001): percore (default), pool or inline.
     pub decode: runtime::decode::DecodeMode,
     /// Bytes of decoded EROFS extents kept in memory.
@@ -85,10 +88,43 @@ pub enum BackendConfig {
     Mem {
         capacity_bytes: u64,
     },
+    /// A directory of the host (`backend = "host"`, `dir = "/srv/data"`).
+    Host {
+        dir: PathBuf,
+    },
     /// A read-only EROFS image file.
     Erofs {
         image: std::path::PathBuf,
     },
+}
+
+impl BackendConfig {
+    /// The backend a `granary serve PATH` argument names: a directory is a host export.
+    ///
+    /// # Errors
+    /// A missing path, or one that is not a directory, with what to do instead.
+    pub fn for_path(path: &Path) -> Result<Self, String> {
+        let meta = std::fs::metadata(path).map_err(|e| {
+            format!(
+                "cannot export {}: {e}; give an existing directory",
+                path.display()
+            )
+        })?;
+        if meta.is_dir() {
+            return Ok(Self::Host {
+                dir: path.to_path_buf(),
+            });
+        }
+        Err(format!(
+            "cannot export {}: not a directory; `granary serve PATH` exports a directory",
+            path.display()
+        ))
+    }
+
+    #[must_use]
+    pub fn is_host(&self) -> bool {
+        matches!(self, Self::Host { .. })
+    }
 }
 
 /// One export.
@@ -116,6 +152,7 @@ struct FileConfig {
     timers: Option<Spanned<String>>,
     timestamps: Option<Spanned<String>>,
     rangelock: Option<Spanned<String>>,
+    state_dir: Option<PathBuf>,
     decode: Option<Spanned<String>>,
     fhcache: Option<Spanned<String>>,
     #[serde(default)]
@@ -147,6 +184,7 @@ struct FileExport {
     #[serde(default = "default_backend")]
     backend: Spanned<String>,
     capacity_bytes: Option<u64>,
+    dir: Option<Spanned<PathBuf>>,
     image: Option<Spanned<String>>,
     #[serde(default)]
     read_only: bool,
@@ -208,6 +246,7 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
         config.decode = d.get_ref().parse().map_err(|m| at(&d.span(), m))?;
     }
     apply_limits(&mut config.limits, &file.limits, &at)?;
+    config.state_dir.clone_from(&file.state_dir);
     config.exports = Vec::new();
     for export in &file.exports {
         let parsed = parse_export(export, &at)?;
@@ -296,6 +335,21 @@ fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigE
         "mem" => BackendConfig::Mem {
             capacity_bytes: export.capacity_bytes.unwrap_or(DEFAULT_MEM_CAPACITY_BYTES),
         },
+        "host" => {
+            let Some(dir) = &export.dir else {
+                let msg =
+                    "backend = \"host\" needs the directory to export: add dir = \"/srv/data\""
+                        .to_string();
+                return Err(at(&export.backend.span(), msg));
+            };
+            if !dir.get_ref().is_absolute() {
+                let msg = format!("dir = {:?} must be an absolute path", dir.get_ref());
+                return Err(at(&dir.span(), msg));
+            }
+            BackendConfig::Host {
+                dir: dir.get_ref().clone(),
+            }
+        }
         "erofs" => match &export.image {
             Some(image) => BackendConfig::Erofs {
                 image: image.get_ref().into(),
@@ -307,11 +361,15 @@ fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigE
         },
         other => {
             let msg = format!(
-                "unknown backend {other:?}; this version supports backend = \"mem\" and \"erofs\""
+                "unknown backend {other:?}; this version supports backend = \"mem\", \"host\" and \"erofs\""
             );
             return Err(at(&export.backend.span(), msg));
         }
     };
+    if let (Some(dir), false) = (&export.dir, backend.is_host()) {
+        let msg = "dir is only for backend = \"host\"".to_string();
+        return Err(at(&dir.span(), msg));
+    }
     let erofs = matches!(backend, BackendConfig::Erofs { .. });
     let mut options = vfs::ExportOptions {
         read_only: export.read_only || erofs,
@@ -328,6 +386,14 @@ fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigE
     }
     options.anon_uid = export.anon_uid.unwrap_or(options.anon_uid);
     options.anon_gid = export.anon_gid.unwrap_or(options.anon_gid);
+    if backend.is_host() {
+        let explicit = export
+            .squash
+            .as_ref()
+            .map(|s| (s.get_ref().as_str(), s.span()));
+        unprivileged_host_squash(&mut options, explicit.as_ref().map(|(s, _)| *s))
+            .map_err(|m| at(&explicit.map_or(export.backend.span(), |(_, sp)| sp), m))?;
+    }
     Ok(ExportConfig {
         path,
         backend,
@@ -359,11 +425,51 @@ impl ServerConfig {
             timers: runtime::timers::TimerMode::default(),
             timestamps: backend_mem::TimestampMode::default(),
             rangelock: backend_mem::RangeLockMode::default(),
+            state_dir: None,
             decode: runtime::decode::DecodeMode::default(),
             erofs_cache_bytes: backend_erofs::DEFAULT_CACHE_BYTES,
             fhcache: true,
         }
     }
+}
+
+/// An unprivileged server's host export acts as the server's own user: every caller is
+/// squashed to the server's uid/gid. Asking for another squash mode is refused (the host
+/// would refuse to give files to other owners anyway). As root nothing changes.
+///
+/// # Errors
+/// `explicit` is a squash mode other than "all" while unprivileged.
+pub fn unprivileged_host_squash(
+    options: &mut vfs::ExportOptions,
+    explicit: Option<&str>,
+) -> Result<(), String> {
+    let (root, uid, gid) = backend_host::server_identity();
+    if root {
+        return Ok(());
+    }
+    if explicit.is_some_and(|s| s != "all") {
+        return Err(format!(
+            "granary runs unprivileged (uid {uid}), so a host export acts as that user for every client; squash must be \"all\" (the default then), or run granary as root"
+        ));
+    }
+    options.squash = vfs::Squash::All;
+    options.anon_uid = uid;
+    options.anon_gid = gid;
+    Ok(())
+}
+
+/// Where state lives when `--state-dir` is not given: `/var/lib/granary` for root,
+/// `$XDG_STATE_HOME/granary` (or `~/.local/state/granary`) for other users.
+#[must_use]
+pub fn default_state_dir(is_root: bool) -> PathBuf {
+    if is_root {
+        return PathBuf::from("/var/lib/granary");
+    }
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("granary");
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".local/state/granary")
 }
 
 /// Parses `--timestamps` / `timestamps =`.
@@ -562,6 +668,20 @@ capacity_bytes = 4096
         );
         let e = error_of("[[export]]\npath = \"/\"\nbackend = \"zfs\"\n");
         assert!(e.contains("line 3") && e.contains("unknown backend"), "{e}");
+        let e = error_of("[[export]]\npath = \"/\"\nbackend = \"host\"\n");
+        assert!(e.contains("line 3") && e.contains("dir = "), "{e}");
+        let e = error_of("[[export]]\npath = \"/\"\nbackend = \"host\"\ndir = \"rel\"\n");
+        assert!(e.contains("line 4") && e.contains("absolute"), "{e}");
+        let c = parse(
+            "state_dir = \"/s\"\n[[export]]\npath = \"/\"\nbackend = \"host\"\ndir = \"/srv\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            c.exports[0].backend,
+            BackendConfig::Host { dir: "/srv".into() }
+        );
+        assert_eq!(c.state_dir, Some(PathBuf::from("/s")));
         let e = error_of("listen = \"localhost\"\n[[export]]\npath = \"/\"\n");
         assert!(e.contains("line 1") && e.contains("ADDR:PORT"), "{e}");
         let e = error_of("workers = 0\n[[export]]\npath = \"/\"\n");

@@ -8,5 +8,6 @@ pub mod config;
 pub mod metrics;
 mod portmap;
 mod serve;
+mod state;
 
 pub use serve::run;

@@ -34,6 +34,8 @@ pub enum ServeError {
     },
     #[error("cannot start workers: {0}")]
     Workers(std::io::Error),
+    #[error("{0}")]
+    Export(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
     #[error("export {path}: {message}")]
@@ -240,10 +242,20 @@ fn build_exports(
     clock: &Arc<gtime::MultigrainClock>,
 ) -> Result<ExportTable, ServeError> {
     tracing::info!(timestamps = %config.timestamps, rangelock = %config.rangelock, "seed designs");
+    let persistent = config.exports.iter().any(|e| e.backend.is_host());
+    let state_dir = persistent.then(|| {
+        config
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| crate::config::default_state_dir(backend_host::server_identity().0))
+    });
+    if let Some(dir) = &state_dir {
+        crate::state::prepare(dir).map_err(ServeError::Export)?;
+    }
     let mut decode = None;
     let mut exports = Vec::with_capacity(config.exports.len());
     for (i, c) in config.exports.iter().enumerate() {
-        let backend: Arc<dyn vfs::Backend> = match &c.backend {
+        let (backend, id, incarnation): (Arc<dyn vfs::Backend>, ExportId, u32) = match &c.backend {
             BackendConfig::Mem { capacity_bytes } => {
                 let mem = backend_mem::MemConfig {
                     capacity_bytes: *capacity_bytes,
@@ -251,7 +263,18 @@ fn build_exports(
                     rangelock: config.rangelock,
                     ..Default::default()
                 };
-                Arc::new(backend_mem::MemFs::with_clock(mem, Arc::clone(clock)))
+                let fs = Arc::new(backend_mem::MemFs::with_clock(mem, Arc::clone(clock)));
+                (fs, numbered(i), rand::random())
+            }
+            BackendConfig::Host { dir } => {
+                let state = state_dir.as_deref().expect("host exports have a state dir");
+                let mut host = backend_host::HostConfig::new(dir);
+                host.index_path = Some(crate::state::index_path(state, dir, &c.path));
+                let fs = backend_host::HostFs::new(&host)
+                    .map_err(|e| ServeError::Export(e.to_string()))?;
+                let incarnation =
+                    crate::state::incarnation(state, dir, &c.path).map_err(ServeError::Export)?;
+                (Arc::new(fs), host_export_id(dir, &c.path), incarnation)
             }
             BackendConfig::Erofs { image } => {
                 let workers = match &decode {
@@ -270,14 +293,9 @@ fn build_exports(
                         message: format!("{}: {e}", image.display()),
                     }
                 })?;
-                Arc::new(fs)
+                (Arc::new(fs), numbered(i), rand::random())
             }
         };
-        let id = ExportId(u32::try_from(i + 1).expect("fewer than 2^32 exports"));
-        // Every backend so far (mem, erofs) has files that do not outlive the server
-        // process as handles go: a fresh incarnation per run makes an old handle STALE
-        // rather than naming a different file.
-        let incarnation = rand::random();
         exports.push(Export::new(
             id,
             incarnation,
@@ -286,9 +304,26 @@ fn build_exports(
             backend,
         ));
     }
-    // Handles of mem exports die with the server, so a fresh key and instance per run
-    // makes an old handle STALE rather than naming a different file.
-    Ok(ExportTable::new(exports, HandleKey::new(rand::random())))
+    // Handles of mem and erofs exports die with the server: a fresh incarnation per run
+    // makes an old handle STALE rather than naming a different file. Host exports keep
+    // theirs, and the key, in the state directory, so their handles survive a restart.
+    let key = match &state_dir {
+        Some(dir) => crate::state::handle_key(dir).map_err(ServeError::Export)?,
+        None => HandleKey::new(rand::random()),
+    };
+    Ok(ExportTable::new(exports, key))
+}
+
+/// Mem and erofs exports: 1, 2, … in config order (their handles die with the server).
+fn numbered(index: usize) -> ExportId {
+    ExportId(u32::try_from(index + 1).expect("fewer than 2^31 exports"))
+}
+
+/// Host exports: from the directory and the export path, so reordering the config keeps
+/// handles valid; the top bit is set, so no numbered export has the same id.
+fn host_export_id(dir: &std::path::Path, path: &str) -> ExportId {
+    let h = crate::state::export_hash(dir, path);
+    ExportId((h ^ (h >> 32)) as u32 | 0x8000_0000)
 }
 
 fn bind(addr: SocketAddr, max_connections: usize) -> Result<TcpListener, ServeError> {
@@ -322,6 +357,9 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
                 e.path,
                 capacity_bytes >> 20
             ),
+            BackendConfig::Host { dir } => {
+                println!("  export {} (host {}, {mode})", e.path, dir.display());
+            }
             BackendConfig::Erofs { image } => println!(
                 "  export {} (erofs image {}, decode {:?}, {mode})",
                 e.path,

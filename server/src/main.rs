@@ -43,10 +43,17 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct ServeArgs {
-    /// What to export as "/": an EROFS image file (read-only). Without it: an empty
-    /// in-memory file system (or the exports of --config).
-    #[arg(value_name = "IMAGE")]
+    /// What to export as "/": a directory (the host backend) or an EROFS image file
+    /// (read-only). Without it: an empty in-memory file system (or the exports of
+    /// --config).
+    #[arg(value_name = "PATH")]
     source: Option<PathBuf>,
+
+    /// Where persistent state lives: the handle key and the handle indexes of host
+    /// exports. Default: /var/lib/granary as root, else $XDG_STATE_HOME/granary
+    /// (~/.local/state/granary).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
 
     /// Address and port for NFS and MOUNT (both on the same port). Port 0 picks a free one.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -202,6 +209,9 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
         Some(path) => config::load_file(path).map_err(|e| e.0)?,
         None => config::ServerConfig::defaults(),
     };
+    if args.config.is_some() && args.source.is_some() {
+        return Err("give either a PATH to export or --config FILE, not both (a config file names its exports' directories with dir = ... and images with image = ...)".to_string());
+    }
     if args.config.is_none() {
         let export = &mut c.exports[0];
         if let Some(bytes) = args.mem_capacity_bytes {
@@ -211,13 +221,23 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
         }
         export.options.read_only = args.read_only;
         if let Some(source) = &args.source {
+            if args.mem_capacity_bytes.is_some() {
+                return Err("--mem-capacity-bytes is for the in-memory export; drop it when exporting a PATH".to_string());
+            }
             export.backend = source_backend(source)?;
-            export.options.read_only = true;
+            export.options.read_only |= !export.backend.is_host();
         }
         if let Some(s) = &args.squash {
             export.options.squash =
                 config::parse_squash(s).map_err(|m| format!("--squash: {m}"))?;
         }
+        if export.backend.is_host() {
+            config::unprivileged_host_squash(&mut export.options, args.squash.as_deref())
+                .map_err(|m| format!("--squash: {m}"))?;
+        }
+    }
+    if let Some(dir) = &args.state_dir {
+        c.state_dir = Some(dir.clone());
     }
     if let Some(listen) = &args.listen {
         c.listen = config::parse_listen(listen).map_err(|m| format!("--listen: {m}"))?;
@@ -251,16 +271,25 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     Ok(c)
 }
 
-/// The backend for `granary serve PATH`: a regular file with an EROFS superblock.
+/// The backend for `granary serve PATH`: a directory is a host export, a regular file
+/// with an EROFS superblock an erofs export.
 fn source_backend(path: &std::path::Path) -> Result<config::BackendConfig, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        format!(
+            "cannot export {}: {e}; give an existing directory or EROFS image",
+            path.display()
+        )
+    })?;
+    if meta.is_dir() {
+        return config::BackendConfig::for_path(path);
+    }
     if meta.is_file() && backend_erofs::ErofsBackend::is_image(path) {
         return Ok(config::BackendConfig::Erofs {
             image: path.to_path_buf(),
         });
     }
     Err(format!(
-        "{}: not an EROFS image (granary serve PATH serves EROFS image files)",
+        "{}: not a directory nor an EROFS image (granary serve PATH serves directories and EROFS image files)",
         path.display()
     ))
 }

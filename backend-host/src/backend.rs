@@ -1,0 +1,449 @@
+//! `vfs::Backend` for [`HostFs`]: each method opens what it needs through
+//! [`HostFs::open`], runs the [`Checks`] on attributes `statx` just took, makes the host
+//! syscall, and records new names in the handle index.
+//!
+//! A change's attributes before and after are taken under granary's lock of the directory
+//! or file it changes (see `lock`), so no other granary request lies between them; a local
+//! process outside granary still can. The checks run on attributes taken under the same
+//! lock, just before the syscall.
+
+use std::os::fd::AsFd;
+
+use bytes::{Bytes, BytesMut};
+use gtime::Timestamp;
+use rustix::fs::{AtFlags, Mode, OFlags};
+use vfs::limits::{MAX_FILE_SIZE, MAX_IO_BYTES, MAX_LINKS, MAX_NAME_BYTES};
+use vfs::{
+    Attr, Backend, Change, Checks, Cookie, CreateMode, Created, DeviceNumber, DirPage, FileId,
+    FileType, Found, FsError, FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone,
+    Renamed, SetAttr, SpecialFile, Stability, Written,
+};
+
+use crate::attr::{stat_fd, to_attr};
+use crate::entries::New;
+use crate::errno::fs_err;
+use crate::{os, sys, Access, HostFs};
+
+impl Backend for HostFs {
+    fn kind(&self) -> &'static str {
+        "host"
+    }
+
+    fn root(&self) -> FileId {
+        self.root_id()
+    }
+
+    fn properties(&self) -> FsProperties {
+        let read_only = rustix::fs::fstatvfs(&self.root)
+            .is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
+        FsProperties {
+            // Inode numbers are reused by the host: handles carry a generation.
+            stable_ids: false,
+            max_file_size: MAX_FILE_SIZE,
+            time_granularity_ns: 1,
+            supports_hard_links: true,
+            supports_symlinks: true,
+            max_links: MAX_LINKS,
+            // MAX_NAME_BYTES is 255, well inside a u32.
+            max_name_bytes: MAX_NAME_BYTES as u32,
+            case_insensitive: false,
+            case_preserving: true,
+            read_only,
+        }
+    }
+
+    fn fsstat(&self) -> FsResult<FsStat> {
+        let s = rustix::fs::fstatvfs(&self.root).map_err(fs_err)?;
+        let unit = s.f_frsize.max(1);
+        Ok(FsStat {
+            total_bytes: s.f_blocks.saturating_mul(unit),
+            free_bytes: s.f_bfree.saturating_mul(unit),
+            avail_bytes: s.f_bavail.saturating_mul(unit),
+            total_files: s.f_files,
+            free_files: s.f_ffree,
+            avail_files: s.f_favail,
+        })
+    }
+
+    /// From the handle index, without a syscall: the file itself is checked against the
+    /// same generation when the call that uses the handle opens it.
+    fn generation(&self, id: FileId) -> FsResult<u32> {
+        if id == self.root_id() {
+            return Ok(self.root_generation);
+        }
+        self.index
+            .get(id.0)
+            .map(|r| r.generation)
+            .ok_or(FsError::Stale)
+    }
+
+    fn getattr(&self, id: FileId) -> FsResult<Attr> {
+        Ok(to_attr(&self.open(id, Access::Path)?.st))
+    }
+
+    /// Under the file's lock: the rules, the guard and the change see the same ctime
+    /// (unless a local process changes the file in between, which nothing on the host can
+    /// prevent).
+    fn setattr(
+        &self,
+        id: FileId,
+        set: &SetAttr,
+        guard: Option<Timestamp>,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        let f = self.open(id, Access::Path)?;
+        let _file = self.files.one(id.0);
+        let before = to_attr(&stat_fd(&f.fd)?);
+        let set = checks.setattr_rules(&before, set)?;
+        if guard.is_some_and(|ctime| ctime != before.ctime) {
+            return Err(FsError::NotSync);
+        }
+        if set.size_bytes.is_some() && before.file_type != FileType::Regular {
+            return Err(if before.is_dir() {
+                FsError::IsDir
+            } else {
+                FsError::Inval
+            });
+        }
+        let after = self.apply_setattr(id, &f, &set)?;
+        Ok(Change {
+            before: Some(PreAttr::of(&before)),
+            after,
+        })
+    }
+
+    fn lookup(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Found> {
+        let d = self.open_dir(dir)?;
+        let dir_attr = to_attr(&d.st);
+        checks.may_search(&dir_attr)?;
+        let fd = self
+            .beneath(d.fd.as_fd(), name.as_bytes(), OFlags::PATH, Mode::empty())
+            .map_err(|e| match e {
+                rustix::io::Errno::XDEV => {
+                    tracing::debug!(%name, "lookup refused: another file system is mounted there");
+                    FsError::Access
+                }
+                e => fs_err(e),
+            })?;
+        let st = stat_fd(&fd)?;
+        self.note(dir, name.as_bytes(), Some(&fd), &st);
+        Ok(Found {
+            attr: to_attr(&st),
+            dir: dir_attr,
+        })
+    }
+
+    fn parent(&self, dir: FileId, checks: &dyn Checks) -> FsResult<Found> {
+        let d = self.open_dir(dir)?;
+        let dir_attr = to_attr(&d.st);
+        checks.may_search(&dir_attr)?;
+        if dir == self.root_id() {
+            return Ok(Found {
+                attr: dir_attr.clone(),
+                dir: dir_attr,
+            });
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let up = rustix::fs::openat(&d.fd, "..", flags, Mode::empty()).map_err(fs_err)?;
+        let st = stat_fd(&up)?;
+        if st.stx_ino != self.root_ino && self.index.get(st.stx_ino).is_none() {
+            // Found by kernel handle after a move: its name is unknown, the kernel handle
+            // finds it.
+            self.note(FileId(0), b"", Some(&up), &st);
+        }
+        Ok(Found {
+            attr: to_attr(&st),
+            dir: dir_attr,
+        })
+    }
+
+    /// One `pread` straight into the reply buffer, after the check on the attributes
+    /// taken when the file was opened.
+    fn read_into(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        out: &mut BytesMut,
+        checks: &dyn Checks,
+    ) -> FsResult<ReadDone> {
+        let f = self.open(id, Access::Read)?;
+        let attr = to_attr(&f.st);
+        checks.may_read(&attr)?;
+        let count = count.min(MAX_IO_BYTES) as usize;
+        let n = sys::fill_spare(out, count, |spare| {
+            rustix::io::pread(&f.fd, spare, offset_bytes).map(|(init, _)| init.len())
+        })
+        .map_err(fs_err)?;
+        let eof = n < count || offset_bytes.saturating_add(n as u64) >= f.st.stx_size;
+        Ok(ReadDone { attr, eof })
+    }
+
+    /// Under the file's lock: `statx`, the check (and the set-id bits it clears), `pwrite`
+    /// of every byte, the sync the stability asks for, `statx`.
+    fn write(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        data: &[u8],
+        stable: Stability,
+        checks: &dyn Checks,
+    ) -> FsResult<Written> {
+        let count = u32::try_from(data.len()).map_err(|_| FsError::Inval)?;
+        offset_bytes
+            .checked_add(u64::from(count))
+            .filter(|&end| end <= MAX_FILE_SIZE)
+            .ok_or(FsError::FBig)?;
+        let f = self.open(id, Access::Write)?;
+        let _file = self.files.one(id.0);
+        let before = to_attr(&stat_fd(&f.fd)?);
+        if let Some(mode) = checks.may_write(&before)? {
+            rustix::fs::fchmod(&f.fd, Mode::from_raw_mode(mode & 0o7777)).map_err(fs_err)?;
+        }
+        self.pwrite_all(&f.fd, offset_bytes, data)?;
+        match stable {
+            Stability::Unstable => {}
+            Stability::DataSync => self.synced(rustix::fs::fdatasync(&f.fd))?,
+            Stability::FileSync => self.synced(rustix::fs::fsync(&f.fd))?,
+        }
+        let after = to_attr(&stat_fd(&f.fd)?);
+        Ok(Written {
+            count,
+            committed: stable,
+            file: Change {
+                before: Some(PreAttr::of(&before)),
+                after,
+            },
+        })
+    }
+
+    /// `fdatasync` of the whole file (a range would need `sync_file_range`, which does not
+    /// flush metadata such as the size), and the handle index.
+    fn commit(&self, id: FileId, _offset_bytes: u64, _count: u32) -> FsResult<Change> {
+        let f = self.open(id, Access::Write)?;
+        let _file = self.files.one(id.0);
+        let before = to_attr(&stat_fd(&f.fd)?);
+        self.synced(rustix::fs::fdatasync(&f.fd))?;
+        let after = to_attr(&stat_fd(&f.fd)?);
+        Ok(Change {
+            before: Some(PreAttr::of(&before)),
+            after,
+        })
+    }
+
+    fn create(
+        &self,
+        dir: FileId,
+        name: &Name,
+        mode: &CreateMode,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        self.create_file(dir, name, mode, checks)
+    }
+
+    fn mkdir(
+        &self,
+        dir: FileId,
+        name: &Name,
+        attrs: &SetAttr,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        let new = New {
+            kind: FileType::Directory,
+            default_mode: 0o755,
+            attrs,
+        };
+        self.add_entry(dir, name, &new, checks, |dirfd, name, mode| {
+            rustix::fs::mkdirat(dirfd, name, mode)
+        })
+    }
+
+    fn symlink(
+        &self,
+        dir: FileId,
+        name: &Name,
+        target: &[u8],
+        attrs: &SetAttr,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        if target.is_empty() {
+            return Err(FsError::Inval);
+        }
+        // A symlink's mode is always 0777 on Linux: a requested one cannot apply.
+        let attrs = SetAttr {
+            mode: None,
+            ..attrs.clone()
+        };
+        let new = New {
+            kind: FileType::Symlink,
+            default_mode: 0o777,
+            attrs: &attrs,
+        };
+        self.add_entry(dir, name, &new, checks, |dirfd, name, _| {
+            rustix::fs::symlinkat(os(target), dirfd, name)
+        })
+    }
+
+    fn mknod(
+        &self,
+        dir: FileId,
+        name: &Name,
+        kind: SpecialFile,
+        attrs: &SetAttr,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        use rustix::fs::FileType as T;
+        let (ty, dev) = match kind {
+            SpecialFile::BlockDevice(n) => (T::BlockDevice, n),
+            SpecialFile::CharDevice(n) => (T::CharacterDevice, n),
+            SpecialFile::Socket => (T::Socket, DeviceNumber::default()),
+            SpecialFile::Fifo => (T::Fifo, DeviceNumber::default()),
+        };
+        let raw = rustix::fs::makedev(dev.major, dev.minor);
+        let new = New {
+            kind: kind.file_type(),
+            default_mode: 0o644,
+            attrs,
+        };
+        self.add_entry(dir, name, &new, checks, |dirfd, name, mode| {
+            rustix::fs::mknodat(dirfd, name, ty, mode, raw)
+        })
+    }
+
+    fn readlink(&self, id: FileId) -> FsResult<(Bytes, Attr)> {
+        let f = self.open(id, Access::Path)?;
+        let attr = to_attr(&f.st);
+        if attr.file_type != FileType::Symlink {
+            return Err(FsError::Inval);
+        }
+        let target = rustix::fs::readlinkat(&f.fd, "", Vec::new()).map_err(fs_err)?;
+        Ok((Bytes::from(target.into_bytes()), attr))
+    }
+
+    fn remove(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Change> {
+        self.remove_entry(dir, name, false, checks)
+    }
+
+    fn rmdir(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Change> {
+        self.remove_entry(dir, name, true, checks)
+    }
+
+    fn rename(
+        &self,
+        from_dir: FileId,
+        from: &Name,
+        to_dir: FileId,
+        to: &Name,
+        checks: &dyn Checks,
+    ) -> FsResult<Renamed> {
+        self.rename_entry(from_dir, from, to_dir, to, checks)
+    }
+
+    /// Under the directory's lock: the check, `linkat`, the attributes after.
+    fn link(&self, id: FileId, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Linked> {
+        let d = self.open_dir(dir)?;
+        let _dir = self.dirs.one(dir.0);
+        let before = to_attr(&stat_fd(&d.fd)?);
+        checks.may_change_entries(&before)?;
+        let f = self.open(id, Access::Path)?;
+        if u32::from(f.st.stx_mode) & libc::S_IFMT == libc::S_IFDIR {
+            return Err(FsError::IsDir);
+        }
+        self.link_fd(&f.fd, &d.fd, name.as_bytes())?;
+        Ok(Linked {
+            attr: to_attr(&stat_fd(&f.fd)?),
+            dir: Change {
+                before: Some(PreAttr::of(&before)),
+                after: to_attr(&stat_fd(&d.fd)?),
+            },
+        })
+    }
+
+    fn readdir(
+        &self,
+        dir: FileId,
+        cookie: Cookie,
+        max_entries: usize,
+        checks: &dyn Checks,
+    ) -> FsResult<(DirPage, Attr)> {
+        if max_entries == 0 {
+            return Err(FsError::TooSmall);
+        }
+        let d = self.open(dir, Access::List)?;
+        let attr = to_attr(&d.st);
+        checks.may_list(&attr)?;
+        let page = self.list(dir, &d, cookie, max_entries)?;
+        Ok((page, attr))
+    }
+}
+
+impl HostFs {
+    /// A directory, opened `O_PATH` (`NotDir` for anything else).
+    pub(crate) fn open_dir(&self, dir: FileId) -> FsResult<crate::Opened> {
+        let d = self.open(dir, Access::Path)?;
+        if u32::from(d.st.stx_mode) & libc::S_IFMT != libc::S_IFDIR {
+            return Err(FsError::NotDir);
+        }
+        Ok(d)
+    }
+
+    /// Writes every byte of `data` at `offset_bytes`.
+    fn pwrite_all(
+        &self,
+        fd: &std::os::fd::OwnedFd,
+        offset_bytes: u64,
+        data: &[u8],
+    ) -> FsResult<()> {
+        let mut done = 0;
+        while done < data.len() {
+            let n = rustix::io::pwrite(fd, &data[done..], offset_bytes + done as u64)
+                .map_err(fs_err)?;
+            if n == 0 {
+                return Err(FsError::Io);
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// A sync's outcome; a failure is a writeback error (the verifier must change).
+    pub(crate) fn synced(&self, r: rustix::io::Result<()>) -> FsResult<()> {
+        if let Err(e) = r {
+            self.writeback_errors
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            tracing::error!(errno = %e, "writeback error: the write verifier changes so clients resend unstable data");
+            return Err(fs_err(e));
+        }
+        if let Err(e) = self.index.sync() {
+            tracing::warn!(error = %e, "cannot sync the handle index");
+        }
+        Ok(())
+    }
+
+    /// The attributes of `name` in the directory open as `dirfd`, without following a
+    /// symlink; `None` if there is no such entry.
+    pub(crate) fn entry_attr(
+        &self,
+        dirfd: &std::os::fd::OwnedFd,
+        name: &Name,
+    ) -> FsResult<Option<Attr>> {
+        match rustix::fs::statx(
+            dirfd,
+            os(name.as_bytes()),
+            AtFlags::SYMLINK_NOFOLLOW,
+            crate::attr::WANT,
+        ) {
+            Ok(st) => Ok(Some(to_attr(&st))),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(fs_err(e)),
+        }
+    }
+
+    /// Keeps the handle index from growing with files that are gone: `attr` was the last
+    /// name of its file.
+    pub(crate) fn forget_if_last(&self, attr: &Attr) {
+        if attr.is_dir() || attr.nlink <= 1 {
+            self.index.forget(attr.fileid.0);
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Entry changes: CREATE (and its reuse of an existing file), MKDIR/SYMLINK/MKNOD,
+//! REMOVE/RMDIR and RENAME. Each runs under granary's lock of the directories it changes
+//! (`lock`), takes their attributes before, runs the [`Checks`] in the order the trait
+//! documents (as the mem backend does), makes one host syscall, and takes the attributes
+//! after.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+use vfs::limits::MAX_FILE_SIZE;
+use vfs::{
+    Attr, Change, Checks, CreateMode, Created, FileId, FileType, FsError, FsResult, Name, PreAttr,
+    Renamed, SetAttr, SetTime,
+};
+
+use crate::attr::{stat_fd, to_attr};
+use crate::errno::fs_err;
+use crate::ops::exclusive_times;
+use crate::{os, HostFs, Opened};
+
+/// A file about to be made by MKDIR, SYMLINK or MKNOD.
+pub(crate) struct New<'a> {
+    pub(crate) kind: FileType,
+    /// Mode when `attrs` gives none.
+    pub(crate) default_mode: u32,
+    pub(crate) attrs: &'a SetAttr,
+}
+
+fn change(before: &Attr, after: Attr) -> Change {
+    Change {
+        before: Some(PreAttr::of(before)),
+        after,
+    }
+}
+
+/// A rename or remove reports a directory that was not empty as `EEXIST` or `ENOTEMPTY`.
+fn not_empty(e: Errno) -> FsError {
+    match e {
+        Errno::EXIST => FsError::NotEmpty,
+        e => fs_err(e),
+    }
+}
+
+impl HostFs {
+    /// MKDIR, SYMLINK, MKNOD: `make` creates `name` in the directory with the mode given.
+    pub(crate) fn add_entry(
+        &self,
+        dir: FileId,
+        name: &Name,
+        new: &New<'_>,
+        checks: &dyn Checks,
+        make: impl FnOnce(BorrowedFd<'_>, &OsStr, Mode) -> Result<(), Errno>,
+    ) -> FsResult<Created> {
+        let d = self.open_dir(dir)?;
+        let _dir = self.dirs.one(dir.0);
+        let before = to_attr(&stat_fd(&d.fd)?);
+        checks.may_change_entries(&before)?;
+        let (owner, attrs) = checks.new_file(&before, new.kind, new.attrs);
+        let mode = attrs.mode.unwrap_or(new.default_mode);
+        make(d.fd.as_fd(), os(name.as_bytes()), self.create_mode(mode)).map_err(fs_err)?;
+        let attr = self.finish_new(dir, &d, name, owner, &attrs, mode)?;
+        Ok(Created {
+            attr,
+            dir: change(&before, to_attr(&stat_fd(&d.fd)?)),
+        })
+    }
+
+    /// CREATE: a new regular file, or per `mode` the existing one (the directory then does
+    /// not change: its attributes after are the ones before).
+    pub(crate) fn create_file(
+        &self,
+        dir: FileId,
+        name: &Name,
+        mode: &CreateMode,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        let d = self.open_dir(dir)?;
+        let _dir = self.dirs.one(dir.0);
+        let before = to_attr(&stat_fd(&d.fd)?);
+        checks.may_change_entries(&before)?;
+        let unchanged = |attr| Created {
+            attr,
+            dir: change(&before, before.clone()),
+        };
+        if self.entry_attr(&d.fd, name)?.is_some() {
+            return self
+                .reuse_existing(dir, &d, name, mode, checks)
+                .map(unchanged);
+        }
+        let empty = SetAttr::default();
+        let (requested, verifier) = match mode {
+            CreateMode::Unchecked(a) | CreateMode::Guarded(a) => (a, None),
+            CreateMode::Exclusive(v) => (&empty, Some(*v)),
+        };
+        let (owner, mut attrs) = checks.new_file(&before, FileType::Regular, requested);
+        if attrs.size_bytes.is_some_and(|s| s > MAX_FILE_SIZE) {
+            return Err(FsError::FBig);
+        }
+        if let Some(v) = verifier {
+            let times = exclusive_times(v);
+            (attrs.atime, attrs.mtime) = (times.atime, times.mtime);
+        }
+        let perm = attrs.mode.unwrap_or(0o644);
+        let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY;
+        match self.beneath(d.fd.as_fd(), name.as_bytes(), flags, self.create_mode(perm)) {
+            Ok(_) => {}
+            // A local process made it since we looked.
+            Err(Errno::EXIST) => {
+                return self
+                    .reuse_existing(dir, &d, name, mode, checks)
+                    .map(unchanged);
+            }
+            Err(e) => return Err(fs_err(e)),
+        }
+        let attr = self.finish_new(dir, &d, name, owner, &attrs, perm)?;
+        Ok(Created {
+            attr,
+            dir: change(&before, to_attr(&stat_fd(&d.fd)?)),
+        })
+    }
+
+    /// CREATE over an existing name (the mem backend's rules): not a regular file or
+    /// Guarded: `Exist`; Exclusive: the same verifier (kept in the times) is a
+    /// retransmission; Unchecked: only the size applies, after `may_truncate` under the
+    /// file's lock.
+    fn reuse_existing(
+        &self,
+        dir: FileId,
+        d: &Opened,
+        name: &Name,
+        mode: &CreateMode,
+        checks: &dyn Checks,
+    ) -> FsResult<Attr> {
+        let fd = self
+            .beneath(d.fd.as_fd(), name.as_bytes(), OFlags::PATH, Mode::empty())
+            .map_err(fs_err)?;
+        let st = stat_fd(&fd)?;
+        let attr = to_attr(&st);
+        if attr.file_type != FileType::Regular {
+            return Err(FsError::Exist);
+        }
+        let size = match mode {
+            CreateMode::Guarded(_) => return Err(FsError::Exist),
+            CreateMode::Exclusive(v) => {
+                let want = exclusive_times(*v);
+                let same = want.mtime == SetTime::Client(attr.mtime)
+                    && want.atime == SetTime::Client(attr.atime);
+                if !same {
+                    return Err(FsError::Exist);
+                }
+                None
+            }
+            CreateMode::Unchecked(attrs) => attrs.size_bytes,
+        };
+        self.note(dir, name.as_bytes(), Some(&fd), &st);
+        let Some(size) = size else { return Ok(attr) };
+        let _file = self.files.one(attr.fileid.0);
+        let f = Opened {
+            st: stat_fd(&fd)?,
+            fd,
+        };
+        checks.may_truncate(&to_attr(&f.st))?;
+        if size > MAX_FILE_SIZE {
+            return Err(FsError::FBig);
+        }
+        let set = SetAttr {
+            size_bytes: Some(size),
+            ..SetAttr::default()
+        };
+        self.apply_setattr(attr.fileid, &f, &set)
+    }
+
+    /// REMOVE (`rmdir` false) or RMDIR (`rmdir` true) of `name` in `dir`.
+    pub(crate) fn remove_entry(
+        &self,
+        dir: FileId,
+        name: &Name,
+        rmdir: bool,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        let d = self.open_dir(dir)?;
+        let _dir = self.dirs.one(dir.0);
+        let before = to_attr(&stat_fd(&d.fd)?);
+        checks.may_change_entries(&before)?;
+        let victim = self.entry_attr(&d.fd, name)?.ok_or(FsError::NoEnt)?;
+        checks.may_unlink(&before, &victim)?;
+        match (victim.is_dir(), rmdir) {
+            (true, false) => return Err(FsError::IsDir),
+            (false, true) => return Err(FsError::NotDir),
+            _ => {}
+        }
+        let flags = if rmdir {
+            AtFlags::REMOVEDIR
+        } else {
+            AtFlags::empty()
+        };
+        rustix::fs::unlinkat(&d.fd, os(name.as_bytes()), flags).map_err(not_empty)?;
+        self.forget_if_last(&victim);
+        Ok(change(&before, to_attr(&stat_fd(&d.fd)?)))
+    }
+
+    /// RENAME, under the locks of both directories.
+    pub(crate) fn rename_entry(
+        &self,
+        from_dir: FileId,
+        from: &Name,
+        to_dir: FileId,
+        to: &Name,
+        checks: &dyn Checks,
+    ) -> FsResult<Renamed> {
+        let a = self.open_dir(from_dir)?;
+        let b = self.open_dir(to_dir)?;
+        let _dirs = self.dirs.two(from_dir.0, to_dir.0);
+        let one_dir = from_dir == to_dir;
+        let from_before = to_attr(&stat_fd(&a.fd)?);
+        let to_before = to_attr(&stat_fd(&b.fd)?);
+        checks.may_change_entries(&from_before)?;
+        checks.may_change_entries(&to_before)?;
+        let moving = self.entry_attr(&a.fd, from)?.ok_or(FsError::NoEnt)?;
+        let replaced = self.entry_attr(&b.fd, to)?;
+        if replaced.as_ref().is_some_and(|r| r.fileid == moving.fileid) {
+            // Source and target are one file: nothing changes (POSIX).
+            return Ok(Renamed {
+                from_dir: change(&from_before, from_before.clone()),
+                to_dir: change(&to_before, to_before.clone()),
+            });
+        }
+        checks.may_unlink(&from_before, &moving)?;
+        if let Some(r) = &replaced {
+            checks.may_unlink(&to_before, r)?;
+        }
+        if moving.is_dir() && !one_dir {
+            checks.may_move_dir(&moving)?;
+        }
+        rustix::fs::renameat(&a.fd, os(from.as_bytes()), &b.fd, os(to.as_bytes()))
+            .map_err(not_empty)?;
+        // The moved file's new name, for the re-walk (the kernel handle did not change).
+        if let Ok(fd) = self.beneath(b.fd.as_fd(), to.as_bytes(), OFlags::PATH, Mode::empty()) {
+            if let Ok(st) = stat_fd(&fd) {
+                self.note(to_dir, to.as_bytes(), Some(&fd), &st);
+            }
+        }
+        if let Some(r) = &replaced {
+            self.forget_if_last(r);
+        }
+        let from_after = to_attr(&stat_fd(&a.fd)?);
+        let to_after = if one_dir {
+            from_after.clone()
+        } else {
+            to_attr(&stat_fd(&b.fd)?)
+        };
+        Ok(Renamed {
+            from_dir: change(&from_before, from_after),
+            to_dir: change(&to_before, to_after),
+        })
+    }
+}

@@ -1,0 +1,454 @@
+//! `host`: serves a directory of the host (`granary serve /srv/data`).
+//!
+//! # What it promises
+//!
+//! - **Escape-proof.** Every name is resolved one component at a time beneath a directory
+//!   fd that was itself resolved beneath the export root: `openat2` with
+//!   `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV`, or,
+//!   where `openat2` is missing (Linux < 5.6), `openat` with `O_NOFOLLOW` of a single
+//!   component plus a device check. A symlink on the server is never followed, `..` is
+//!   never resolved by name (the export layer keeps `..` of the root at the root), and a
+//!   symlink or directory swapped in by a local process can only make an operation fail.
+//!   Another file system mounted below the root is refused (`Access` on LOOKUP; there is
+//!   no option to cross yet, because file ids are inode numbers of one device).
+//! - **Handles that survive restarts and renames** ([`index`]): a file id is its inode
+//!   number; the handle index maps it to the kernel file handle (used with
+//!   `open_by_handle_at` when the server has `CAP_DAC_READ_SEARCH`, e.g. runs as root) and
+//!   to its last parent and name (re-walked otherwise). Both check the generation, so a
+//!   file removed and recreated under the same name gives the old handle `Stale`. A
+//!   directory found by kernel handle is checked to be still beneath the root (`..` walk).
+//!   Limit: a non-directory that a local process moved out of the export tree (same file
+//!   system) stays reachable through a handle issued before the move, as with Linux nfsd's
+//!   default `no_subtree_check`; export a whole file system if that matters. Without the
+//!   capability (containers usually lack it), a file whose recorded path a local process
+//!   changed is found again by one breadth-first scan of the export ([`search`]), bounded
+//!   by `limits::MAX_SEARCH_ENTRIES`.
+//! - **Durable.** `FileSync` writes are `fsync`ed and `DataSync` writes `fdatasync`ed before
+//!   the call returns; `commit` runs `fdatasync` (and syncs the handle index). A failed
+//!   sync is counted in [`HostFs::writeback_errors`] and reported to the client as an
+//!   error; the server does not yet fold the count into its write verifier (so a client
+//!   that wrote UNSTABLE data before the failure is not told to resend it).
+//! - **Fast syscalls.** `statx` for attributes, `pread` straight into the reply buffer,
+//!   `pwrite` straight from the request, `getdents64` for listings, whose `d_off` values are
+//!   the READDIR cookies (ext4, xfs and btrfs keep them valid while the directory changes;
+//!   tmpfs does since Linux 6.6).
+//!
+//! - **Owners and permissions.** The host syscalls run as the server. Run as root, a new
+//!   file is created and then `chown`ed to the owner `vfs::Checks::new_file` gives (the
+//!   caller's squashed credential, with the setgid-directory rules), and every permission
+//!   decision is `vfs::Checks`' (the same code as for mem) on the attributes `statx` just
+//!   took: mode bits, sticky directories, ownership rules of SETATTR. Host ACLs and LSMs
+//!   are not consulted (the server is root). Run unprivileged, the server can only act as
+//!   itself: the server's config forces `squash = "all"` to the server's uid/gid, so the
+//!   checks see every caller as the owner of what it created, and the host refuses what
+//!   the server's user may not do (reported as `Access`/`Perm`).
+//! - **Weak cache consistency.** A change's attributes before and after are taken under
+//!   granary's lock of the directory or file (see `lock`), around the one syscall, with
+//!   the checks in between: no other granary request lies between them. A local process
+//!   outside granary can still change the same directory or file in between (Linux nfsd
+//!   has the same limit for local processes that do not take the inode lock); the client
+//!   then sees attributes that do not match its cache and revalidates.
+//!
+//! # Open files
+//!
+//! [`HostFs::open`] is the one place a file id becomes a file descriptor, for an
+//! [`Access`] mode: READ opens [`Access::Read`], WRITE, COMMIT and truncation
+//! [`Access::Write`], READDIR [`Access::List`], everything else [`Access::Path`]. Today it
+//! opens per call and the descriptor is closed when the caller drops it (what
+//! `--fhcache off` will mean); seed 004's open-file cache goes behind it.
+
+mod attr;
+mod backend;
+mod entries;
+pub mod errno;
+pub mod index;
+pub mod limits;
+mod lock;
+mod ops;
+mod search;
+mod sys;
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags, Statx};
+use rustix::io::Errno;
+use vfs::{FileId, FsError, FsResult};
+
+use crate::attr::{device, generation, kind_bits, stat_fd};
+use crate::errno::fs_err;
+use crate::index::{Index, Record};
+pub use crate::sys::KernelHandle;
+
+/// How a host export is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// The directory to export.
+    pub root: PathBuf,
+    /// Where the handle index lives; `None` keeps it in memory (handles die with the
+    /// process).
+    pub index_path: Option<PathBuf>,
+    /// Use `open_by_handle_at` when the process may (`CAP_DAC_READ_SEARCH`).
+    pub kernel_handles: bool,
+}
+
+impl HostConfig {
+    #[must_use]
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            index_path: None,
+            kernel_handles: true,
+        }
+    }
+}
+
+/// Why a host export cannot start; each message says what to fix.
+#[derive(Debug)]
+pub struct HostError(pub String);
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// What a descriptor from [`HostFs::open`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// `O_PATH`: attributes, names beneath a directory, links. Any file type.
+    Path,
+    /// Read a regular file.
+    Read,
+    /// Write a regular file.
+    Write,
+    /// List a directory.
+    List,
+}
+
+impl Access {
+    fn flags(self) -> OFlags {
+        let base = OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        base | match self {
+            Self::Path => OFlags::PATH,
+            Self::Read => OFlags::RDONLY | OFlags::NOCTTY,
+            Self::Write => OFlags::WRONLY | OFlags::NOCTTY,
+            Self::List => OFlags::RDONLY | OFlags::DIRECTORY,
+        }
+    }
+
+    /// Refuses, before opening anything, a mode the file type does not allow: a device
+    /// or FIFO is never opened for I/O.
+    fn check(self, kind: u16) -> FsResult<()> {
+        let k = u32::from(kind);
+        match self {
+            Self::Path => Ok(()),
+            Self::Read | Self::Write if k == libc::S_IFREG => Ok(()),
+            Self::Read | Self::Write if k == libc::S_IFDIR => Err(FsError::IsDir),
+            Self::Read | Self::Write => Err(FsError::Inval),
+            Self::List if k == libc::S_IFDIR => Ok(()),
+            Self::List => Err(FsError::NotDir),
+        }
+    }
+}
+
+/// An open file and its attributes, taken when it was opened.
+#[derive(Debug)]
+pub struct Opened {
+    pub fd: OwnedFd,
+    pub st: Statx,
+}
+
+/// A host directory served as a backend.
+#[derive(Debug)]
+pub struct HostFs {
+    root: OwnedFd,
+    root_ino: u64,
+    root_generation: u32,
+    dev: (u32, u32),
+    index: Index,
+    openat2: bool,
+    kernel_handles: bool,
+    /// The process may chown to any owner (runs as root).
+    privileged: bool,
+    umask: u32,
+    writeback_errors: AtomicU64,
+    /// Entry changes of one directory (see `lock`).
+    dirs: lock::Locks,
+    /// Attribute and data changes of one file (see `lock`).
+    files: lock::Locks,
+    /// Files a search did not find (see `search`).
+    negative: std::sync::Mutex<std::collections::VecDeque<u64>>,
+}
+
+impl HostFs {
+    /// Opens the export root and the handle index.
+    ///
+    /// # Errors
+    /// A missing, unreadable or non-directory root, or an index that cannot be opened.
+    pub fn new(config: &HostConfig) -> Result<Self, HostError> {
+        let root = open_root(&config.root)?;
+        let st = stat_fd(&root)
+            .map_err(|e| HostError(format!("cannot stat {}: {e}", config.root.display())))?;
+        let index = match &config.index_path {
+            Some(p) => Index::open(p).map_err(|e| {
+                HostError(format!(
+                    "cannot open the handle index {}: {e}; check that the state directory is writable (--state-dir)",
+                    p.display()
+                ))
+            })?,
+            None => Index::in_memory(),
+        };
+        let openat2 = probe_openat2(&root);
+        let kernel_handles = config.kernel_handles && probe_kernel_handles(&root);
+        let umask = current_umask();
+        let privileged = rustix::process::geteuid().is_root();
+        tracing::info!(
+            root = %config.root.display(), openat2, kernel_handles, privileged,
+            indexed = index.len(), "host export"
+        );
+        Ok(Self {
+            root,
+            root_ino: st.stx_ino,
+            root_generation: generation(&st),
+            dev: device(&st),
+            index,
+            openat2,
+            kernel_handles,
+            privileged,
+            umask,
+            writeback_errors: AtomicU64::new(0),
+            dirs: lock::Locks::new(),
+            files: lock::Locks::new(),
+            negative: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        })
+    }
+
+    /// How many syncs failed since start. The server changes its write verifier whenever
+    /// this changes, so clients resend data they wrote unstable.
+    #[must_use]
+    pub fn writeback_errors(&self) -> u64 {
+        self.writeback_errors.load(Ordering::Acquire)
+    }
+
+    /// True if handles are resolved by `open_by_handle_at`.
+    #[must_use]
+    pub fn uses_kernel_handles(&self) -> bool {
+        self.kernel_handles
+    }
+
+    fn root_id(&self) -> FileId {
+        FileId(self.root_ino)
+    }
+
+    /// The one place a file id becomes a descriptor (seed 004's open-file cache goes
+    /// here). Verifies the file is the one the id names (inode, generation, device).
+    ///
+    /// # Errors
+    /// `Stale` if the file is gone or replaced; `IsDir`/`Inval`/`NotDir` for an access
+    /// mode its type does not allow.
+    pub fn open(&self, id: FileId, access: Access) -> FsResult<Opened> {
+        if id == self.root_id() {
+            access.check(libc::S_IFDIR as u16)?;
+            let fd = self.beneath(self.root.as_fd(), b".", access.flags(), Mode::empty());
+            return self.verified(fd.map_err(fs_err)?, id, None);
+        }
+        let rec = self.index.get(id.0).ok_or(FsError::Stale)?;
+        access.check(rec.kind)?;
+        if let (true, Some(kh)) = (self.kernel_handles, &rec.kernel) {
+            match sys::open_by_handle(&self.root, kh, access.flags()) {
+                Ok(fd) => {
+                    let opened = self.verified(fd, id, Some(rec.generation))?;
+                    if u32::from(rec.kind) == libc::S_IFDIR {
+                        self.check_beneath(&opened)?;
+                    }
+                    return Ok(opened);
+                }
+                Err(Errno::STALE | Errno::NOENT) => return Err(FsError::Stale),
+                Err(e) => tracing::debug!(errno = %e, "open_by_handle_at failed; re-walking"),
+            }
+        }
+        match self.walk(id, &rec, access.flags(), 0) {
+            Err(FsError::Stale) if self.search(id, rec.generation) => {
+                let rec = self.index.get(id.0).ok_or(FsError::Stale)?;
+                self.walk(id, &rec, access.flags(), 0)
+            }
+            r => r,
+        }
+    }
+
+    /// Re-walks the recorded parent chain down from the root.
+    fn walk(&self, id: FileId, rec: &Record, flags: OFlags, depth: usize) -> FsResult<Opened> {
+        if depth > limits::MAX_WALK_DEPTH || rec.name.is_empty() {
+            return Err(FsError::Stale);
+        }
+        let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        let parent = if rec.parent == self.root_ino {
+            None
+        } else {
+            let prec = self.index.get(rec.parent).ok_or(FsError::Stale)?;
+            Some(self.walk(FileId(rec.parent), &prec, dir_flags, depth + 1)?)
+        };
+        let dir = parent.as_ref().map_or(self.root.as_fd(), |p| p.fd.as_fd());
+        let fd = self
+            .beneath(dir, &rec.name, flags, Mode::empty())
+            .map_err(|_| FsError::Stale)?;
+        self.verified(fd, id, Some(rec.generation))
+    }
+
+    fn verified(&self, fd: OwnedFd, id: FileId, gen: Option<u32>) -> FsResult<Opened> {
+        let st = stat_fd(&fd)?;
+        let same = st.stx_ino == id.0
+            && device(&st) == self.dev
+            && gen.is_none_or(|g| g == generation(&st));
+        if !same {
+            return Err(FsError::Stale);
+        }
+        Ok(Opened { fd, st })
+    }
+
+    /// A directory found by kernel handle must still be beneath the export root: a local
+    /// process may have moved it elsewhere on the same file system.
+    fn check_beneath(&self, dir: &Opened) -> FsResult<()> {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let mut cur_ino = dir.st.stx_ino;
+        let mut cur: Option<OwnedFd> = None;
+        for _ in 0..limits::MAX_WALK_DEPTH {
+            if cur_ino == self.root_ino {
+                return Ok(());
+            }
+            let from = cur.as_ref().map_or(dir.fd.as_fd(), AsFd::as_fd);
+            let up = rustix::fs::openat(from, "..", flags, Mode::empty()).map_err(fs_err)?;
+            let st = stat_fd(&up)?;
+            if st.stx_ino == cur_ino || device(&st) != self.dev {
+                break;
+            }
+            cur_ino = st.stx_ino;
+            cur = Some(up);
+        }
+        tracing::warn!(
+            ino = dir.st.stx_ino,
+            "a directory handle names a directory moved out of the export; refused as stale"
+        );
+        Err(FsError::Stale)
+    }
+
+    /// Opens one name beneath `dir`, never following a symlink nor leaving the device.
+    fn beneath(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        flags: OFlags,
+        mode: Mode,
+    ) -> Result<OwnedFd, Errno> {
+        let name = os(name);
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        if self.openat2 {
+            let how = ResolveFlags::BENEATH
+                | ResolveFlags::NO_SYMLINKS
+                | ResolveFlags::NO_MAGICLINKS
+                | ResolveFlags::NO_XDEV;
+            return rustix::fs::openat2(dir, name, flags, mode, how);
+        }
+        // A single component with O_NOFOLLOW: nothing to follow; a mount point is found by
+        // its device.
+        let fd = rustix::fs::openat(dir, name, flags, mode)?;
+        let st = stat_fd(&fd).map_err(|_| Errno::IO)?;
+        if device(&st) != self.dev {
+            return Err(Errno::XDEV);
+        }
+        Ok(fd)
+    }
+
+    /// Remembers how to find `st`'s file again: as `name` in `parent`, and by kernel
+    /// handle (computed once per file, from `fd` when one is given).
+    fn note(&self, parent: FileId, name: &[u8], fd: Option<&OwnedFd>, st: &Statx) {
+        let generation = generation(st);
+        let known = self.index.get(st.stx_ino);
+        let need_kernel = self.kernel_handles
+            && !known
+                .as_ref()
+                .is_some_and(|r| r.generation == generation && r.kernel.is_some());
+        let kernel = match fd {
+            Some(fd) if need_kernel => sys::name_to_handle(fd).ok().map(std::sync::Arc::new),
+            _ => None,
+        };
+        self.index.note(
+            st.stx_ino,
+            Record {
+                generation,
+                kind: kind_bits(st),
+                parent: parent.0,
+                name: bytes::Bytes::copy_from_slice(name),
+                kernel,
+            },
+        );
+    }
+}
+
+/// Who the server runs as: (is root, euid, egid). An unprivileged server cannot give files
+/// to other owners, so its host exports act as the server's own user (`squash = "all"`
+/// with the server's ids as the anonymous identity).
+#[must_use]
+pub fn server_identity() -> (bool, u32, u32) {
+    let uid = rustix::process::geteuid();
+    (
+        uid.is_root(),
+        uid.as_raw(),
+        rustix::process::getegid().as_raw(),
+    )
+}
+
+/// Raw bytes as a path argument (names are validated by `vfs::Name`: no `/`, no NUL).
+fn os(b: &[u8]) -> &std::ffi::OsStr {
+    std::os::unix::ffi::OsStrExt::from_bytes(b)
+}
+
+fn open_root(path: &Path) -> Result<OwnedFd, HostError> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| {
+        let fix = match e {
+            Errno::NOENT => "it does not exist; create it or give another path",
+            Errno::NOTDIR => "it is not a directory; give a directory to export",
+            Errno::ACCESS => "permission denied; run granary as a user who may read it",
+            _ => "check the path",
+        };
+        HostError(format!("cannot export {}: {e}: {fix}", path.display()))
+    })?;
+    // Listing proves read and search permission now rather than at the first READDIR.
+    rustix::fs::openat(
+        &fd,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        HostError(format!(
+            "cannot export {}: cannot list it ({e}); give the granary user read and search permission on it",
+            path.display()
+        ))
+    })?;
+    Ok(fd)
+}
+
+fn probe_openat2(root: &OwnedFd) -> bool {
+    let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+    let flags = OFlags::PATH | OFlags::CLOEXEC;
+    rustix::fs::openat2(root, ".", flags, Mode::empty(), how).is_ok()
+}
+
+fn probe_kernel_handles(root: &OwnedFd) -> bool {
+    let Ok(kh) = sys::name_to_handle(root) else {
+        return false;
+    };
+    sys::open_by_handle(root, &kh, OFlags::PATH).is_ok()
+}
+
+fn current_umask() -> u32 {
+    let old = rustix::process::umask(Mode::from_raw_mode(0o022));
+    rustix::process::umask(old);
+    old.bits()
+}

@@ -1,0 +1,27 @@
+//! Limits of the host backend.
+
+/// Deepest directory chain the path re-walk (and the "still beneath the root" check of a
+/// directory found by kernel handle) follows before giving up with `Stale`. Linux's
+/// `PATH_MAX` of 4096 bytes allows at most 2048 components; real trees are far shallower.
+pub const MAX_WALK_DEPTH: usize = 2048;
+
+/// getdents64 buffer of one READDIR page: 32 KiB holds about 1000 typical entries, more
+/// than one NFS READDIR reply (`nfsd` caps replies at 1 MiB / ~24 bytes per entry, but
+/// pages are refilled as needed).
+pub const DIRENT_BUFFER_BYTES: usize = 32 << 10;
+
+const _: () = assert!(DIRENT_BUFFER_BYTES >= 4096);
+const _: () = assert!(MAX_WALK_DEPTH >= vfs::limits::MAX_PATH_BYTES / 2);
+
+/// Entries one search for a lost file reads at most (see `search`): a tree of a million
+/// entries takes well under a second to list on a local disk.
+pub const MAX_SEARCH_ENTRIES: usize = 1_000_000;
+
+/// Lost files remembered as not found, so a truly stale handle costs one search.
+pub const NEGATIVE_ENTRIES: usize = 4096;
+
+/// Shards of each lock table (`lock`): enough that unrelated files rarely share one on a
+/// few cores with hundreds of requests in flight, small enough to allocate at start.
+pub const LOCK_SHARDS: usize = 256;
+
+const _: () = assert!(LOCK_SHARDS.is_power_of_two() && LOCK_SHARDS >= 16);

@@ -1,0 +1,254 @@
+//! Helpers of the Backend methods: attribute changes on an open file, new entries, and
+//! directory listing.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use bytes::Bytes;
+use rustix::fs::{AtFlags, Gid, Mode, OFlags, RawDir, Timespec, Timestamps, Uid};
+use rustix::io::Errno;
+use vfs::{
+    Attr, Cookie, DirEntry, DirPage, FileId, FsError, FsResult, Name, Owner, SetAttr, SetTime,
+};
+
+use crate::attr::{stat_fd, to_attr};
+use crate::errno::fs_err;
+use crate::{limits, os, Access, HostFs, Opened};
+
+/// An exclusive create stores its verifier in the new file's times (as Linux nfsd does):
+/// mtime seconds = first half, atime seconds = second half. The client's SETATTR that
+/// follows replaces them.
+pub(crate) fn exclusive_times(v: [u8; 8]) -> SetAttr {
+    let half = |b: &[u8]| i64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    SetAttr {
+        mtime: SetTime::Client(gtime::Timestamp {
+            seconds: half(&v[..4]),
+            nanos: 0,
+        }),
+        atime: SetTime::Client(gtime::Timestamp {
+            seconds: half(&v[4..]),
+            nanos: 0,
+        }),
+        ..SetAttr::default()
+    }
+}
+
+fn timespec(t: SetTime) -> Timespec {
+    match t {
+        SetTime::DontChange => Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        SetTime::ServerTime => Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
+        },
+        SetTime::Client(ts) => Timespec {
+            tv_sec: ts.seconds,
+            tv_nsec: i64::from(ts.nanos),
+        },
+    }
+}
+
+/// `/proc/self/fd/N`: reaches the very inode an fd refers to, for the calls that take no
+/// `O_PATH` descriptor (`chmod` before Linux 6.6's `fchmodat2`, unprivileged `link`).
+fn proc_path(fd: BorrowedFd<'_>) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+impl HostFs {
+    /// Applies `set` to the file open as `f` (an `O_PATH` fd): owner, mode, size, times,
+    /// in that order (as Linux's `notify_change` does), and returns the new attributes.
+    pub(crate) fn apply_setattr(&self, id: FileId, f: &Opened, set: &SetAttr) -> FsResult<Attr> {
+        let empty = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
+        if set.uid.is_some() || set.gid.is_some() {
+            let uid = set.uid.map(Uid::from_raw);
+            let gid = set.gid.map(Gid::from_raw);
+            rustix::fs::chownat(&f.fd, "", uid, gid, empty).map_err(fs_err)?;
+        }
+        let is_link = u32::from(f.st.stx_mode) & libc::S_IFMT == libc::S_IFLNK;
+        if let Some(mode) = set.mode.filter(|_| !is_link) {
+            let mode = Mode::from_raw_mode(mode & 0o7777);
+            rustix::fs::chmodat(
+                rustix::fs::CWD,
+                proc_path(f.fd.as_fd()),
+                mode,
+                AtFlags::empty(),
+            )
+            .map_err(fs_err)?;
+        }
+        if let Some(size) = set.size_bytes {
+            if size > vfs::limits::MAX_FILE_SIZE {
+                return Err(FsError::FBig);
+            }
+            let w = self.open(id, Access::Write)?;
+            rustix::fs::ftruncate(&w.fd, size).map_err(fs_err)?;
+        }
+        if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
+            let times = Timestamps {
+                last_access: timespec(set.atime),
+                last_modification: timespec(set.mtime),
+            };
+            rustix::fs::utimensat(&f.fd, "", &times, empty).map_err(fs_err)?;
+        }
+        Ok(to_attr(&stat_fd(&f.fd)?))
+    }
+
+    /// After a new file `name` was made in `dir` (open as `d`): opens it, records it, gives
+    /// it to `owner` (when the server may), applies the mode the umask took away and the
+    /// other `attrs`, and returns its attributes. If that fails, the new file is removed
+    /// again, so a failed call leaves nothing behind.
+    pub(crate) fn finish_new(
+        &self,
+        dir: FileId,
+        d: &Opened,
+        name: &Name,
+        owner: Owner,
+        attrs: &SetAttr,
+        mode: u32,
+    ) -> FsResult<Attr> {
+        let fd = self
+            .beneath(d.fd.as_fd(), name.as_bytes(), OFlags::PATH, Mode::empty())
+            .map_err(fs_err)?;
+        let st = stat_fd(&fd)?;
+        let id = FileId(st.stx_ino);
+        self.note(dir, name.as_bytes(), Some(&fd), &st);
+        let regular = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG;
+        let mut set = SetAttr {
+            atime: attrs.atime,
+            mtime: attrs.mtime,
+            size_bytes: attrs.size_bytes.filter(|_| regular),
+            ..SetAttr::default()
+        };
+        let chown = self.privileged && (st.stx_uid, st.stx_gid) != (owner.uid, owner.gid);
+        if chown {
+            set.uid = Some(owner.uid);
+            set.gid = Some(owner.gid);
+        }
+        // A chown clears set-id bits: the mode is set again after it.
+        let want = mode & 0o7777;
+        if chown || u32::from(st.stx_mode) & 0o7777 != want {
+            set.mode = Some(want);
+        }
+        if set.is_empty() {
+            return Ok(to_attr(&st));
+        }
+        let is_dir = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFDIR;
+        self.apply_setattr(id, &Opened { fd, st }, &set)
+            .inspect_err(|e| {
+                tracing::warn!(%name, error = %e, "could not finish a new file; removing it");
+                let flags = if is_dir {
+                    AtFlags::REMOVEDIR
+                } else {
+                    AtFlags::empty()
+                };
+                let _ = rustix::fs::unlinkat(&d.fd, os(name.as_bytes()), flags);
+                self.index.forget(id.0);
+            })
+    }
+
+    /// The mode to create with; the umask may take bits away, `finish_new` puts them back.
+    pub(crate) fn create_mode(&self, mode: u32) -> Mode {
+        Mode::from_raw_mode(mode & 0o7777 & !self.umask)
+    }
+
+    /// Lists up to `max_entries` entries after `cookie`. Cookies are getdents64 `d_off`
+    /// values, handed back to `lseek`.
+    pub(crate) fn list(
+        &self,
+        dir: FileId,
+        d: &Opened,
+        cookie: Cookie,
+        max: usize,
+    ) -> FsResult<DirPage> {
+        if cookie != Cookie::START {
+            rustix::fs::seek(&d.fd, rustix::fs::SeekFrom::Start(cookie.0)).map_err(|e| {
+                if e == Errno::INVAL {
+                    FsError::BadCookie
+                } else {
+                    fs_err(e)
+                }
+            })?;
+        }
+        let parent = self.parent_ino(dir, &d.fd)?;
+        let mut buf = Vec::with_capacity(limits::DIRENT_BUFFER_BYTES);
+        let mut iter = RawDir::new(&d.fd, buf.spare_capacity_mut());
+        let mut entries = Vec::new();
+        let mut eof = true;
+        while let Some(entry) = iter.next() {
+            let entry = entry.map_err(fs_err)?;
+            if entries.len() == max {
+                eof = false;
+                break;
+            }
+            let name = entry.file_name().to_bytes();
+            let fileid = match name {
+                b".." => parent,
+                _ => entry.ino(),
+            };
+            entries.push(DirEntry {
+                name: Bytes::copy_from_slice(name),
+                fileid: FileId(fileid),
+                cookie: Cookie(entry.next_entry_cookie()),
+            });
+        }
+        self.remember(dir, &d.fd, &entries);
+        Ok(DirPage {
+            entries,
+            eof,
+            verifier: 0,
+        })
+    }
+
+    /// Records where the listed files are, so that READDIRPLUS (which asks for each
+    /// entry's attributes by file id) and the handles it hands out find them: one `statx`
+    /// per entry the index does not know under this name. A mount point (whose `statx`
+    /// names another file than its directory entry) is not recorded, so it is not listed
+    /// with attributes.
+    fn remember(&self, dir: FileId, fd: &OwnedFd, entries: &[DirEntry]) {
+        for e in entries {
+            if e.name[..] == b"."[..] || e.name[..] == b".."[..] {
+                continue;
+            }
+            let known = self
+                .index
+                .get(e.fileid.0)
+                .is_some_and(|r| r.parent == dir.0 && r.name == e.name);
+            if known {
+                continue;
+            }
+            let flags = AtFlags::SYMLINK_NOFOLLOW;
+            if let Ok(st) = rustix::fs::statx(fd, os(&e.name), flags, crate::attr::WANT) {
+                if st.stx_ino == e.fileid.0 && crate::attr::device(&st) == self.dev {
+                    self.note(dir, &e.name, None, &st);
+                }
+            }
+        }
+    }
+
+    /// The inode of `..` as clients may see it: the root is its own parent.
+    fn parent_ino(&self, dir: FileId, fd: &OwnedFd) -> FsResult<u64> {
+        if dir.0 == self.root_ino {
+            return Ok(self.root_ino);
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let up = rustix::fs::openat(fd, "..", flags, Mode::empty()).map_err(fs_err)?;
+        Ok(stat_fd(&up)?.stx_ino)
+    }
+
+    /// `link(2)` of the file open as `src` to `name` in `dirfd`.
+    pub(crate) fn link_fd(&self, src: &OwnedFd, dirfd: &OwnedFd, name: &[u8]) -> FsResult<()> {
+        let r = if self.kernel_handles {
+            // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which kernel handles imply.
+            rustix::fs::linkat(src, "", dirfd, os(name), AtFlags::EMPTY_PATH)
+        } else {
+            rustix::fs::linkat(
+                rustix::fs::CWD,
+                proc_path(src.as_fd()),
+                dirfd,
+                os(name),
+                AtFlags::SYMLINK_FOLLOW,
+            )
+        };
+        r.map_err(fs_err)
+    }
+}

@@ -1,0 +1,156 @@
+//! Persistent server state: the state directory, the handle key, and where each host
+//! export keeps its handle index.
+//!
+//! Layout of the state directory (created 0700):
+//! - `handle.key`: 16 bytes, mode 0600: the SipHash key that signs handles. Kept across
+//!   restarts so handles of host exports stay valid; delete it to invalidate every handle
+//!   ever issued.
+//! - `host-<hash>.index`: one handle index per host export (the hash is of the directory's
+//!   canonical path and the export path), see `backend_host::index`.
+//! - `host-<hash>.incarnation`: 4 bytes, the export's incarnation, part of every handle of
+//!   that export; delete it to make that export's old handles stale.
+
+use std::fs::OpenOptions;
+use std::hash::Hasher;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use siphasher::sip::SipHasher13;
+use vfs::HandleKey;
+
+const KEY_FILE: &str = "handle.key";
+const KEY_BYTES: usize = 16;
+
+/// Creates the state directory (0700) if needed.
+///
+/// # Errors
+/// A message naming the directory and the fix.
+pub fn prepare(dir: &Path) -> Result<(), String> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            format!(
+                "cannot create the state directory {}: {e}; choose a writable one with --state-dir",
+                dir.display()
+            )
+        })
+}
+
+/// The persisted handle key, created (0600) on first use.
+///
+/// # Errors
+/// The key file cannot be read or written, is damaged, or is readable by others.
+pub fn handle_key(dir: &Path) -> Result<HandleKey, String> {
+    let raw: [u8; KEY_BYTES] = private_secret(&dir.join(KEY_FILE), "every handle ever issued")?;
+    Ok(HandleKey::new(raw))
+}
+
+/// The persisted incarnation of the host export of `dir` at `path`, created on first use.
+///
+/// # Errors
+/// The file cannot be read or written, or is damaged.
+pub fn incarnation(state: &Path, dir: &Path, path: &str) -> Result<u32, String> {
+    let file = state.join(format!("host-{:016x}.incarnation", export_hash(dir, path)));
+    let raw: [u8; 4] = private_secret(&file, "every handle of this export")?;
+    Ok(u32::from_be_bytes(raw))
+}
+
+/// Reads `N` random bytes kept in `path` (mode 0600), or makes and syncs them. `lost` says
+/// which handles go stale if the file is deleted.
+fn private_secret<const N: usize>(path: &Path, lost: &str) -> Result<[u8; N], String> {
+    match std::fs::File::open(path) {
+        Ok(mut f) => {
+            let mode = f
+                .metadata()
+                .map_err(|e| e.to_string())?
+                .permissions()
+                .mode();
+            if mode & 0o077 != 0 {
+                return Err(format!(
+                    "{} is readable by other users (mode {:o}); anyone who reads it can forge handles: chmod 600 it",
+                    path.display(),
+                    mode & 0o777
+                ));
+            }
+            let mut raw = Vec::new();
+            f.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+            raw.as_slice().try_into().map_err(|_| {
+                format!(
+                    "{} is damaged ({} bytes, want {N}); delete it to start afresh ({lost} becomes stale)",
+                    path.display(),
+                    raw.len()
+                )
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut raw = [0u8; N];
+            rand::Rng::fill(&mut rand::thread_rng(), &mut raw[..]);
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            f.write_all(&raw)
+                .and_then(|()| f.sync_all())
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            tracing::info!(path = %path.display(), "created new persistent state");
+            Ok(raw)
+        }
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// A stable hash of a host export (the directory's canonical path and the export path):
+/// names its index and incarnation files and gives the export an id that does not change
+/// when the config's order does.
+#[must_use]
+pub fn export_hash(dir: &Path, path: &str) -> u64 {
+    let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mut h = SipHasher13::new_with_keys(0x6772_616e_6172_7900, 0x6469_7268_6173_6800);
+    h.write(canonical.as_os_str().as_encoded_bytes());
+    h.write_u8(0);
+    h.write(path.as_bytes());
+    h.finish()
+}
+
+/// The handle index file of the host export of `dir` at `path`.
+#[must_use]
+pub fn index_path(state: &Path, dir: &Path, path: &str) -> PathBuf {
+    state.join(format!("host-{:016x}.index", export_hash(dir, path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_is_created_private_and_read_back() {
+        let dir = std::env::temp_dir().join(format!("granary-state-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        prepare(&dir).unwrap();
+        let a = handle_key(&dir).unwrap();
+        let b = handle_key(&dir).unwrap();
+        let h = vfs::Handle {
+            export: vfs::ExportId(1),
+            incarnation: 9,
+            file: vfs::FileId(2),
+            generation: 3,
+        };
+        b.verify(&a.encode(&h)).unwrap();
+        let one = incarnation(&dir, &dir, "/").unwrap();
+        assert_eq!(incarnation(&dir, &dir, "/").unwrap(), one);
+        let key = dir.join(KEY_FILE);
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(handle_key(&dir).unwrap_err().contains("chmod 600"));
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(&key, b"short").unwrap();
+        assert!(handle_key(&dir).unwrap_err().contains("damaged"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,309 @@
+//! `granary serve DIR`: a host directory served to libnfs-utils and granary's own client,
+//! handles across restarts (SIGTERM and kill -9), acknowledged data after kill -9,
+//! forged/truncated/stale handles, and startup refusals.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use bytes::Bytes;
+use common::nfs::connect;
+use common::Server;
+use nfs3::nfs::{NfsFh3, Nfsstat3, StableHow};
+
+struct Dirs {
+    base: PathBuf,
+}
+
+impl Dirs {
+    fn new(name: &str) -> Self {
+        let base =
+            std::env::temp_dir().join(format!("granary-hostexp-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("export")).unwrap();
+        Self { base }
+    }
+    fn export(&self) -> PathBuf {
+        self.base.join("export")
+    }
+    fn state(&self) -> PathBuf {
+        self.base.join("state")
+    }
+    /// `granary serve EXPORT --state-dir STATE --squash none`: the tests run as root and
+    /// the export is root's, so root must stay root to write (as with knfsd's
+    /// `no_root_squash`).
+    fn serve(&self) -> Server {
+        let (e, s) = (self.export(), self.state());
+        Server::start(&[
+            e.to_str().unwrap(),
+            "--state-dir",
+            s.to_str().unwrap(),
+            "--squash",
+            "none",
+        ])
+    }
+}
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+fn tool(name: &str, args: &[&str]) -> Output {
+    Command::new(name).args(args).output().unwrap_or_else(|e| {
+        panic!("cannot run {name} ({e}); install libnfs-utils: sudo apt-get install libnfs-utils")
+    })
+}
+
+fn ok(name: &str, args: &[&str]) -> Vec<u8> {
+    let out = tool(name, args);
+    assert!(
+        out.status.success(),
+        "{name} {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn libnfs_utils_copy_in_and_out_of_a_host_directory() {
+    let d = Dirs::new("libnfs");
+    std::fs::write(d.export().join("local.txt"), b"written on the host\n").unwrap();
+    std::fs::create_dir(d.export().join("sub")).unwrap();
+    // Never looked up by any client: READDIRPLUS must still list it with attributes.
+    std::fs::write(d.export().join("untouched"), b"").unwrap();
+    let server = d.serve();
+    let tmp = d.base.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    for (name, len) in [
+        ("empty", 0usize),
+        ("page", 4096),
+        ("mib-plus-one", (1 << 20) + 1),
+        ("sub/big", 16 << 20),
+    ] {
+        let data = pattern(len, len as u64);
+        let local = tmp.join(name.replace('/', "_"));
+        std::fs::write(&local, &data).unwrap();
+        ok("nfs-cp", &[local.to_str().unwrap(), &server.url_of(name)]);
+        assert!(
+            std::fs::read(d.export().join(name)).unwrap() == data,
+            "{name} on the host"
+        );
+        assert!(
+            ok("nfs-cat", &[&server.url_of(name)]) == data,
+            "{name} through nfs-cat"
+        );
+    }
+    assert_eq!(
+        ok("nfs-cat", &[&server.url_of("local.txt")]),
+        b"written on the host\n"
+    );
+    let listing = String::from_utf8(ok("nfs-ls", &[&server.url_of("")])).unwrap();
+    for name in ["local.txt", "sub", "page", "empty", "untouched"] {
+        assert!(
+            listing.lines().any(|l| l.ends_with(&format!(" {name}"))),
+            "{name} missing:\n{listing}"
+        );
+    }
+    // The state directory holds the key (0600) and the index.
+    let key = std::fs::metadata(d.state().join("handle.key")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o777,
+        0o600
+    );
+    let again = tool(
+        "nfs-cp",
+        &[tmp.join("page").to_str().unwrap(), &server.url_of("page")],
+    );
+    assert!(
+        !again.status.success(),
+        "exclusive create over an existing host file must fail"
+    );
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// SIGKILL, then the harness reaps the process when `server` is dropped.
+fn kill9(server: Server) {
+    let pid = server.pid().to_string();
+    let killed = Command::new("kill").args(["-KILL", &pid]).status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    drop(server);
+}
+
+/// Data acknowledged as stable (FILE_SYNC, or UNSTABLE followed by a COMMIT) is all there
+/// after kill -9 and a restart, and every handle issued before still works, also for a
+/// file and a directory renamed by granary and one renamed by a local process meanwhile.
+#[test]
+fn kill_9_loses_no_acknowledged_byte_and_handles_survive() {
+    let d = Dirs::new("kill9");
+    let rt = runtime();
+    let server = d.serve();
+    let sync_data = pattern(3 << 20, 1);
+    let commit_data = pattern((2 << 20) + 123, 2);
+    let (root, sync_fh, commit_fh, dir_fh, moved_fh) = rt.block_on(async {
+        let c = connect(&server).await;
+        let root = c.mount("/").await.unwrap();
+        let dir = c.mkdir_ok(&root, "dir", 0o755).await.unwrap();
+        let a = c.create_file(&dir, "sync", 0o644).await.unwrap();
+        c.write_all(&a, 0, &sync_data, StableHow::FileSync)
+            .await
+            .unwrap();
+        let b = c.create_file(&root, "commit", 0o644).await.unwrap();
+        c.write_all(&b, 0, &commit_data, StableHow::Unstable)
+            .await
+            .unwrap();
+        let m = c.create_file(&root, "moved", 0o600).await.unwrap();
+        c.rename_ok(&root, "moved", &dir, "moved-by-nfs")
+            .await
+            .unwrap();
+        (root, a, b, dir, m)
+    });
+    kill9(server);
+    std::fs::rename(
+        d.export().join("dir"),
+        d.export().join("dir-renamed-locally"),
+    )
+    .unwrap();
+    let server = d.serve();
+    rt.block_on(async {
+        let c = connect(&server).await;
+        assert!(
+            c.read_all(&sync_fh).await.unwrap() == sync_data,
+            "FILE_SYNC data"
+        );
+        assert!(
+            c.read_all(&commit_fh).await.unwrap() == commit_data,
+            "UNSTABLE+COMMIT data"
+        );
+        c.getattr_ok(&root)
+            .await
+            .expect("root handle after restart");
+        c.getattr_ok(&moved_fh)
+            .await
+            .expect("file renamed through NFS before the restart");
+        c.getattr_ok(&dir_fh)
+            .await
+            .expect("directory renamed by a local process");
+    });
+    let on_disk = std::fs::read(d.export().join("dir-renamed-locally/sync")).unwrap();
+    assert!(on_disk == sync_data);
+    assert!(std::fs::read(d.export().join("commit")).unwrap() == commit_data);
+}
+
+fn flipped(fh: &NfsFh3, at: usize) -> NfsFh3 {
+    let mut raw = fh.0.to_vec();
+    raw[at] ^= 0x40;
+    NfsFh3(Bytes::from(raw))
+}
+
+#[test]
+fn forged_truncated_and_stale_handles_are_refused() {
+    let d = Dirs::new("handles");
+    let rt = runtime();
+    let server = d.serve();
+    rt.block_on(async {
+        let c = connect(&server).await;
+        let root = c.mount("/").await.unwrap();
+        let fh = c.create_file(&root, "f", 0o644).await.unwrap();
+        for at in 0..fh.0.len() {
+            let e = c.getattr_ok(&flipped(&fh, at)).await.unwrap_err();
+            let s = e.nfs_status();
+            assert!(
+                matches!(s, Some(Nfsstat3::BadHandle | Nfsstat3::Stale)),
+                "byte {at}: {e:?}"
+            );
+        }
+        for len in [0, 1, 8, fh.0.len() - 1] {
+            let short = NfsFh3(fh.0.slice(..len));
+            let e = c.getattr_ok(&short).await.unwrap_err();
+            assert_eq!(e.nfs_status(), Some(Nfsstat3::BadHandle), "length {len}");
+        }
+        // Removed and recreated under the same name by a local process: the old handle
+        // is stale, never the new file.
+        std::fs::remove_file(d.export().join("f")).unwrap();
+        std::fs::write(d.export().join("f"), b"new").unwrap();
+        let e = c.getattr_ok(&fh).await.unwrap_err();
+        assert_eq!(e.nfs_status(), Some(Nfsstat3::Stale));
+        let (new, _) = c.lookup_ok(&root, "f").await.unwrap();
+        assert_ne!(new, fh);
+        assert_eq!(c.read_all(&new).await.unwrap(), b"new");
+        // The server still serves.
+        c.getattr_ok(&root).await.unwrap();
+    });
+    // A handle signed under another state directory's key is refused.
+    let other = Dirs::new("handles-other");
+    let server2 = other.serve();
+    rt.block_on(async {
+        let c = connect(&server2).await;
+        let root = c.mount("/").await.unwrap();
+        let c1 = connect(&server).await;
+        let root1 = c1.mount("/").await.unwrap();
+        assert_ne!(root, root1);
+        let e = c.getattr_ok(&root1).await.unwrap_err();
+        assert!(matches!(
+            e.nfs_status(),
+            Some(Nfsstat3::BadHandle | Nfsstat3::Stale)
+        ));
+    });
+}
+
+#[test]
+fn symlinks_in_the_export_are_not_followed_by_the_server() {
+    let d = Dirs::new("escape");
+    std::fs::write(d.base.join("secret"), b"outside").unwrap();
+    std::os::unix::fs::symlink(d.base.join("secret"), d.export().join("abs")).unwrap();
+    std::os::unix::fs::symlink(&d.base, d.export().join("updir")).unwrap();
+    let rt = runtime();
+    let server = d.serve();
+    rt.block_on(async {
+        let c = connect(&server).await;
+        let root = c.mount("/").await.unwrap();
+        let (abs, attr) = c.lookup_ok(&root, "abs").await.unwrap();
+        assert_eq!(attr.ftype, nfs3::nfs::Ftype3::Lnk);
+        assert!(c.read_all(&abs).await.is_err(), "READ of a symlink");
+        let (up, _) = c.lookup_ok(&root, "updir").await.unwrap();
+        assert!(c.lookup_ok(&up, "secret").await.is_err());
+        assert!(c.create_file(&up, "planted", 0o644).await.is_err());
+        assert!(c.mount("/updir").await.is_err() || c.lookup_ok(&root, "..").await.is_ok());
+    });
+    assert!(!d.base.join("planted").exists());
+    assert_eq!(std::fs::read(d.base.join("secret")).unwrap(), b"outside");
+}
+
+#[test]
+fn startup_refuses_a_missing_directory_with_the_fix() {
+    let d = Dirs::new("refuse");
+    let out = Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-portmap"])
+        .arg(d.base.join("no-such-dir"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no-such-dir") && err.contains("existing directory"),
+        "{err}"
+    );
+    let _ = Path::new("");
+}

@@ -167,15 +167,16 @@ impl Backend for HostFs {
         out: &mut BytesMut,
         checks: &dyn Checks,
     ) -> FsResult<ReadDone> {
-        let f = self.open(id, Access::Read)?;
-        let attr = to_attr(&f.st);
+        let f = self.io_file(id, false)?;
+        let st = self.io_attr(id, &f)?;
+        let attr = to_attr(&st);
         checks.may_read(&attr)?;
         let count = count.min(MAX_IO_BYTES) as usize;
         let n = sys::fill_spare(out, count, |spare| {
-            rustix::io::pread(&f.fd, spare, offset_bytes).map(|(init, _)| init.len())
+            rustix::io::pread(&f, spare, offset_bytes).map(|(init, _)| init.len())
         })
         .map_err(fs_err)?;
-        let eof = n < count || offset_bytes.saturating_add(n as u64) >= f.st.stx_size;
+        let eof = n < count || offset_bytes.saturating_add(n as u64) >= st.stx_size;
         Ok(ReadDone { attr, eof })
     }
 
@@ -194,19 +195,19 @@ impl Backend for HostFs {
             .checked_add(u64::from(count))
             .filter(|&end| end <= MAX_FILE_SIZE)
             .ok_or(FsError::FBig)?;
-        let f = self.open(id, Access::Write)?;
+        let f = self.io_file(id, true)?;
         let _file = self.files.one(id.0);
-        let before = to_attr(&stat_fd(&f.fd)?);
+        let before = to_attr(&self.io_attr_fresh(id, &f)?);
         if let Some(mode) = checks.may_write(&before)? {
-            rustix::fs::fchmod(&f.fd, Mode::from_raw_mode(mode & 0o7777)).map_err(fs_err)?;
+            rustix::fs::fchmod(&f, Mode::from_raw_mode(mode & 0o7777)).map_err(fs_err)?;
         }
-        self.pwrite_all(&f.fd, offset_bytes, data)?;
+        self.pwrite_all(&f, offset_bytes, data)?;
         match stable {
-            Stability::Unstable => {}
-            Stability::DataSync => self.synced(rustix::fs::fdatasync(&f.fd))?,
-            Stability::FileSync => self.synced(rustix::fs::fsync(&f.fd))?,
+            Stability::Unstable => f.mark_unstable(),
+            Stability::DataSync => self.sync_io(&f, |fd| rustix::fs::fdatasync(fd))?,
+            Stability::FileSync => self.sync_io(&f, |fd| rustix::fs::fsync(fd))?,
         }
-        let after = to_attr(&stat_fd(&f.fd)?);
+        let after = to_attr(&stat_fd(&f)?);
         Ok(Written {
             count,
             committed: stable,
@@ -220,11 +221,11 @@ impl Backend for HostFs {
     /// `fdatasync` of the whole file (a range would need `sync_file_range`, which does not
     /// flush metadata such as the size), and the handle index.
     fn commit(&self, id: FileId, _offset_bytes: u64, _count: u32) -> FsResult<Change> {
-        let f = self.open(id, Access::Write)?;
+        let f = self.io_file(id, true)?;
         let _file = self.files.one(id.0);
-        let before = to_attr(&stat_fd(&f.fd)?);
-        self.synced(rustix::fs::fdatasync(&f.fd))?;
-        let after = to_attr(&stat_fd(&f.fd)?);
+        let before = to_attr(&self.io_attr_fresh(id, &f)?);
+        self.sync_io(&f, |fd| rustix::fs::fdatasync(fd))?;
+        let after = to_attr(&stat_fd(&f)?);
         Ok(Change {
             before: Some(PreAttr::of(&before)),
             after,
@@ -390,13 +391,13 @@ impl HostFs {
     /// Writes every byte of `data` at `offset_bytes`.
     fn pwrite_all(
         &self,
-        fd: &std::os::fd::OwnedFd,
+        fd: impl std::os::fd::AsFd,
         offset_bytes: u64,
         data: &[u8],
     ) -> FsResult<()> {
         let mut done = 0;
         while done < data.len() {
-            let n = rustix::io::pwrite(fd, &data[done..], offset_bytes + done as u64)
+            let n = rustix::io::pwrite(&fd, &data[done..], offset_bytes + done as u64)
                 .map_err(fs_err)?;
             if n == 0 {
                 return Err(FsError::Io);
@@ -444,6 +445,8 @@ impl HostFs {
     pub(crate) fn forget_if_last(&self, attr: &Attr) {
         if attr.is_dir() || attr.nlink <= 1 {
             self.index.forget(attr.fileid.0);
+            // The open-file cache must not keep the removed file's space (seed 004).
+            self.forget_open(attr.fileid);
         }
     }
 }

@@ -53,14 +53,16 @@
 //!
 //! [`HostFs::open`] is the one place a file id becomes a file descriptor, for an
 //! [`Access`] mode: READ opens [`Access::Read`], WRITE, COMMIT and truncation
-//! [`Access::Write`], READDIR [`Access::List`], everything else [`Access::Path`]. Today it
-//! opens per call and the descriptor is closed when the caller drops it (what
-//! `--fhcache off` will mean); seed 004's open-file cache goes behind it.
+//! [`Access::Write`], READDIR [`Access::List`], everything else [`Access::Path`]; the
+//! descriptor is closed when the caller drops it. READ, WRITE and COMMIT get theirs from
+//! [`HostFs::io_file`] instead, which keeps them in seed 004's open-file cache (see
+//! `files`) unless it is off (`--fhcache off`: open and close on every call).
 
 mod attr;
 mod backend;
 mod entries;
 pub mod errno;
+mod files;
 pub mod index;
 pub mod limits;
 mod lock;
@@ -78,6 +80,7 @@ use vfs::{FileId, FsError, FsResult};
 
 use crate::attr::{device, generation, kind_bits, stat_fd};
 use crate::errno::fs_err;
+pub use crate::files::IoFile;
 use crate::index::{Index, Record};
 pub use crate::sys::KernelHandle;
 
@@ -91,6 +94,9 @@ pub struct HostConfig {
     pub index_path: Option<PathBuf>,
     /// Use `open_by_handle_at` when the process may (`CAP_DAC_READ_SEARCH`).
     pub kernel_handles: bool,
+    /// Bound of the open-file cache (seed 004; see `files`); 0 turns it off, so READ,
+    /// WRITE and COMMIT open and close the file on every call (`--fhcache off`).
+    pub open_files: usize,
 }
 
 impl HostConfig {
@@ -100,6 +106,7 @@ impl HostConfig {
             root: root.into(),
             index_path: None,
             kernel_handles: true,
+            open_files: sync::limits::FILECACHE_DEFAULT_ENTRIES,
         }
     }
 }
@@ -182,6 +189,10 @@ pub struct HostFs {
     files: lock::Locks,
     /// Files a search did not find (see `search`).
     negative: std::sync::Mutex<std::collections::VecDeque<u64>>,
+    /// Seed 004's open-file cache (`None` when `open_files` is 0; see `files`).
+    open_files: Option<files::Cache>,
+    /// Counters of the data path's descriptors.
+    io: std::sync::Arc<files::IoCounters>,
 }
 
 impl HostFs {
@@ -224,6 +235,9 @@ impl HostFs {
             dirs: lock::Locks::new(),
             files: lock::Locks::new(),
             negative: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            open_files: (config.open_files > 0)
+                .then(|| sync::filecache::FileCache::new(config.open_files)),
+            io: std::sync::Arc::default(),
         })
     }
 

@@ -57,7 +57,11 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         Arc::clone(&clock),
         config.timestamps,
     ));
-    let exports = build_exports(&config, &stamps)?;
+    // Room for every connection and the open-file cache of host exports, before any
+    // export opens a file (seed 004: the cache's bound is checked against RLIMIT_NOFILE).
+    raise_fd_limit(config.limits.max_connections + open_files_wanted(&config));
+    let open_files = open_file_entries(&config)?;
+    let (exports, hosts) = build_exports(&config, &stamps, open_files)?;
     // check_record_bytes refused a record limit too small for one page of data.
     let max_io_bytes = nfsd::limits::max_io_bytes_for_record(config.limits.max_record_bytes)
         .map_err(|smallest| {
@@ -126,7 +130,6 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         write_timeout: config.limits.write_timeout,
         budget_bytes: config.limits.conn_budget_bytes,
     };
-    raise_fd_limit(config.limits.max_connections);
     let acceptor = Acceptor {
         workers: &workers,
         dispatcher,
@@ -149,10 +152,17 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     }
     schedule_connection_scan(Arc::clone(&timers), table, limits);
     schedule_reply_cache_prune(Arc::clone(&timers), reply_cache, clock);
+    if open_files > 0 {
+        schedule_open_file_aging(Arc::clone(&timers), Arc::new(hosts.clone()));
+    }
     main_rt.block_on(acceptor.run(listener))?;
     tracing::info!("shutting down: no new connections; finishing requests in progress");
     let _ = stop_tx.send(true);
     workers.join();
+    for host in &hosts {
+        // Syncs descriptors that hold UNSTABLE writes before closing them.
+        host.close_open_files();
+    }
     report_stamps(&stamps);
     if registered {
         if let Err(e) = portmap::unregister(&offered) {
@@ -181,6 +191,62 @@ fn schedule_connection_scan(timers: Arc<Timers>, table: Arc<ConnTable>, limits: 
         schedule_connection_scan(again, table, limits);
     });
     timers.insert(from, limits.scan_period(), Scope::Global, scan);
+}
+
+/// Descriptors the open-file caches of host exports may want (0 without host exports or
+/// with `--fhcache off`).
+fn open_files_wanted(config: &ServerConfig) -> usize {
+    let hosts = config.exports.iter().any(|e| e.backend.is_host());
+    if config.fhcache && hosts {
+        sync::limits::FILECACHE_DEFAULT_ENTRIES
+    } else {
+        0
+    }
+}
+
+/// The bound of each host export's open-file cache: what RLIMIT_NOFILE leaves after the
+/// connections, shared by the host exports; 0 when the cache is off.
+///
+/// # Errors
+/// The limit leaves no room for the cache; the message says how to fix it.
+fn open_file_entries(config: &ServerConfig) -> Result<usize, ServeError> {
+    let hosts = config
+        .exports
+        .iter()
+        .filter(|e| e.backend.is_host())
+        .count();
+    if open_files_wanted(config) == 0 || hosts == 0 {
+        return Ok(0);
+    }
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let connections = u64::try_from(config.limits.max_connections).unwrap_or(u64::MAX);
+    let room = soft.saturating_sub(connections);
+    let total = sync::limits::filecache_entries_for(open_files_wanted(config), room)
+        .map_err(|m| ServeError::Config(format!("{m} (max_connections = {connections})")))?;
+    let each = (total / hosts).max(1);
+    tracing::info!(
+        nofile = soft,
+        open_files = each,
+        "open-file cache of each host export (seed 004)"
+    );
+    Ok(each)
+}
+
+/// Ages the open-file caches of host exports off the request path: one global timer
+/// (seed 002: under `--timers pull` an idle worker hands it to the hierarchy and is not
+/// woken for it) that re-arms itself. Descriptors unused for two passes are closed.
+fn schedule_open_file_aging(timers: Arc<Timers>, hosts: Arc<Vec<Arc<backend_host::HostFs>>>) {
+    let from = runtime::current_worker().unwrap_or(0);
+    let again = Arc::clone(&timers);
+    let age: runtime::timers::Callback = Box::new(move || {
+        let closed: usize = hosts.iter().map(|h| h.age_open_files()).sum();
+        tracing::trace!(closed, "open-file caches aged");
+        schedule_open_file_aging(again, hosts);
+    });
+    let every = backend_host::limits::OPEN_FILE_AGE_INTERVAL;
+    timers.insert(from, every, Scope::Global, age);
 }
 
 /// Raises the soft open-file limit toward the hard one so that `max_connections` sockets
@@ -237,10 +303,13 @@ fn report_stamps(stamps: &gtime::MultigrainClock) {
     );
 }
 
+/// The exports, and the host backends among them (their open-file caches are aged by the
+/// server's timer).
 fn build_exports(
     config: &ServerConfig,
     clock: &Arc<gtime::MultigrainClock>,
-) -> Result<ExportTable, ServeError> {
+    open_files: usize,
+) -> Result<(ExportTable, Vec<Arc<backend_host::HostFs>>), ServeError> {
     tracing::info!(timestamps = %config.timestamps, rangelock = %config.rangelock, "seed designs");
     let persistent = config.exports.iter().any(|e| e.backend.is_host());
     let state_dir = persistent.then(|| {
@@ -253,6 +322,7 @@ fn build_exports(
         crate::state::prepare(dir).map_err(ServeError::Export)?;
     }
     let mut decode = None;
+    let mut hosts = Vec::new();
     let mut exports = Vec::with_capacity(config.exports.len());
     for (i, c) in config.exports.iter().enumerate() {
         let (backend, id, incarnation): (Arc<dyn vfs::Backend>, ExportId, u32) = match &c.backend {
@@ -270,11 +340,14 @@ fn build_exports(
                 let state = state_dir.as_deref().expect("host exports have a state dir");
                 let mut host = backend_host::HostConfig::new(dir);
                 host.index_path = Some(crate::state::index_path(state, dir, &c.path));
+                host.open_files = open_files;
                 let fs = backend_host::HostFs::new(&host)
                     .map_err(|e| ServeError::Export(e.to_string()))?;
+                let fs = Arc::new(fs);
+                hosts.push(Arc::clone(&fs));
                 let incarnation =
                     crate::state::incarnation(state, dir, &c.path).map_err(ServeError::Export)?;
-                (Arc::new(fs), host_export_id(dir, &c.path), incarnation)
+                (fs, host_export_id(dir, &c.path), incarnation)
             }
             BackendConfig::Erofs { image } => {
                 let workers = match &decode {
@@ -311,7 +384,7 @@ fn build_exports(
         Some(dir) => crate::state::handle_key(dir).map_err(ServeError::Export)?,
         None => HandleKey::new(rand::random()),
     };
-    Ok(ExportTable::new(exports, key))
+    Ok((ExportTable::new(exports, key), hosts))
 }
 
 /// Mem and erofs exports: 1, 2, … in config order (their handles die with the server).

@@ -182,6 +182,15 @@ pub struct FileCache<K, V> {
     counters: Counters,
 }
 
+impl<K, V> std::fmt::Debug for FileCache<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileCache")
+            .field("len", &self.len.load(Ordering::Relaxed))
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
     /// A cache holding at most `capacity` entries (at least 1).
     pub fn new(capacity: usize) -> Self {

@@ -1,0 +1,242 @@
+//! Descriptors for READ, WRITE and COMMIT (seed 004's open-file cache).
+//!
+//! [`HostFs::io_file`] is the one way the data path gets a descriptor. With the cache off
+//! (`--fhcache off`, `HostConfig::open_files == 0`) it opens the file by id
+//! ([`HostFs::open`]: handle index, `open_by_handle_at` or a walk, a `statx` to verify it)
+//! and the descriptor is closed when the call drops it: open, I/O, close on every call.
+//! With the cache on, descriptors are kept in a [`sync::filecache::FileCache`] keyed by
+//! inode number and access mode, shared by every call and client:
+//!
+//! - a hit makes no open or close system call; concurrent misses open once;
+//! - entries age by two bits (referenced, recent) in [`HostFs::age_open_files`], which the
+//!   server runs from a global timer, never from a request; an entry unused for two passes
+//!   is closed;
+//! - the cache holds at most `open_files` descriptors (the server derives the bound from
+//!   RLIMIT_NOFILE at start); a miss that finds it full opens for that call only;
+//! - when a file's last name is removed through granary, its entries are dropped at once
+//!   ([`HostFs::forget_open`]), so the space is released as soon as the last call using
+//!   the descriptor ends, as with the cache off;
+//! - a descriptor that took UNSTABLE writes is `fdatasync`ed before it is closed (aging,
+//!   removal, shutdown), so what the client was told to COMMIT later is never lost by a
+//!   close; COMMIT, DATA_SYNC and FILE_SYNC clear the mark.
+//!
+//! A cached descriptor keeps naming its inode after a local process renames or unlinks
+//! the file: renames are harmless (handles follow the inode), and a hit whose `statx`
+//! shows no link left is refused `Stale` and dropped, as the uncached open would have.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rustix::fs::Statx;
+use sync::filecache::{Access as CacheAccess, Entry, FileCache, FileCacheStats};
+use vfs::{FileId, FsError, FsResult};
+
+use crate::attr::stat_fd;
+use crate::{Access, HostFs};
+
+/// Counters of the data path's descriptors (tests and the lab read them).
+#[derive(Debug, Default)]
+pub(crate) struct IoCounters {
+    /// Descriptors opened for READ/WRITE/COMMIT (cached or not).
+    opens: AtomicU64,
+    /// Cached descriptors synced before their close because they held UNSTABLE writes.
+    flushes: AtomicU64,
+    /// Such syncs that failed (the data may not be on disk; logged).
+    flush_errors: AtomicU64,
+}
+
+/// A cached descriptor and whether it took UNSTABLE writes not yet synced.
+#[derive(Debug)]
+pub struct OpenFile {
+    fd: OwnedFd,
+    unstable: AtomicBool,
+    counters: Arc<IoCounters>,
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        if !self.unstable.load(Ordering::Acquire) {
+            return;
+        }
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = rustix::fs::fdatasync(&self.fd) {
+            self.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, "sync before closing a cached file failed");
+        }
+    }
+}
+
+/// The cache itself (present when `open_files > 0`).
+pub(crate) type Cache = FileCache<u64, OpenFile>;
+
+/// A descriptor for one call's I/O, with the attributes its open took (`None` on a cache
+/// hit: the caller takes them when it needs them).
+#[derive(Debug)]
+pub struct IoFile {
+    held: Held,
+    pub(crate) st: Option<Statx>,
+}
+
+#[derive(Debug)]
+enum Held {
+    Cached(Arc<Entry<OpenFile>>),
+    Own(OwnedFd),
+}
+
+impl AsFd for IoFile {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match &self.held {
+            Held::Cached(entry) => entry.fd.as_fd(),
+            Held::Own(fd) => fd.as_fd(),
+        }
+    }
+}
+
+impl IoFile {
+    /// After an UNSTABLE write: the data must be synced before the descriptor closes.
+    pub(crate) fn mark_unstable(&self) {
+        if let Held::Cached(entry) = &self.held {
+            if !entry.unstable.load(Ordering::Relaxed) {
+                entry.unstable.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Before a sync of the whole file: clears the mark (a write racing the sync sets it
+    /// again after its own `pwrite`). Returns whether it was set, for [`Self::restore`].
+    pub(crate) fn take_unstable(&self) -> bool {
+        match &self.held {
+            Held::Cached(entry) => entry.unstable.swap(false, Ordering::AcqRel),
+            Held::Own(_) => false,
+        }
+    }
+
+    /// The sync failed: the data is still unstable.
+    pub(crate) fn restore(&self, was: bool) {
+        if was {
+            self.mark_unstable();
+        }
+    }
+}
+
+fn cache_access(write: bool) -> (CacheAccess, Access) {
+    if write {
+        (CacheAccess::Write, Access::Write)
+    } else {
+        (CacheAccess::Read, Access::Read)
+    }
+}
+
+impl HostFs {
+    /// A descriptor of `id` to read (`write == false`) or write, from the open-file cache
+    /// when it is on. See the module documentation.
+    ///
+    /// # Errors
+    /// Those of [`HostFs::open`]; `Stale` for a cached file a local process unlinked.
+    pub fn io_file(&self, id: FileId, write: bool) -> FsResult<IoFile> {
+        let (key_access, access) = cache_access(write);
+        let Some(cache) = &self.open_files else {
+            let opened = self.open(id, access)?;
+            self.io.opens.fetch_add(1, Ordering::Relaxed);
+            return Ok(IoFile {
+                held: Held::Own(opened.fd),
+                st: Some(opened.st),
+            });
+        };
+        let mut st = None;
+        let entry = cache.get_or_open(&id.0, key_access, || {
+            let opened = self.open(id, access)?;
+            self.io.opens.fetch_add(1, Ordering::Relaxed);
+            st = Some(opened.st);
+            Ok::<_, FsError>(OpenFile {
+                fd: opened.fd,
+                unstable: AtomicBool::new(false),
+                counters: Arc::clone(&self.io),
+            })
+        })?;
+        Ok(IoFile {
+            held: Held::Cached(entry),
+            st,
+        })
+    }
+
+    /// The attributes of an I/O descriptor: those its open took, or a fresh `statx` on a
+    /// cache hit, refusing a file that no longer has a name (`Stale`, and its entries are
+    /// dropped).
+    pub(crate) fn io_attr(&self, id: FileId, file: &IoFile) -> FsResult<Statx> {
+        match file.st {
+            Some(st) => Ok(st),
+            None => self.io_attr_fresh(id, file),
+        }
+    }
+
+    /// A fresh `statx` of an I/O descriptor (WRITE and COMMIT take it under the file's
+    /// lock); a cached descriptor whose file lost its last name is `Stale`.
+    pub(crate) fn io_attr_fresh(&self, id: FileId, file: &IoFile) -> FsResult<Statx> {
+        let st = stat_fd(file)?;
+        if file.st.is_none() && st.stx_nlink == 0 {
+            self.forget_open(id);
+            return Err(FsError::Stale);
+        }
+        Ok(st)
+    }
+
+    /// Syncs an I/O descriptor with `sync` (`fsync` or `fdatasync`): the UNSTABLE mark is
+    /// cleared first and set again if the sync fails.
+    pub(crate) fn sync_io(
+        &self,
+        file: &IoFile,
+        sync: impl FnOnce(BorrowedFd<'_>) -> rustix::io::Result<()>,
+    ) -> FsResult<()> {
+        let was = file.take_unstable();
+        let r = sync(file.as_fd());
+        if r.is_err() {
+            file.restore(was);
+        }
+        self.synced(r)
+    }
+
+    /// Drops the cached descriptors of `id` (its last name was removed): each closes when
+    /// the last call using it ends, after a sync if it holds UNSTABLE writes.
+    pub fn forget_open(&self, id: FileId) {
+        if let Some(cache) = &self.open_files {
+            cache.forget(&id.0);
+        }
+    }
+
+    /// One aging pass of the open-file cache (the server's global timer runs it). Returns
+    /// how many descriptors it closed.
+    pub fn age_open_files(&self) -> usize {
+        self.open_files.as_ref().map_or(0, |c| c.age())
+    }
+
+    /// Closes every cached descriptor (syncing those with UNSTABLE writes); for shutdown.
+    pub fn close_open_files(&self) -> usize {
+        self.open_files.as_ref().map_or(0, |c| c.clear())
+    }
+
+    /// The open-file cache's counters; `None` when it is off.
+    #[must_use]
+    pub fn open_file_stats(&self) -> Option<FileCacheStats> {
+        self.open_files.as_ref().map(|c| c.stats())
+    }
+
+    /// Descriptors in the open-file cache now (0 when it is off).
+    #[must_use]
+    pub fn open_files_held(&self) -> usize {
+        self.open_files.as_ref().map_or(0, |c| c.len())
+    }
+
+    /// Descriptors opened for READ/WRITE/COMMIT since start, and cached descriptors synced
+    /// before closing (with how many of those syncs failed).
+    #[must_use]
+    pub fn io_counts(&self) -> (u64, u64, u64) {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        (
+            get(&self.io.opens),
+            get(&self.io.flushes),
+            get(&self.io.flush_errors),
+        )
+    }
+}

@@ -307,3 +307,64 @@ fn startup_refuses_a_missing_directory_with_the_fix() {
     );
     let _ = Path::new("");
 }
+
+/// Descriptors of process `pid` that name a file below `dir` (a removed one shows as
+/// "PATH (deleted)"); `dir` itself (the export root the server keeps) is not counted.
+fn fds_under(pid: u32, dir: &Path) -> Vec<String> {
+    let want = format!("{}/", dir.display());
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|target| target.display().to_string())
+        .filter(|target| target.starts_with(&want))
+        .collect()
+}
+
+/// Seed 004 through a real client: with `--fhcache on` the server keeps the file open
+/// between READs and WRITEs and closes it as soon as its last name is removed; with
+/// `--fhcache off` it holds nothing between calls. Same bytes either way.
+#[test]
+fn open_file_cache_on_and_off_through_libnfs() {
+    for mode in ["on", "off"] {
+        let d = Dirs::new(&format!("fhcache-{mode}"));
+        let (e, s) = (d.export(), d.state());
+        let server = Server::start(&[
+            e.to_str().unwrap(),
+            "--state-dir",
+            s.to_str().unwrap(),
+            "--squash",
+            "none",
+            "--fhcache",
+            mode,
+        ]);
+        let data = pattern(3 << 20, 7);
+        let local = d.base.join("local");
+        std::fs::write(&local, &data).unwrap();
+        ok("nfs-cp", &[local.to_str().unwrap(), &server.url_of("f")]);
+        assert!(ok("nfs-cat", &[&server.url_of("f")]) == data, "{mode}");
+        assert!(
+            std::fs::read(d.export().join("f")).unwrap() == data,
+            "{mode}"
+        );
+        let held = fds_under(server.pid(), &d.export());
+        if mode == "on" {
+            assert!(!held.is_empty(), "on: the file stays open between calls");
+        } else {
+            assert_eq!(
+                held,
+                Vec::<String>::new(),
+                "off: nothing open between calls"
+            );
+        }
+        runtime().block_on(async {
+            let client = connect(&server).await;
+            let root = client.mount("/").await.unwrap();
+            client.remove_file(&root, "f").await.unwrap();
+        });
+        assert_eq!(
+            fds_under(server.pid(), &d.export()),
+            Vec::<String>::new(),
+            "{mode}: removing the last name closed the cached descriptors"
+        );
+    }
+}

@@ -1,48 +1,83 @@
-//! `granary lab fhcache` (seed 004): what the open-file cache saves on one 4 KiB WRITE or
-//! READ of a real file, and what a cache hit itself costs.
+//! `granary lab fhcache` (seed 004): the handle/export/credential/open-file caches, on
+//! against off, through the real server on a host export and stage by stage in process.
 //!
-//! Each variant is a loop in this process on a file in a scratch directory (`$TMPDIR`, or
-//! `/tmp`): `off` opens the file, does the I/O system call and closes it, as a host export
-//! does per RPC without the cache; `on` takes the open file from
-//! [`sync::filecache::FileCache`] (a hit) and does the same system call. The stage rows
-//! time one piece alone: `open+close`, the cache hit, `pwrite`, `pread`.
+//! Groups (all in ns per call; lower is better; `off` is the baseline of each group):
 //!
-//! Not yet measured here (they need the host backend behind the cache, still being built):
-//! the iozone table through the server, and the per-stage breakdown of a whole RPC
-//! (decode, handle verify, export, credential, encode).
+//! - `iozone fN rR PASS`: the seed's table (`iozone -az -i0 -i1 -y1k -s128m -I -N`), re-run
+//!   by `granary bench`'s iozone matrix (granary's own client, one call at a time) against
+//!   two `granary serve DIR` host exports on tmpfs (`/dev/shm` when there is one, as the
+//!   seed's share was tmpfs), `--fhcache off` and `--fhcache on`, interleaved by the bench.
+//!   Records up to 1 MiB are one call (FILE_SYNC WRITE or READ); larger ones are 1 MiB
+//!   pieces (UNSTABLE WRITEs then COMMIT). The bench's own JSON, report and PNG plot are
+//!   kept in the iozone directory the notes name. One sample (one pass) per cell.
+//! - `nfs WRITE|READ 4KiB d64`: 64 calls in flight on one connection to each server, as
+//!   ns per call (the inverse of the rate).
+//! - `stage ...`: one 4 KiB WRITE or READ taken apart in process ([`stages`]): decode,
+//!   handle verify, export, credential, open, the I/O system call, close, encode; and the
+//!   whole call through the dispatcher to a host export, cache off and on.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+mod stages;
+
 use std::path::{Path, PathBuf};
 
-use sync::filecache::{Access, FileCache};
+use serde_json::Value;
 
-use crate::measure;
+use crate::e2e::{self, Load, Op};
 use crate::report::{Report, Variant};
 use crate::Settings;
 
 const SEED_CLAIM: &str = "nfsd_open ~20 us per 4 KiB WRITE (15 us of it fh_verify); the \
                           open cache saved ~1 us per WRITE below 64 KiB records";
 
-/// The file every loop uses: 1 MiB, I/O at 4 KiB offsets cycling through it.
-const FILE_BYTES: u64 = 1 << 20;
-const IO_BYTES: usize = 4096;
+/// Calls in flight on the connection of the `nfs ... d64` groups (the issue's goal:
+/// `on` at least 1.3 times `off` there).
+const NFS_DEPTH: usize = 64;
 
-struct Scratch {
-    dir: PathBuf,
-    path: PathBuf,
+/// The iozone file, MiB (the seed's `-s128m`); `--quick` uses a small one.
+const IOZONE_FILE_MIB: u32 = 128;
+const QUICK_IOZONE_FILE_MIB: u32 = 4;
+
+const MODES: [&str; 2] = ["off", "on"];
+
+/// A scratch directory holding one export directory per mode; removed when dropped.
+pub(crate) struct Scratch {
+    pub dir: PathBuf,
 }
 
 impl Scratch {
-    fn new() -> Result<Self, String> {
-        let base = std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
-        let dir = base.join(format!("granary-lab-fhcache-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let path = dir.join("f");
-        let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        file.set_len(FILE_BYTES)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Self { dir, path })
+    pub fn new(what: &str) -> Result<Self, String> {
+        let base = ["/dev/shm", "/tmp"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(format!("granary-lab-{what}-{}", std::process::id()));
+        for mode in MODES {
+            std::fs::create_dir_all(dir.join(mode))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        Ok(Self { dir })
+    }
+
+    pub fn export(&self, mode: &str) -> String {
+        self.dir.join(mode).display().to_string()
+    }
+
+    /// `granary serve` flags of one mode: its export directory, its own state directory,
+    /// no squashing (the lab runs as the directory's owner, usually root) and the switch.
+    pub fn serve_args(&self, mode: &str) -> Vec<String> {
+        let state = self.dir.join(format!("state-{mode}")).display().to_string();
+        [
+            &self.export(mode),
+            "--state-dir",
+            &state,
+            "--squash",
+            "none",
+            "--fhcache",
+            mode,
+        ]
+        .map(String::from)
+        .to_vec()
     }
 }
 
@@ -52,124 +87,203 @@ impl Drop for Scratch {
     }
 }
 
-fn open(path: &Path, write: bool) -> std::io::Result<File> {
-    OpenOptions::new().read(true).write(write).open(path)
-}
-
-/// One 4 KiB I/O at the next offset.
-fn io(file: &File, write: bool, buf: &mut [u8], offset: &mut u64) {
-    *offset = (*offset + IO_BYTES as u64) % FILE_BYTES;
-    let done = if write {
-        file.write_at(buf, *offset)
-    } else {
-        file.read_at(buf, *offset)
-    };
-    assert_eq!(done.ok(), Some(IO_BYTES), "4 KiB I/O on the scratch file");
-}
-
-/// ns per operation of one thread running `make()`'s loop.
-fn ns_per_op<O: FnMut()>(settings: &Settings, make: impl Fn() -> O + Sync) -> Vec<f64> {
-    (0..settings.samples)
-        .map(|_| 1e9 / measure::rate(1, settings.sample, |_| make()))
-        .collect()
-}
-
-fn variant(group: &str, label: &str, baseline: Option<&str>, samples: Vec<f64>) -> Variant {
+pub(crate) fn variant(group: &str, mode: &str, samples: Vec<f64>) -> Variant {
     Variant {
-        name: format!("{group} {label}"),
-        label: label.to_string(),
+        name: format!("{group} {mode}"),
+        label: if mode == "off" {
+            "off (before)".to_string()
+        } else {
+            mode.to_string()
+        },
         group: group.to_string(),
-        baseline: baseline.map(|b| format!("{group} {b}")),
+        baseline: (mode != "off").then(|| format!("{group} off")),
         samples,
     }
 }
 
-/// `off` (open + I/O + close) against `on` (cache hit + I/O) for one direction.
-fn io_group(scratch: &Scratch, write: bool, settings: &Settings, out: &mut Vec<Variant>) {
-    let group = if write { "write4k" } else { "read4k" };
-    let access = if write { Access::Write } else { Access::Read };
-    let cache: FileCache<u64, File> = FileCache::new(16);
-    let off = ns_per_op(settings, || {
-        let (mut buf, mut offset) = (vec![7u8; IO_BYTES], 0);
-        move || {
-            let file = open(&scratch.path, write).expect("open the scratch file");
-            io(&file, write, &mut buf, &mut offset);
-        }
-    });
-    let on = ns_per_op(settings, || {
-        let (mut buf, mut offset) = (vec![7u8; IO_BYTES], 0);
-        let cache = &cache;
-        move || {
-            let file = cache
-                .get_or_open(&1, access, || open(&scratch.path, write))
-                .expect("open the scratch file");
-            io(&file, write, &mut buf, &mut offset);
-        }
-    });
-    out.push(variant(group, "off (open+io+close)", None, off));
-    out.push(variant(
-        group,
-        "on (cache hit+io)",
-        Some("off (open+io+close)"),
-        on,
-    ));
+/// 4 KiB calls at depth 64 to a host export per mode: ns per call (1 / rate).
+fn nfs_group(
+    op: Op,
+    scratch: &Scratch,
+    settings: &Settings,
+    out: &mut Vec<Variant>,
+) -> Result<(), String> {
+    let name = if op == Op::Read { "READ" } else { "WRITE" };
+    let group = format!("nfs {name} 4KiB d{NFS_DEPTH}");
+    let flags: Vec<Vec<String>> = MODES.iter().map(|m| scratch.serve_args(m)).collect();
+    let flags: Vec<Vec<&str>> = flags
+        .iter()
+        .map(|f| f.iter().map(String::as_str).collect())
+        .collect();
+    let args: Vec<&[&str]> = flags.iter().map(Vec::as_slice).collect();
+    let load = Load {
+        op,
+        conns: 1,
+        in_flight: NFS_DEPTH,
+    };
+    for (mode, run) in MODES.into_iter().zip(e2e::runs(&args, load, settings)?) {
+        let ns: Vec<f64> = run.samples.iter().map(|rate| 1e9 / rate).collect();
+        out.push(variant(&group, mode, ns));
+    }
+    Ok(())
 }
 
-/// Each stage alone, so the cost outside the I/O call can be read off.
-fn stage_group(scratch: &Scratch, settings: &Settings, out: &mut Vec<Variant>) {
-    let group = "stage";
-    let open_close = ns_per_op(settings, || {
-        move || drop(open(&scratch.path, true).expect("open the scratch file"))
-    });
-    let cache: FileCache<u64, File> = FileCache::new(16);
-    let hit = ns_per_op(settings, || {
-        let cache = &cache;
-        move || {
-            let file = cache.get_or_open(&1, Access::Write, || open(&scratch.path, true));
-            drop(file.expect("open the scratch file"));
+/// The iozone matrix through two servers (off, on) by `granary bench` (run as a child
+/// process of this binary, its terminal output kept in `bench.txt`); its results.json.
+fn iozone_bench(scratch: &Scratch, out: &Path, settings: &Settings) -> Result<Value, String> {
+    let servers: Vec<harness::ServeProcess> = MODES
+        .iter()
+        .map(|m| {
+            let flags = scratch.serve_args(m);
+            e2e::start(&flags.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .collect::<Result<_, _>>()?;
+    let mib = if settings.quick {
+        QUICK_IOZONE_FILE_MIB
+    } else {
+        IOZONE_FILE_MIB
+    };
+    let mut argv = vec!["--log".to_string(), "warn".to_string(), "bench".to_string()];
+    for (mode, server) in MODES.iter().zip(&servers) {
+        let port = server.addr().port();
+        argv.push("--target".into());
+        argv.push(format!(
+            "{mode}=nfs://127.0.0.1/?nfsport={port}&mountport={port}"
+        ));
+    }
+    argv.extend(
+        [
+            "--workloads",
+            "iozone",
+            "--no-limit",
+            "--allow-busy",
+            "--iozone-file-mib",
+            &mib.to_string(),
+            "--out",
+            &out.display().to_string(),
+        ]
+        .map(String::from),
+    );
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find granary: {e}"))?;
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let ran = std::process::Command::new(exe)
+        .args(&argv)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("granary bench: {e}"))?;
+    drop(servers);
+    let said = [ran.stdout, ran.stderr].concat();
+    let _ = std::fs::write(out.join("bench.txt"), &said);
+    if !ran.status.success() {
+        return Err(format!(
+            "granary bench {argv:?} failed: {}",
+            String::from_utf8_lossy(&said)
+        ));
+    }
+    let path = out.join("results.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The bench's iozone samples as lab variants: ns per record, one sample per pass.
+fn iozone_variants(results: &Value, out: &mut Vec<Variant>) -> Vec<String> {
+    let mut rows: Vec<(String, [Option<f64>; 2])> = Vec::new();
+    let samples = results["samples"].as_array().cloned().unwrap_or_default();
+    for s in samples.iter().filter(|s| s["workload"] == "iozone") {
+        let (Some(phase), Some(target)) = (s["phase"].as_str(), s["target"].as_str()) else {
+            continue;
+        };
+        let Some(mode) = MODES.iter().position(|m| *m == target) else {
+            continue;
+        };
+        let us = s["latency_us"]["mean"]
+            .as_f64()
+            .or_else(|| s["ops_per_s"].as_f64().map(|r| 1e6 / r))
+            .filter(|us| us.is_finite() && *us > 0.0);
+        let row = match rows.iter_mut().find(|(p, _)| p == phase) {
+            Some(row) => row,
+            None => {
+                rows.push((phase.to_string(), [None, None]));
+                rows.last_mut().expect("just pushed")
+            }
+        };
+        row.1[mode] = us;
+    }
+    let mut table = vec![
+        "iozone through granary (µs per record, off / on):  KB  reclen  write  rewrite  read  \
+         reread"
+            .to_string(),
+    ];
+    let mut line = String::new();
+    for (phase, us) in &rows {
+        let group = format!("iozone {}", phase.replace('-', " "));
+        for (mode, us) in MODES.iter().zip(us) {
+            out.push(variant(
+                &group,
+                mode,
+                us.map(|u| u * 1e3).into_iter().collect(),
+            ));
         }
-    });
-    let file = open(&scratch.path, true).map_err(|e| e.to_string());
-    let file = file.expect("open the scratch file");
-    let pwrite = ns_per_op(settings, || {
-        let (mut buf, mut offset, file) = (vec![7u8; IO_BYTES], 0, &file);
-        move || io(file, true, &mut buf, &mut offset)
-    });
-    let pread = ns_per_op(settings, || {
-        let (mut buf, mut offset, file) = (vec![7u8; IO_BYTES], 0, &file);
-        move || io(file, false, &mut buf, &mut offset)
-    });
-    out.push(variant(group, "open+close", None, open_close));
-    out.push(variant(group, "cache hit", Some("open+close"), hit));
-    out.push(variant(group, "pwrite 4 KiB", Some("open+close"), pwrite));
-    out.push(variant(group, "pread 4 KiB", Some("open+close"), pread));
+        let cell = |u: Option<f64>| u.map_or("-".to_string(), |u| format!("{u:.0}"));
+        if phase.ends_with("-write") {
+            let head = phase.trim_end_matches("-write").replace('-', " ");
+            line = format!("  {head}:");
+        }
+        line += &format!(" {}/{}", cell(us[0]), cell(us[1]));
+        if phase.ends_with("-reread") {
+            table.push(std::mem::take(&mut line));
+        }
+    }
+    table
+}
+
+/// Where the iozone run writes: beside `--json-file` (`F-iozone/`), or a temporary
+/// directory.
+fn iozone_dir(settings: &Settings) -> PathBuf {
+    match &settings.json_file {
+        Some(f) => {
+            let stem = f.file_stem().map_or_else(
+                || "fhcache".to_string(),
+                |s| s.to_string_lossy().into_owned(),
+            );
+            f.with_file_name(format!("{stem}-iozone"))
+        }
+        None => std::env::temp_dir().join(format!("granary-lab-fhcache-{}", std::process::id())),
+    }
 }
 
 /// Runs the experiment.
 ///
 /// # Errors
-/// The scratch directory or file cannot be made.
+/// A scratch directory cannot be made, or a server or the bench cannot run.
 pub fn run(settings: &Settings) -> Result<Report, String> {
-    let scratch = Scratch::new()?;
+    let scratch = Scratch::new("fhcache")?;
     let mut variants = Vec::new();
-    io_group(&scratch, true, settings, &mut variants);
-    io_group(&scratch, false, settings, &mut variants);
-    stage_group(&scratch, settings, &mut variants);
-    let notes = vec![
-        "in process, one thread, a 1 MiB file in $TMPDIR (default /tmp): what the cache \
-         saves per 4 KiB WRITE/READ (off/on) and each stage alone; the server-side \
-         iozone table and whole-RPC stage breakdown need the host backend behind the \
-         cache and are not measured yet"
-            .to_string(),
-        format!(
-            "scratch directory's filesystem decides open/close cost: {}",
-            scratch.dir.display()
-        ),
-    ];
+    let mut notes = stages::run(&scratch, settings, &mut variants)?;
+    nfs_group(Op::Write, &scratch, settings, &mut variants)?;
+    nfs_group(Op::Read, &scratch, settings, &mut variants)?;
+    let dir = iozone_dir(settings);
+    let results = iozone_bench(&scratch, &dir, settings)?;
+    notes.extend(iozone_variants(&results, &mut variants));
+    notes.push(format!(
+        "iozone: granary bench's JSON, report.md and PNG plot in {}; one pass per cell \
+         (a pass stops after 2 s and counts the records done)",
+        dir.display()
+    ));
+    notes.push(format!(
+        "exports on {} ({}); `nfs` groups: ns per call = 1 / rate, one connection, {NFS_DEPTH} \
+         in flight; the client shares the machine's cores with the server",
+        scratch.dir.display(),
+        if scratch.dir.starts_with("/dev/shm") {
+            "tmpfs, like the seed's share"
+        } else {
+            "not tmpfs: fsync costs more than in the seed"
+        }
+    ));
     Ok(Report {
         experiment: "fhcache",
-        title: "open-file cache (seed 004)",
-        unit: "ns per op",
+        title: "handle, export, credential and open-file caches (seed 004)",
+        unit: "ns per call",
         higher_is_better: false,
         seed_claim: SEED_CLAIM,
         variants,

@@ -215,16 +215,31 @@ fn quick_fhcache_json_has_off_on_and_stages() {
     let out = granary(&["lab", "fhcache", "--quick", "--json", "--samples", "1"]);
     let json: Value = serde_json::from_str(&out).expect("one JSON object");
     let variants = check_shape(&json, "fhcache");
-    for name in [
-        "write4k off (open+io+close)",
-        "write4k on (cache hit+io)",
-        "read4k off (open+io+close)",
-        "read4k on (cache hit+io)",
-        "stage open+close",
-        "stage cache hit",
-        "stage pwrite 4 KiB",
-        "stage pread 4 KiB",
-    ] {
-        assert!(variants.contains_key(name), "{name} missing");
+    let mut names = vec![
+        "nfs WRITE 4KiB d64".to_string(),
+        "nfs READ 4KiB d64".to_string(),
+        "iozone f4m r4k write".to_string(),
+        "iozone f4m r1m reread".to_string(),
+    ];
+    for op in ["WRITE", "READ"] {
+        for stage in [
+            "decode",
+            "handle verify",
+            "export",
+            "credential",
+            "open",
+            "close",
+            "encode",
+            "whole call (dispatcher)",
+        ] {
+            names.push(format!("stage {op} 4KiB {stage}"));
+        }
+    }
+    for group in names {
+        for mode in ["off", "on"] {
+            let name = format!("{group} {mode}");
+            let median = variants.get(&name).and_then(|v| v["median"].as_f64());
+            assert!(median.is_some_and(|m| m > 0.0), "{name}: {median:?}");
+        }
     }
 }

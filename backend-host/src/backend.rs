@@ -77,6 +77,12 @@ impl Backend for HostFs {
             .ok_or(FsError::Stale)
     }
 
+    /// Failed syncs since start (see [`HostFs::writeback_errors`]).
+    fn writeback_errors(&self) -> u64 {
+        self.writeback_errors
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     fn getattr(&self, id: FileId) -> FsResult<Attr> {
         Ok(to_attr(&self.open(id, Access::Path)?.st))
     }

@@ -25,9 +25,10 @@
 //!   by `limits::MAX_SEARCH_ENTRIES`.
 //! - **Durable.** `FileSync` writes are `fsync`ed and `DataSync` writes `fdatasync`ed before
 //!   the call returns; `commit` runs `fdatasync` (and syncs the handle index). A failed
-//!   sync is counted in [`HostFs::writeback_errors`] and reported to the client as an
-//!   error; the server does not yet fold the count into its write verifier (so a client
-//!   that wrote UNSTABLE data before the failure is not told to resend it).
+//!   sync is reported to the client as an error and counted in
+//!   [`HostFs::writeback_errors`], which the NFS server folds into the write verifier of
+//!   later WRITE and COMMIT replies (`vfs::Backend::writeback_errors`), so clients resend
+//!   the UNSTABLE data they could have lost.
 //! - **Fast syscalls.** `statx` for attributes, `pread` straight into the reply buffer,
 //!   `pwrite` straight from the request, `getdents64` for listings, whose `d_off` values are
 //!   the READDIR cookies (ext4, xfs and btrfs keep them valid while the directory changes;

@@ -237,7 +237,7 @@ fn write(s: &NfsState, ctx: &CallContext, a: WriteArgs) -> WriteRes {
             file_wcc: wcc(&w.file),
             count: w.count,
             committed: stable_how(w.committed),
-            verf: s.write_verifier,
+            verf: s.write_verifier_for(t.export),
         }),
         Err(e) => Res3::Fail(
             status_of(e),
@@ -591,7 +591,7 @@ fn commit(s: &NfsState, ctx: &CallContext, a: CommitArgs) -> CommitRes {
     match commit {
         Ok(change) => Res3::Ok(CommitOk {
             file_wcc: wcc(&change),
-            verf: s.write_verifier,
+            verf: s.write_verifier_for(t.export),
         }),
         Err(e) => Res3::Fail(
             status_of(e),

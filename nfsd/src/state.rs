@@ -95,6 +95,19 @@ impl NfsState {
         }
     }
 
+    /// The write verifier of WRITE and COMMIT replies on `export`: the server's, changed
+    /// for every writeback error the export's backend has seen, so that a client whose
+    /// UNSTABLE data may be lost sees a new verifier and sends it again.
+    #[must_use]
+    pub fn write_verifier_for(&self, export: &vfs::Export) -> [u8; 8] {
+        let errors = export.backend().writeback_errors();
+        if errors == 0 {
+            return self.write_verifier;
+        }
+        let base = u64::from_be_bytes(self.write_verifier);
+        (base ^ errors.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_be_bytes()
+    }
+
     /// Verifies a client's handle: export, incarnation, MAC (and the generation, for a
     /// backend that reuses ids), client address allowed by the export. Then maps the
     /// caller's credential by the export's squash rules. Asks a mem backend nothing: a

@@ -32,6 +32,8 @@ struct Counting {
     calls: AtomicUsize,
     log: Mutex<Vec<&'static str>>,
     hook: Mutex<Option<Hook>>,
+    /// What `writeback_errors` reports (a test sets it).
+    writeback: std::sync::atomic::AtomicU64,
 }
 
 impl Counting {
@@ -71,6 +73,9 @@ impl Backend for Counting {
     fn generation(&self, id: FileId) -> FsResult<u32> {
         self.count("generation");
         self.inner.generation(id)
+    }
+    fn writeback_errors(&self) -> u64 {
+        self.writeback.load(Ordering::SeqCst)
     }
     fn getattr(&self, id: FileId) -> FsResult<Attr> {
         self.count("getattr");
@@ -231,6 +236,7 @@ impl Server {
             calls: AtomicUsize::new(0),
             log: Mutex::new(Vec::new()),
             hook: Mutex::new(None),
+            writeback: std::sync::atomic::AtomicU64::new(0),
         });
         let options = ExportOptions {
             squash: Squash::None,
@@ -385,6 +391,7 @@ const WRITE: u32 = 7;
 const CREATE: u32 = 8;
 const REMOVE: u32 = 12;
 const RENAME: u32 = 14;
+const COMMIT: u32 = 21;
 
 #[test]
 fn common_procedures_make_one_backend_call() {
@@ -762,4 +769,48 @@ fn a_small_read_reserves_a_small_reply() {
         reserved < 64 << 10,
         "a 4 KiB READ reserved {reserved} bytes"
     );
+}
+
+/// A writeback error changes the verifier of the next WRITE and COMMIT replies (and only
+/// then), so a client resends the UNSTABLE data it could have lost.
+#[test]
+fn a_writeback_error_changes_the_write_verifier() {
+    let s = Server::new();
+    let root = s.backend.root();
+    let root_fh = s.fh(&s.attr(root));
+    s.call(
+        ROOT,
+        CREATE,
+        &create_args(&root_fh, "f", CreateHow3::Guarded(mode(0o644))),
+    );
+    let f_fh = s.fh(&s.attr(s.lookup_id(root, "f")));
+    let write = WriteArgs {
+        file: f_fh.clone(),
+        offset: 0,
+        count: 3,
+        stable: StableHow::Unstable,
+        data: Bytes::from_static(b"abc"),
+    };
+    let verf = |reply: &(u32, Bytes)| match decode_reply::<WriteRes>(&reply.1) {
+        WriteRes::Ok(ok) => ok.verf,
+        other => panic!("WRITE failed: {other:?}"),
+    };
+    let commit_verf = || {
+        let args = CommitArgs {
+            file: f_fh.clone(),
+            offset: 0,
+            count: 0,
+        };
+        match decode_reply::<CommitRes>(&s.call(ROOT, COMMIT, &args).1) {
+            CommitRes::Ok(ok) => ok.verf,
+            other => panic!("COMMIT failed: {other:?}"),
+        }
+    };
+    assert_eq!(verf(&s.call(ROOT, WRITE, &write)), [1; 8]);
+    assert_eq!(commit_verf(), [1; 8]);
+    s.backend.writeback.store(1, Ordering::SeqCst);
+    let after = verf(&s.call(ROOT, WRITE, &write));
+    assert_ne!(after, [1; 8], "a new verifier after the error");
+    assert_eq!(commit_verf(), after, "COMMIT gives the same new verifier");
+    assert_eq!(verf(&s.call(ROOT, WRITE, &write)), after, "and it stays");
 }

@@ -59,6 +59,15 @@ pub trait Backend: Send + Sync + 'static {
         Ok(0)
     }
 
+    /// How many times data this backend had acknowledged may have been lost since it
+    /// started (a failed sync: a writeback error). The NFS server folds it into the write
+    /// verifier of its WRITE and COMMIT replies, so clients resend what they wrote
+    /// UNSTABLE. A backend whose acknowledged writes cannot be lost keeps the default, 0.
+    /// Called once per WRITE and COMMIT: must be a cheap counter read.
+    fn writeback_errors(&self) -> u64 {
+        0
+    }
+
     fn getattr(&self, id: FileId) -> FsResult<Attr>;
 
     /// Applies what `checks.setattr_rules` returns for `set`, atomically. If `guard` is

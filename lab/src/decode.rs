@@ -169,9 +169,21 @@ fn read_latencies(
     let dir = std::env::temp_dir().join(format!("granary-lab-decode-{}", std::process::id()));
     let image = make_image(&dir)?;
     let img = image.to_string_lossy().to_string();
+    let state = dir.join("state").to_string_lossy().to_string();
     let servers = MODES
         .iter()
-        .map(|(name, _)| super::e2e::start(&[&img, "--decode", name, "--erofs-cache-bytes", "0"]))
+        .map(|(name, _)| {
+            let args = [
+                img.as_str(),
+                "--decode",
+                name,
+                "--erofs-cache-bytes",
+                "0",
+                "--state-dir",
+                state.as_str(),
+            ];
+            super::e2e::start(&args)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -311,7 +311,14 @@ fn build_exports(
     open_files: usize,
 ) -> Result<(ExportTable, Vec<Arc<backend_host::HostFs>>), ServeError> {
     tracing::info!(timestamps = %config.timestamps, rangelock = %config.rangelock, "seed designs");
-    let persistent = config.exports.iter().any(|e| e.backend.is_host());
+    // Host and erofs exports hand out handles that outlive the process: both need the
+    // persisted handle key (and host exports their indexes) from the state directory.
+    let persistent = config.exports.iter().any(|e| {
+        matches!(
+            e.backend,
+            BackendConfig::Host { .. } | BackendConfig::Erofs { .. }
+        )
+    });
     let state_dir = persistent.then(|| {
         config
             .state_dir
@@ -360,13 +367,16 @@ fn build_exports(
                     }
                 };
                 let cache = config.erofs_cache_bytes;
-                let fs = backend_erofs::ErofsBackend::open(image, workers, cache).map_err(|e| {
-                    ServeError::Backend {
-                        path: c.path.clone(),
-                        message: format!("{}: {e}", image.display()),
-                    }
-                })?;
-                (Arc::new(fs), numbered(i), rand::random())
+                let image_err = |e: &dyn std::fmt::Display| ServeError::Backend {
+                    path: c.path.clone(),
+                    message: format!("{}: {e}", image.display()),
+                };
+                let fs = backend_erofs::ErofsBackend::open(image, workers, cache)
+                    .map_err(|e| image_err(&e))?;
+                // From the image itself: the same image (or a copy) keeps its handles
+                // across restarts, another image makes them STALE.
+                let incarnation = fs.incarnation().map_err(|e| image_err(&e))?;
+                (Arc::new(fs), numbered(i), incarnation)
             }
         };
         exports.push(Export::new(
@@ -377,9 +387,10 @@ fn build_exports(
             backend,
         ));
     }
-    // Handles of mem and erofs exports die with the server: a fresh incarnation per run
-    // makes an old handle STALE rather than naming a different file. Host exports keep
-    // theirs, and the key, in the state directory, so their handles survive a restart.
+    // Handles of mem exports die with the server: a fresh incarnation per run makes an
+    // old handle STALE rather than naming a different file. Host exports keep theirs in
+    // the state directory and erofs exports derive theirs from the image; with the key
+    // kept there too, their handles survive a restart.
     let key = match &state_dir {
         Some(dir) => crate::state::handle_key(dir).map_err(ServeError::Export)?,
         None => HandleKey::new(rand::random()),

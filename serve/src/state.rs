@@ -85,22 +85,42 @@ fn private_secret<const N: usize>(path: &Path, lost: &str) -> Result<[u8; N], St
                 )
             })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let mut raw = [0u8; N];
-            rand::Rng::fill(&mut rand::thread_rng(), &mut raw[..]);
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(path)
-                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-            f.write_all(&raw)
-                .and_then(|()| f.sync_all())
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_secret(path, lost),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Makes the secret for `path`: written and synced under a name of its own, then
+/// linked into place, so servers starting at once in one state directory (tests, the lab's
+/// three decode servers) never read a half-written file: the first link wins and the
+/// others read what it linked.
+fn create_secret<const N: usize>(path: &Path, lost: &str) -> Result<[u8; N], String> {
+    let mut raw = [0u8; N];
+    rand::Rng::fill(&mut rand::thread_rng(), &mut raw[..]);
+    let mut tmp_name = path.as_os_str().to_owned();
+    let unique: u64 = rand::random();
+    tmp_name.push(format!(".{}.{unique:016x}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp_name);
+    let written = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(&raw).and_then(|()| f.sync_all()));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("cannot write {}: {e}", tmp.display()));
+    }
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
             tracing::info!(path = %path.display(), "created new persistent state");
             Ok(raw)
         }
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => private_secret(path, lost),
+        Err(e) => Err(format!("cannot create {}: {e}", path.display())),
     }
 }
 
@@ -152,5 +172,39 @@ mod tests {
         std::fs::write(&key, b"short").unwrap();
         assert!(handle_key(&dir).unwrap_err().contains("damaged"));
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn servers_starting_at_once_agree_on_the_key() {
+        let dir = std::env::temp_dir().join(format!("granary-state-race-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        prepare(&dir).unwrap();
+        let h = vfs::Handle {
+            export: vfs::ExportId(1),
+            incarnation: 9,
+            file: vfs::FileId(2),
+            generation: 3,
+        };
+        // The same key signs a handle the same way.
+        let keys: Vec<String> = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| format!("{:?}", handle_key(&dir).map(|k| k.encode(&h)))))
+                .collect();
+            runs.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        assert!(
+            keys.iter().all(|k| k == &keys[0] && k.starts_with("Ok")),
+            "{keys:?}"
+        );
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            [std::ffi::OsString::from("handle.key")],
+            "no temporary files left"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -49,8 +49,8 @@ struct ServeArgs {
     #[arg(value_name = "PATH")]
     source: Option<PathBuf>,
 
-    /// Where persistent state lives: the handle key and the handle indexes of host
-    /// exports. Default: /var/lib/granary as root, else $XDG_STATE_HOME/granary
+    /// Where persistent state lives: the handle key (used when a host or erofs export is
+    /// served) and the handle indexes of host exports. Default: /var/lib/granary as root, else $XDG_STATE_HOME/granary
     /// (~/.local/state/granary).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,

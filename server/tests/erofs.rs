@@ -210,7 +210,14 @@ fn fsck_extract(image: &Path, to: &Path) {
 
 async fn serve_and_compare(image: &Path, src: &Path, opts: &[&str], scratch: &Path) {
     // No squashing: root must read files that only their owner may read.
-    let server = Server::start(&[image.to_str().unwrap(), "--squash", "none"]);
+    let state = scratch.join("state");
+    let server = Server::start(&[
+        image.to_str().unwrap(),
+        "--squash",
+        "none",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
     let client = Nfs3Client::connect(server.addr, server.addr).await.unwrap();
     let root = client.mount("/").await.expect("mount");
     let files = walk_nfs(&client, root.clone(), src, opts).await;
@@ -269,7 +276,12 @@ async fn a_64_mib_file_reads_back_through_nfs_cat_and_the_kernel() {
     std::fs::write(src.join("huge"), &data).unwrap();
     let image = dir.join("huge.erofs");
     tree::mkfs(&image, &src, &["-zlz4hc", "-C65536", "-Eztailpacking"]);
-    let server = Server::start(&[image.to_str().unwrap()]);
+    let state = dir.join("state");
+    let server = Server::start(&[
+        image.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
     assert!(
         nfs_cat(&server, Path::new("huge")) == data,
         "64 MiB through nfs-cat"
@@ -306,7 +318,12 @@ async fn a_corrupt_cluster_fails_only_its_file() {
     let noise = tree::bytes(3, len as usize, false);
     bytes[offset as usize..(offset + len) as usize].copy_from_slice(&noise);
     std::fs::write(&image, &bytes).unwrap();
-    let server = Server::start(&[image.to_str().unwrap()]);
+    let state = dir.join("state");
+    let server = Server::start(&[
+        image.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
     let client = Nfs3Client::connect(server.addr, server.addr).await.unwrap();
     let root = client.mount("/").await.expect("mount");
     let (bad, _) = client.lookup_ok(&root, "bad").await.unwrap();
@@ -323,5 +340,83 @@ async fn a_corrupt_cluster_fails_only_its_file() {
         client.read_all(&ok).await.unwrap() == good,
         "the other file is still served"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// GETATTR's status for `fh` (a handle of an earlier run).
+async fn getattr_status(client: &Nfs3Client, fh: &NfsFh3) -> nfs3::nfs::Nfsstat3 {
+    let args = nfs3::nfs::GetattrArgs { object: fh.clone() };
+    client.getattr(&args).await.expect("GETATTR call").status()
+}
+
+/// Handles of a few files of the tree, by path, from a server serving an image of it.
+async fn handles_of(server: &Server) -> (Nfs3Client, Vec<(String, NfsFh3)>) {
+    let client = Nfs3Client::connect(server.addr, server.addr).await.unwrap();
+    let root = client.mount("/").await.expect("mount");
+    let mut out = vec![("/".to_string(), root.clone())];
+    for path in ["sub", "sub/deeper", "one", "text-4097"] {
+        let fh = client.lookup_path(&root, path).await.expect(path).0;
+        out.push((path.to_string(), fh));
+    }
+    (client, out)
+}
+
+/// Issue 14: a restart serving the same image (or a byte copy of it) accepts the handles
+/// the last run gave out, on a fresh connection without MOUNT, and reads the same data
+/// through them; a server of another image (the same tree built again: a new uuid)
+/// answers them NFS3ERR_STALE. The handle key persists in `--state-dir`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handles_survive_a_restart_and_go_stale_with_another_image() {
+    let dir = tree::scratch("restart");
+    let src = dir.join("tree");
+    tree::make_tree(&src, false, false);
+    let image = dir.join("a.erofs");
+    tree::mkfs(&image, &src, &["-zlz4hc"]);
+    let state = dir.join("state");
+    let serve = |img: &Path| {
+        Server::start(&[
+            img.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+    };
+    let first = serve(&image);
+    let (client, old) = handles_of(&first).await;
+    let file = &old.iter().find(|(p, _)| p == "text-4097").unwrap().1;
+    let data = client.read_all(file).await.unwrap();
+    drop(client);
+    first.terminate();
+
+    let copy = dir.join("copy.erofs");
+    std::fs::copy(&image, &copy).unwrap();
+    for img in [&image, &copy] {
+        let again = serve(img);
+        let client = Nfs3Client::connect(again.addr, again.addr).await.unwrap();
+        for (path, fh) in &old {
+            let status = getattr_status(&client, fh).await;
+            assert_eq!(status, nfs3::nfs::Nfsstat3::Ok, "{path} after a restart");
+        }
+        assert!(
+            client.read_all(file).await.unwrap() == data,
+            "READ after a restart"
+        );
+        drop(client);
+        again.terminate();
+    }
+
+    let other = dir.join("b.erofs");
+    tree::mkfs(&other, &src, &["-zlz4hc"]);
+    let changed = serve(&other);
+    let client = Nfs3Client::connect(changed.addr, changed.addr)
+        .await
+        .unwrap();
+    for (path, fh) in &old {
+        let status = getattr_status(&client, fh).await;
+        assert_eq!(
+            status,
+            nfs3::nfs::Nfsstat3::Stale,
+            "{path} of another image"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -63,6 +63,7 @@ use crate::inode::{Body, Inode, InodeState, Meta};
 use crate::space::Space;
 use crate::table::{Table, ROOT};
 
+pub use crate::space::{entry_charge, ENTRY_CHARGE_BYTES, INODE_CHARGE_BYTES};
 pub use crate::sparse::CHUNK_BYTES;
 pub use gtime::TimestampMode;
 pub use sync::RangeLockMode;

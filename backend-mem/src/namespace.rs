@@ -15,7 +15,7 @@ use vfs::{
 
 use crate::dir::Entry;
 use crate::inode::{write_pair, Body, Inode, InodeState, Meta, Regular};
-use crate::space::Space;
+use crate::space::{entry_charge, Space};
 use crate::MemFs;
 
 /// A file about to be created.
@@ -130,7 +130,8 @@ impl MemFs {
         };
         ready.check()?;
         self.space.reserve_file()?;
-        if let Err(err) = self.space.reserve_bytes(ready.body.charged_bytes()) {
+        let bytes = ready.body.charged_bytes() + entry_charge(name);
+        if let Err(err) = self.space.reserve_bytes(bytes) {
             self.space.release_file();
             return Err(err);
         }
@@ -247,6 +248,7 @@ impl MemFs {
             return Err(FsError::NotEmpty);
         }
         dir_state.body.dir_mut()?.remove(name);
+        self.space.release_bytes(entry_charge(name));
         let stamps = self
             .clock
             .stamp_all(&[(&dir_inode.ctime, true), (&victim.ctime, false)]);
@@ -291,7 +293,9 @@ impl MemFs {
         let (mut dir_state, mut target_state) = write_pair(&dir_inode, &target)?;
         let before = dir_inode.observed_attr(&dir_state);
         checks.may_change_entries(&before)?;
-        dir_state.body.dir_mut()?.insert(name, id, false);
+        let entries = dir_state.body.dir_mut()?;
+        self.space.reserve_bytes(entry_charge(name))?;
+        entries.insert(name, id, false);
         target_state.meta.nlink += 1;
         let stamps = self
             .clock

@@ -21,6 +21,7 @@ use vfs::{Attr, Change, Checks, FileId, FsError, FsResult, Name, PreAttr, Rename
 
 use crate::dir::{Dir, Entry};
 use crate::inode::{Body, Inode, InodeState, WriteGuard};
+use crate::space::entry_charge;
 use crate::table::ROOT;
 use crate::MemFs;
 
@@ -202,6 +203,15 @@ impl MemFs {
             plan.replaced.map(|r| attr_of(r.id, &guards)).as_ref(),
             checks,
         )?;
+        // The names' charge moves from `from` (and a replaced `to`) to the new `to`;
+        // taken before anything changes, so a full file system refuses with nothing done.
+        let replaced_name = if plan.replaced.is_some() {
+            entry_charge(to)
+        } else {
+            0
+        };
+        self.space
+            .recharge_bytes(entry_charge(from) + replaced_name, entry_charge(to))?;
         // A directory's entries change (mtime follows ctime); anything else: ctime only.
         let cells: Vec<(&Ctime, bool)> = inodes
             .iter()

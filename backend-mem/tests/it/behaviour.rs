@@ -1,6 +1,6 @@
 //! One test per promised behaviour of the mem backend, each through `vfs::Backend`.
 
-use granary_backend_mem::{MemConfig, CHUNK_BYTES};
+use granary_backend_mem::{MemConfig, CHUNK_BYTES, ENTRY_CHARGE_BYTES, INODE_CHARGE_BYTES};
 use gtime::Timestamp;
 use vfs::limits::{MAX_FILE_SIZE, MAX_IO_BYTES, MAX_LINKS};
 use vfs::{
@@ -48,6 +48,7 @@ fn root_and_properties() {
 fn sparse_holes_read_as_zeros() {
     let fx = Fx::new();
     let f = fx.create(fx.root(), "f");
+    let free = fx.fs.fsstat().unwrap().free_bytes;
     fx.write(f, 5 * C + 3, b"xyz");
     let attr = fx.fs.getattr(f).unwrap();
     assert_eq!((attr.size_bytes, attr.used_bytes), (5 * C + 6, C));
@@ -58,13 +59,14 @@ fn sparse_holes_read_as_zeros() {
     // Zeros into a hole allocate nothing.
     fx.write(f, 0, &vec![0; 2 * C as usize]);
     assert_eq!(fx.fs.getattr(f).unwrap().used_bytes, C);
-    assert_eq!(fx.fs.fsstat().unwrap().free_bytes, (1 << 30) - C);
+    assert_eq!(fx.fs.fsstat().unwrap().free_bytes, free - C);
 }
 
 #[test]
 fn truncate_shrink_then_grow_reads_zeros() {
     let fx = Fx::new();
     let f = fx.create(fx.root(), "f");
+    let free = fx.fs.fsstat().unwrap().free_bytes;
     fx.write(f, 0, &vec![0xee; 3 * C as usize]);
     let attr = fx.fs.setattr(f, &fx.size(C + 10), None).unwrap();
     assert_eq!((attr.size_bytes, attr.used_bytes), (C + 10, 2 * C));
@@ -76,13 +78,15 @@ fn truncate_shrink_then_grow_reads_zeros() {
     assert_eq!(contents.len() as u64, 4 * C);
     fx.fs.setattr(f, &fx.size(0), None).unwrap();
     assert_eq!(fx.fs.getattr(f).unwrap().used_bytes, 0);
-    assert_eq!(fx.fs.fsstat().unwrap().free_bytes, 1 << 30);
+    assert_eq!(fx.fs.fsstat().unwrap().free_bytes, free);
 }
 
 #[test]
 fn no_space_at_the_cap_leaves_the_file_unchanged() {
+    // The root's and f's inodes and f's name, then two chunks of data.
+    let meta = 2 * INODE_CHARGE_BYTES + ENTRY_CHARGE_BYTES + 1;
     let fx = Fx::with(MemConfig {
-        capacity_bytes: 2 * C,
+        capacity_bytes: 2 * C + meta,
         ..MemConfig::default()
     });
     let f = fx.create(fx.root(), "f");
@@ -97,7 +101,7 @@ fn no_space_at_the_cap_leaves_the_file_unchanged() {
     let stat = fx.fs.fsstat().unwrap();
     assert_eq!(
         (stat.total_bytes, stat.free_bytes, stat.avail_bytes),
-        (2 * C, C, C)
+        (2 * C + meta, C, C)
     );
     // What fits still goes in, and removing the file gives everything back.
     fx.write(f, C, &[2; 10]);
@@ -107,13 +111,18 @@ fn no_space_at_the_cap_leaves_the_file_unchanged() {
         Err(FsError::NoSpc)
     );
     fx.fs.remove(fx.root(), &n("f")).unwrap();
-    assert_eq!(fx.fs.fsstat().unwrap().free_bytes, 2 * C);
+    assert_eq!(
+        fx.fs.fsstat().unwrap().free_bytes,
+        2 * C + meta - INODE_CHARGE_BYTES
+    );
 }
 
 #[test]
 fn symlink_targets_count_against_the_cap() {
+    // The root's and s's inodes and s's name, then 10 bytes of targets.
+    let meta = 2 * INODE_CHARGE_BYTES + ENTRY_CHARGE_BYTES + 1;
     let fx = Fx::with(MemConfig {
-        capacity_bytes: 10,
+        capacity_bytes: 10 + meta,
         ..MemConfig::default()
     });
     let root = fx.root();
@@ -128,7 +137,42 @@ fn symlink_targets_count_against_the_cap() {
     assert_eq!(fx.fs.lookup(root, &n("t")), Err(FsError::NoEnt));
     assert_eq!(fx.fs.fsstat().unwrap().free_files, 1_000_000 - 2);
     fx.fs.remove(root, &n("s")).unwrap();
-    assert_eq!(fx.fs.fsstat().unwrap().free_bytes, 10);
+    assert_eq!(
+        fx.fs.fsstat().unwrap().free_bytes,
+        10 + meta - INODE_CHARGE_BYTES
+    );
+}
+
+#[test]
+fn names_and_inodes_count_against_the_cap() {
+    // Empty files with long names: each costs an inode and an entry, so a small cap
+    // fills up by metadata alone, and removing them gives every byte back.
+    let name_of = |i: usize| format!("{i:0>255}");
+    let each = INODE_CHARGE_BYTES + ENTRY_CHARGE_BYTES + 255;
+    let capacity = 64 << 10;
+    let fx = Fx::with(MemConfig {
+        capacity_bytes: capacity,
+        ..MemConfig::default()
+    });
+    let root = fx.root();
+    let none = SetAttr::default();
+    let mut made = 0;
+    let refused = loop {
+        let how = CreateMode::Unchecked(none.clone());
+        match fx.fs.create(root, &n(&name_of(made)), &how, OWNER) {
+            Ok(_) => made += 1,
+            Err(err) => break err,
+        }
+    };
+    assert_eq!(refused, FsError::NoSpc);
+    assert_eq!(made as u64, (capacity - INODE_CHARGE_BYTES) / each);
+    let stat = fx.fs.fsstat().unwrap();
+    assert!(stat.free_bytes < each, "{} bytes left", stat.free_bytes);
+    for i in 0..made {
+        fx.fs.remove(root, &n(&name_of(i))).unwrap();
+    }
+    let stat = fx.fs.fsstat().unwrap();
+    assert_eq!(stat.free_bytes, capacity - INODE_CHARGE_BYTES);
 }
 
 #[test]
@@ -172,6 +216,7 @@ fn hard_links_count_names_and_the_last_one_frees_the_file() {
     let fx = Fx::new();
     let root = fx.root();
     let d = fx.mkdir(root, "d");
+    let free = fx.fs.fsstat().unwrap().free_bytes;
     let f = fx.create(root, "f");
     fx.write(f, 0, b"data");
     fx.fs.link(f, d, &n("g")).unwrap();
@@ -188,7 +233,7 @@ fn hard_links_count_names_and_the_last_one_frees_the_file() {
     let write = fx.fs.write(f, 0, b"x", Stability::Unstable);
     assert_eq!(write, Err(FsError::Stale));
     assert_eq!(fx.fs.link(f, root, &n("back")), Err(FsError::Stale));
-    assert_eq!(fx.fs.fsstat().unwrap().free_bytes, 1 << 30);
+    assert_eq!(fx.fs.fsstat().unwrap().free_bytes, free);
 }
 
 #[test]

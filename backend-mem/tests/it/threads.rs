@@ -115,8 +115,14 @@ fn creates_and_removes_in_one_directory() {
         stat.free_files,
         1_000_000 - 2 - (THREADS * FILES / 2) as u64
     );
-    let used = (THREADS * FILES / 2) as u64 * granary_backend_mem::CHUNK_BYTES;
-    assert_eq!(stat.free_bytes, (1 << 30) - used);
+    // One chunk, one inode and one name per file left, and the root's and dir's.
+    use granary_backend_mem::{entry_charge, CHUNK_BYTES, INODE_CHARGE_BYTES};
+    let left = (0..THREADS).flat_map(|t| (0..FILES).step_by(2).map(move |i| (t, i)));
+    let used: u64 = left
+        .map(|(t, i)| CHUNK_BYTES + INODE_CHARGE_BYTES + entry_charge(&n(&format!("t{t}-{i}"))))
+        .sum();
+    let dirs = 2 * INODE_CHARGE_BYTES + entry_charge(&n("d"));
+    assert_eq!(stat.free_bytes, (1 << 30) - used - dirs);
 }
 
 /// Two threads keep moving two directories into each other; the subtree check under the

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use granary_backend_mem::{ENTRY_CHARGE_BYTES, INODE_CHARGE_BYTES};
 use vfs::{FileType, FsError};
 
 use super::{
@@ -13,6 +14,11 @@ use super::{
 
 type NodeId = usize;
 const ROOT: NodeId = 0;
+
+/// Bytes one directory entry named `name` is charged (the backend's rule, restated).
+fn entry(name: &str) -> u64 {
+    ENTRY_CHARGE_BYTES + name.len() as u64
+}
 
 #[derive(Debug, Clone)]
 enum Kind {
@@ -60,7 +66,7 @@ impl Model {
         Self {
             nodes: BTreeMap::from([(ROOT, root)]),
             next: 1,
-            used_bytes: 0,
+            used_bytes: INODE_CHARGE_BYTES,
             files: 1,
         }
     }
@@ -263,10 +269,11 @@ impl Model {
         if self.files + 1 > MAX_FILES {
             return Err(FsError::NoSpc);
         }
-        let bytes = match kind {
+        let body = match kind {
             Kind::Symlink(len) => len as u64,
             _ => 0,
         };
+        let bytes = INODE_CHARGE_BYTES + body + entry(name);
         if self.used_bytes + bytes > CAPACITY_BYTES {
             return Err(FsError::NoSpc);
         }
@@ -400,7 +407,7 @@ impl Model {
         let node = self.nodes.get_mut(&id).expect("live node");
         node.nlink -= 1;
         if node.nlink == 0 || self.is_dir(id) {
-            self.used_bytes -= self.charged(id);
+            self.used_bytes -= self.charged(id) + INODE_CHARGE_BYTES;
             self.files -= 1;
             self.nodes.remove(&id);
         }
@@ -418,6 +425,7 @@ impl Model {
             return Err(FsError::NotEmpty);
         }
         self.entries_mut(dir).remove(&at.name);
+        self.used_bytes -= entry(&at.name);
         self.unlink(victim);
         Ok(Out::Done)
     }
@@ -462,6 +470,15 @@ impl Model {
         }
         if let Some(replaced) = replaced {
             self.check_replace(moving, replaced)?;
+        }
+        // The names' charge moves from `from` (and a replaced `to`) to the new `to`.
+        let old = entry(&from.name) + replaced.map_or(0, |_| entry(&to.name));
+        let new = entry(&to.name);
+        if self.used_bytes + new.saturating_sub(old) > CAPACITY_BYTES {
+            return Err(FsError::NoSpc);
+        }
+        self.used_bytes = self.used_bytes + new - old;
+        if let Some(replaced) = replaced {
             self.entries_mut(to_dir).remove(&to.name);
             self.unlink(replaced);
         }
@@ -487,6 +504,10 @@ impl Model {
         if exists {
             return Err(FsError::Exist);
         }
+        if self.used_bytes + entry(&to.name) > CAPACITY_BYTES {
+            return Err(FsError::NoSpc);
+        }
+        self.used_bytes += entry(&to.name);
         self.entries_mut(to_dir).insert(to.name.clone(), id);
         self.nodes.get_mut(&id).expect("live node").nlink += 1;
         Ok(Out::Done)

@@ -53,6 +53,8 @@ RUSTFLAGS="--cfg granary_loom" cargo test --quiet -p granary-runtime --lib --tar
 log "loom model checks (range lock, open-file cache, multigrain clock)"
 RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --quiet --release -p granary-sync --lib --target-dir target/loom-sync loom
 RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --quiet --release -p granary-time --lib --target-dir target/loom-sync loom
+log "fuzzing: every cargo-fuzz target for ${FUZZ_SECONDS:-15} s from the committed seeds (scripts/fuzz.sh)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-15} scripts/fuzz.sh
 log "Linux kernel NFS client in a Debian guest, granary and knfsd side by side (kernel-tests/)"
 kernel-tests/run.sh
 log "all tests passed in $(( $(date +%s) - start )) s"

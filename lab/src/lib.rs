@@ -13,6 +13,7 @@
 mod decode;
 mod e2e;
 mod fhcache;
+mod idle;
 mod measure;
 mod multigrain;
 mod plot;

@@ -7,7 +7,9 @@
 //! - wake-ups of idle workers per second when every worker armed timers and went idle
 //!   but worker 0 (lower is better: pull lets the busy migrator expire them);
 //! - global timers fired per second with every worker busy;
-//! - WRITE rate through the server started with each `--timers` mode.
+//! - WRITE rate through the server started with each `--timers` mode;
+//! - a server per mode holding 1,000 idle connections: its workers' wake-ups and its CPU
+//!   time per second (the connections' idle/stall checks are one global scan timer).
 //!
 //! The measuring code is `timer_experiment`.
 
@@ -17,7 +19,7 @@ use runtime::timers::TimerMode;
 
 use super::report::{Report, Variant};
 use super::timer_experiment::{fire_rate, idle_wakeups, insert_cancel_ns, Design, SPIN};
-use super::{e2e, measure, Settings};
+use super::{e2e, idle, measure, Settings};
 
 const SEED_CLAIM: &str = "enqueue+cancel of 1000 timers with the other CPUs busy: 145 ns \
                           (push: enqueue on a remote busy CPU) → 109 ns (pull: always local), \
@@ -114,11 +116,27 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
     let flags: Vec<[&str; 2]> = ours.iter().map(|d| ["--timers", d.name()]).collect();
     let designs: Vec<&[&str]> = flags.iter().map(|f| &f[..]).collect();
     for (design, run) in ours
-        .into_iter()
+        .iter()
+        .copied()
         .zip(e2e::runs(&designs, e2e::WRITES, settings)?)
     {
         variants.push(variant(group, design, run.samples));
     }
+    let conns = if settings.quick { 200 } else { 1000 };
+    let window = if settings.quick {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(3)
+    };
+    let idle = idle::idle_servers(&designs, conns, window, settings.samples)?;
+    let wake_group = format!("server with {conns} idle connections: worker wake-ups per second");
+    let cpu_group = format!("server with {conns} idle connections: CPU ms per second");
+    let mut cpu = Vec::new();
+    for (design, run) in ours.iter().zip(idle) {
+        variants.push(variant(&wake_group, *design, run.wakeups_per_sec));
+        cpu.push(variant(&cpu_group, *design, run.cpu_ms_per_sec));
+    }
+    variants.extend(cpu);
     let mut notes = vec![
         "units differ per group (see each group's name); after/before is over push in every group: \
          for ns per pair and wake-ups lower is better, for fired/s and WRITE ops/s higher is better"

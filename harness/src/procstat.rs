@@ -1,0 +1,139 @@
+//! What a running process costs while it waits: how often its threads went to sleep
+//! (each voluntary context switch ends one wake-up) and how much CPU time it used, read
+//! from `/proc/PID/task/*` (Linux). Used to show that a server holding idle connections
+//! is not woken for them (seed 002, issue 15).
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Counters of one process at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcCounters {
+    /// Voluntary context switches of the threads whose name starts with the prefix asked
+    /// for (granary's workers are `granary-worker-N`).
+    pub wakeups: u64,
+    /// CPU time of every thread of the process, in ns (`schedstat`'s run time).
+    pub cpu_ns: u64,
+}
+
+impl ProcCounters {
+    /// Reads `pid`'s counters; threads that exit while they are read are skipped.
+    ///
+    /// # Errors
+    /// If `/proc/PID/task` cannot be listed (the process is gone, or not Linux).
+    pub fn read(pid: u32, thread_prefix: &str) -> std::io::Result<Self> {
+        let mut counters = Self::default();
+        for task in fs::read_dir(format!("/proc/{pid}/task"))? {
+            let dir = task?.path();
+            let Ok(schedstat) = fs::read_to_string(dir.join("schedstat")) else {
+                continue;
+            };
+            counters.cpu_ns += first_number(&schedstat);
+            let name = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            if !name.starts_with(thread_prefix) {
+                continue;
+            }
+            let status = fs::read_to_string(dir.join("status")).unwrap_or_default();
+            counters.wakeups += status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .map_or(0, first_number);
+        }
+        Ok(counters)
+    }
+
+    /// Wake-ups and CPU milliseconds per second between `earlier` and `self`.
+    #[must_use]
+    pub fn rates_since(&self, earlier: &Self, over: Duration) -> (f64, f64) {
+        let secs = over.as_secs_f64();
+        let wakeups = self.wakeups.saturating_sub(earlier.wakeups) as f64 / secs;
+        let cpu_ms = self.cpu_ns.saturating_sub(earlier.cpu_ns) as f64 / 1e6 / secs;
+        (wakeups, cpu_ms)
+    }
+}
+
+/// An RPC NULL call to NFSv3 with AUTH_NONE, in one record.
+pub fn null_call(xid: u32) -> Vec<u8> {
+    let words = [xid, 0, 2, 100_003, 3, 0, 0, 0, 0, 0];
+    let mut record = Vec::with_capacity(4 + words.len() * 4);
+    record.extend_from_slice(&(0x8000_0000u32 | (words.len() as u32 * 4)).to_be_bytes());
+    for word in words {
+        record.extend_from_slice(&word.to_be_bytes());
+    }
+    record
+}
+
+/// `count` connections to `addr`, each answered one NULL call, to be left idle.
+///
+/// # Errors
+/// If a connection is refused or its NULL call gets no reply within 10 s.
+pub fn idle_connections(addr: SocketAddr, count: usize) -> Result<Vec<TcpStream>, String> {
+    let mut conns = Vec::with_capacity(count);
+    for i in 0..count {
+        let mut conn = TcpStream::connect(addr).map_err(|e| format!("connection {i}: {e}"))?;
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
+        conn.write_all(&null_call(i as u32))
+            .map_err(|e| format!("connection {i}: {e}"))?;
+        let mut reply = [0u8; 28];
+        conn.read_exact(&mut reply)
+            .map_err(|e| format!("connection {i}: no reply to NULL: {e}"))?;
+        conns.push(conn);
+    }
+    Ok(conns)
+}
+
+fn first_number(text: &str) -> u64 {
+    text.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sleeping_thread_counts_its_wakeups_and_a_spinning_one_its_cpu() {
+        let pid = std::process::id();
+        let before = ProcCounters::read(pid, "lab-sleeper").unwrap();
+        std::thread::Builder::new()
+            .name("lab-sleeper".into())
+            .spawn(|| {
+                for _ in 0..20 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        // The thread is gone, its counts with it: a live one is needed to see them.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let sleeper = std::thread::Builder::new()
+            .name("lab-sleeper".into())
+            .spawn(move || {
+                for _ in 0..20 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                // Spins until this thread itself has run 30 ms (however busy the machine).
+                let ran =
+                    || first_number(&fs::read_to_string("/proc/thread-self/schedstat").unwrap());
+                let start = ran();
+                while ran() < start + 30_000_000 {}
+                rx.recv().ok();
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let after = ProcCounters::read(pid, "lab-sleeper").unwrap();
+        tx.send(()).unwrap();
+        sleeper.join().unwrap();
+        assert!(after.wakeups >= before.wakeups + 20, "{before:?} {after:?}");
+        assert!(
+            after.cpu_ns >= before.cpu_ns + 25_000_000,
+            "{before:?} {after:?}"
+        );
+    }
+}

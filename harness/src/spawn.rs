@@ -228,9 +228,11 @@ mod tests {
     #[test]
     fn keeps_what_the_server_says_on_the_way_out() {
         let mut cmd = Command::new("sh");
-        let script = "echo 'granary: serving NFSv3 + MOUNT v3 on 127.0.0.1:4049 (2 workers)'; \
+        // The trap is set before the address is printed: a SIGTERM sent as soon as the
+        // address is read must find it.
+        let script = "trap 'echo \"granary: counted 7\"; echo other; exit 0' TERM; \
+                      echo 'granary: serving NFSv3 + MOUNT v3 on 127.0.0.1:4049 (2 workers)'; \
                       echo '    nfs://127.0.0.1/?version=3&nfsport=4049&mountport=4049'; \
-                      trap 'echo \"granary: counted 7\"; echo other; exit 0' TERM; \
                       while :; do sleep 0.05; done";
         cmd.args(["-c", script]);
         let p = ServeProcess::spawn(cmd).unwrap();

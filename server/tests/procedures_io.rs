@@ -5,7 +5,7 @@
 mod common;
 
 use bytes::Bytes;
-use client::{auth_sys, Nfs3Client};
+use client::{auth_sys, ClientError, Nfs3Client};
 use common::nfs::*;
 use common::Server;
 use nfs3::nfs::{
@@ -387,7 +387,9 @@ async fn the_write_verifier_changes_when_the_server_restarts() {
 
 #[tokio::test]
 async fn a_write_past_the_capacity_is_nospc_and_changes_nothing() {
-    let (server, client, root) = start(&["--mem-capacity-bytes", "1048576"]).await;
+    // 1 MiB of data plus the metadata the cap also counts: the root's and f's inodes
+    // (512 B each) and f's directory entry (192 B + its 1-byte name).
+    let (server, client, root) = start(&["--mem-capacity-bytes", "1049793"]).await;
     let fh = client.create_file(&root, "f", 0o644).await.unwrap();
     let first = pattern(768 << 10, 1);
     write_checked(&client, &fh, 0, &first, StableHow::FileSync).await;
@@ -446,22 +448,19 @@ async fn a_write_past_the_capacity_is_nospc_and_changes_nothing() {
             }
         )
     );
-    let g = other
-        .create_file(&root, "g", 0o644)
-        .await
-        .expect("a file costs no data space");
-    assert_eq!(
-        write(&other, &g, 0, b"x", StableHow::Unstable)
-            .await
-            .status(),
-        Nfsstat3::NoSpc
+    // A new file's inode and name count against the cap too.
+    let full = other.create_file(&root, "g", 0o644).await;
+    assert!(
+        matches!(full, Err(ClientError::Nfs(Nfsstat3::NoSpc))),
+        "{full:?}"
     );
 
     let mut want = first;
     want[..9].copy_from_slice(b"overwrite");
     want.extend_from_slice(&rest);
     assert_eq!(other.read_all(&fh).await.unwrap(), want);
-    // Removing the file gives the space back.
+    // Removing the file gives the space back: its metadata for g's, its data for g's.
     other.remove_file(&root, "f").await.unwrap();
+    let g = other.create_file(&root, "g", 0o644).await.unwrap();
     write_checked(&other, &g, 0, &pattern(1 << 20, 4), StableHow::FileSync).await;
 }

@@ -2,7 +2,8 @@
 //! credentials, closed connections) is logged at most
 //! [`crate::limits::LOG_LINES_PER_SECOND`] times a second per kind; the rest are counted
 //! and reported as one "N similar messages suppressed" line with the next message of that
-//! kind after the second ends. A flood of bad calls thus costs a few lines a second.
+//! kind after the second ends, or by [`flush`] (the server's periodic connection scan
+//! calls it) if no message follows. A flood of bad calls thus costs a few lines a second.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -30,6 +31,17 @@ pub enum Kind {
 }
 
 const KINDS: usize = 7;
+
+/// Every kind, in index order.
+const ALL_KINDS: [Kind; KINDS] = [
+    Kind::Garbage,
+    Kind::Auth,
+    Kind::Unanswerable,
+    Kind::ConnectionClosed,
+    Kind::Refused,
+    Kind::Handle,
+    Kind::Other,
+];
 
 impl Kind {
     fn index(self) -> usize {
@@ -88,6 +100,23 @@ fn allow_at(kind: Kind, second: u64) -> bool {
     false
 }
 
+/// Logs the summary of every kind whose suppressed warnings belong to a second that has
+/// ended, so that a flood which stops is still reported.
+pub fn flush() {
+    flush_at(now_s());
+}
+
+fn flush_at(second: u64) {
+    for (a, kind) in ALLOWANCES.iter().zip(ALL_KINDS) {
+        if a.second.load(Ordering::Relaxed) < second {
+            let n = a.suppressed.swap(0, Ordering::Relaxed);
+            if n > 0 {
+                tracing::warn!(?kind, suppressed = n, "{n} similar messages suppressed");
+            }
+        }
+    }
+}
+
 /// `tracing::warn!` for something a client can cause at will, rate-limited per kind.
 #[macro_export]
 macro_rules! warn_limited {
@@ -101,6 +130,32 @@ macro_rules! warn_limited {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kinds_are_listed_in_index_order() {
+        for (i, kind) in ALL_KINDS.into_iter().enumerate() {
+            assert_eq!(kind.index(), i);
+        }
+    }
+
+    #[test]
+    fn flush_reports_a_flood_that_stopped_once_its_second_ended() {
+        let suppressed = || {
+            ALLOWANCES[Kind::Refused.index()]
+                .suppressed
+                .load(Ordering::Relaxed)
+        };
+        let allowed = (0..100).filter(|_| allow_at(Kind::Refused, 7)).count();
+        assert_eq!(allowed as u64, LOG_LINES_PER_SECOND);
+        flush_at(7);
+        assert_eq!(
+            suppressed(),
+            100 - LOG_LINES_PER_SECOND,
+            "the second is not over"
+        );
+        flush_at(8);
+        assert_eq!(suppressed(), 0, "reported and reset");
+    }
 
     #[test]
     fn at_most_the_allowance_per_second_then_a_new_second_resets() {

@@ -184,6 +184,7 @@ fn schedule_connection_scan(timers: Arc<Timers>, table: Arc<ConnTable>, limits: 
     let from = runtime::current_worker().unwrap_or(0);
     let again = Arc::clone(&timers);
     let scan: runtime::timers::Callback = Box::new(move || {
+        rpc::ratelog::flush();
         let closed = table.scan(limits.timeouts());
         if closed > 0 {
             tracing::debug!(closed, "connection scan closed overdue connections");

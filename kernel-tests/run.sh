@@ -19,7 +19,7 @@ kt_prepare
 cleanup() { if [ "${KT_KEEP:-0}" = 1 ]; then echo "kernel-tests: outputs kept in $KT_STAGE" >&2; else rm -rf "$KT_STAGE"; fi; }
 trap cleanup EXIT
 rc=0
-kt_boot "${KT_TIMEOUT:-1500}" suite.sh || rc=$?
+kt_boot "${KT_TIMEOUT:-2400}" suite.sh || rc=$?
 kt_log "kernel-client suite: exit $rc in $(( $(date +%s) - start )) s"
 [ "$rc" = 0 ] || [ "${KT_KEEP:-0}" = 1 ] || echo "kernel-tests: rerun with KT_KEEP=1 to keep every check's output" >&2
 exit "$rc"

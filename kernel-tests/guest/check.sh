@@ -131,7 +131,7 @@ grp_doc_tree() {
 # read most of a big directory with plain READDIR and then LOOKUP + GETATTR every
 # entry (see kernel-tests/README.md), which under TCG costs minutes, not coverage.
 grp_bigdir() {
-    local d=$KT_ROOT/bigdir n=${KT_BIGDIR_ENTRIES:-10000}
+    local d=$KT_ROOT/bigdir n=${KT_BIGDIR_ENTRIES:-4000}
     echo "== bigdir-create"
     python3 -S - "$d" "$n" <<'EOF'
 import os, sys

@@ -88,10 +88,7 @@ fn allow_at(kind: Kind, second: u64) -> bool {
             .is_ok()
     {
         a.lines.store(0, Ordering::Relaxed);
-        let n = a.suppressed.swap(0, Ordering::Relaxed);
-        if n > 0 {
-            tracing::warn!(?kind, suppressed = n, "{n} similar messages suppressed");
-        }
+        report_suppressed(a, kind);
     }
     if a.lines.fetch_add(1, Ordering::Relaxed) < LOG_LINES_PER_SECOND {
         return true;
@@ -109,11 +106,16 @@ pub fn flush() {
 fn flush_at(second: u64) {
     for (a, kind) in ALLOWANCES.iter().zip(ALL_KINDS) {
         if a.second.load(Ordering::Relaxed) < second {
-            let n = a.suppressed.swap(0, Ordering::Relaxed);
-            if n > 0 {
-                tracing::warn!(?kind, suppressed = n, "{n} similar messages suppressed");
-            }
+            report_suppressed(a, kind);
         }
+    }
+}
+
+/// Logs one summary line for what `a` suppressed, if anything, and resets the count.
+fn report_suppressed(a: &Allowance, kind: Kind) {
+    let n = a.suppressed.swap(0, Ordering::Relaxed);
+    if n > 0 {
+        tracing::warn!(?kind, suppressed = n, "{n} similar messages suppressed");
     }
 }
 

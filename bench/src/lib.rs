@@ -7,6 +7,10 @@
 //! order that rotates per repeat, then the next), and writes a JSON file with every
 //! sample, a markdown report with ratios and spread, PNG plots, and a terminal table.
 //!
+//! Suites (`--suite`): `peers` (the default: granary's mem backend beside every peer),
+//! `host` and `erofs` (granary's host and EROFS backends against nfs-ganesha FSAL VFS on
+//! the same data, with the issues' goals per row; [`suites`], [`fixtures`]).
+//!
 //! Module map: [`gen`] the load generator core; [`wire`] one connection (NFS or limit);
 //! [`workloads`] and [`iozone`] what is run; [`limit`] the loopback responder and stream;
 //! [`targets`] starting and stopping servers; `harness::machine` machine, noise and the
@@ -17,6 +21,7 @@
 //! every target the same core; on a 2-core machine the server under test gets the other.
 #![forbid(unsafe_code)]
 
+mod fixtures;
 mod gen;
 mod iozone;
 mod limit;
@@ -25,6 +30,7 @@ mod pattern;
 mod plot;
 mod report;
 mod sample;
+mod suites;
 mod targets;
 mod wire;
 mod workloads;
@@ -40,13 +46,23 @@ use harness::machine;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use self::fixtures::Fixtures;
 use self::sample::{PhaseInfo, Sample};
-use self::targets::Target;
-use self::workloads::{WorkloadDef, WORKLOADS};
+use self::suites::Suite;
+use self::targets::{Group, Target};
+use self::workloads::WorkloadDef;
 
 /// `granary bench` flags.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// What to measure: `peers` (granary's mem backend beside ganesha, go-nfs, nfsserve),
+    /// `host` (`granary serve DIR` vs ganesha FSAL VFS on the same tmpfs and root-fs
+    /// directories) or `erofs` (`granary serve IMAGE` vs ganesha FSAL VFS on the kernel's
+    /// mount of the same lz4 image, cold and warm). host and erofs need root (erofs:
+    /// mkfs.erofs, mount, drop_caches) and run ganesha unless --peers none.
+    #[arg(long, value_enum, default_value = "peers")]
+    suite: Suite,
+
     /// A short run (under 2 minutes): one repeat of short phases and small files, granary
     /// and the limit only unless --peers is given.
     #[arg(long)]
@@ -142,6 +158,7 @@ pub struct BenchArgs {
 /// What a run does, resolved from the flags.
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {
+    pub suite: Suite,
     pub quick: bool,
     pub warmup: Duration,
     pub duration: Duration,
@@ -229,19 +246,26 @@ impl Settings {
         let peers = match a.peers.as_deref() {
             Some("none" | "") => Vec::new(),
             Some(list) => list.split(',').map(|p| p.trim().to_owned()).collect(),
-            None if quick || !a.targets.is_empty() => Vec::new(),
+            None if !a.targets.is_empty() => Vec::new(),
+            None if a.suite != Suite::Peers => vec!["ganesha".to_owned()],
+            None if quick => Vec::new(),
             None => targets::PEERS.iter().map(|p| (*p).to_owned()).collect(),
         };
+        if a.suite != Suite::Peers && peers.iter().any(|p| p != "ganesha") {
+            return Err("--peers: the host and erofs suites compare with ganesha only".into());
+        }
         if let Some(bad) = peers.iter().find(|p| !targets::PEERS.contains(&p.as_str())) {
             return Err(format!(
                 "--peers: unknown peer {bad} (ganesha, gonfs, nfsserve)"
             ));
         }
+        let (rand_default, seq_default) = file_defaults(a.suite, quick);
         let dir_entries = a.dir_entries.unwrap_or(limits::DIR_ENTRIES);
         if dir_entries == 0 || dir_entries > 99_999 {
             return Err("--dir-entries: 1 to 99999".into());
         }
         Ok(Self {
+            suite: a.suite,
             quick,
             warmup: secs(a.warmup, warmup, "--warmup")?,
             duration: secs(a.duration, duration, "--duration")?,
@@ -250,24 +274,8 @@ impl Settings {
                 .clamp(Duration::from_millis(10), limits::OP_TIMEOUT),
             repeats,
             iozone_repeats: a.iozone_repeats.unwrap_or(1).clamp(1, repeats),
-            rand_file_bytes: mib(
-                a.rand_file_mib,
-                if quick {
-                    limits::QUICK_RAND_FILE_BYTES
-                } else {
-                    limits::RAND_FILE_BYTES
-                },
-                "--rand-file-mib",
-            )?,
-            seq_file_bytes: mib(
-                a.seq_file_mib,
-                if quick {
-                    limits::QUICK_SEQ_FILE_BYTES
-                } else {
-                    limits::SEQ_FILE_BYTES
-                },
-                "--seq-file-mib",
-            )?,
+            rand_file_bytes: mib(a.rand_file_mib, rand_default, "--rand-file-mib")?,
+            seq_file_bytes: mib(a.seq_file_mib, seq_default, "--seq-file-mib")?,
             dir_entries,
             lookup_names: limits::LOOKUP_NAMES,
             conn_steps,
@@ -283,7 +291,7 @@ impl Settings {
             out: a
                 .out
                 .clone()
-                .unwrap_or_else(|| PathBuf::from(format!("bench/results/{date}-bench"))),
+                .unwrap_or_else(|| PathBuf::from(default_out(a.suite, date))),
         })
     }
 
@@ -298,6 +306,33 @@ impl Settings {
                     || f.strip_suffix('*')
                         .is_some_and(|prefix| key.starts_with(prefix) || workload == prefix)
             })
+    }
+}
+
+/// The suite's random-I/O and sequential file sizes (the erofs suite's image file is the
+/// sequential one).
+fn file_defaults(suite: Suite, quick: bool) -> (u64, u64) {
+    match (suite, quick) {
+        (Suite::Peers, false) => (limits::RAND_FILE_BYTES, limits::SEQ_FILE_BYTES),
+        (Suite::Peers, true) => (limits::QUICK_RAND_FILE_BYTES, limits::QUICK_SEQ_FILE_BYTES),
+        (Suite::Host, false) => (limits::HOST_SMALL_FILE_BYTES, limits::HOST_BIG_FILE_BYTES),
+        (Suite::Host, true) => (
+            limits::QUICK_HOST_SMALL_FILE_BYTES,
+            limits::QUICK_HOST_BIG_FILE_BYTES,
+        ),
+        (Suite::Erofs, false) => (limits::EROFS_FILE_BYTES, limits::EROFS_FILE_BYTES),
+        (Suite::Erofs, true) => (
+            limits::QUICK_EROFS_FILE_BYTES,
+            limits::QUICK_EROFS_FILE_BYTES,
+        ),
+    }
+}
+
+fn default_out(suite: Suite, date: &str) -> String {
+    match suite {
+        Suite::Peers => format!("bench/results/{date}-bench"),
+        Suite::Host => format!("bench/results/{date}-bench-host"),
+        Suite::Erofs => format!("bench/results/{date}-bench-erofs"),
     }
 }
 
@@ -334,13 +369,29 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let machine = machine::describe();
     let noise_start = machine::noise(clock.now());
     let began = clock.monotonic();
-    let mut targets = build_targets(args, &settings)?;
+    let fixtures = make_fixtures(&settings)?;
+    let mut targets = build_targets(args, &settings, fixtures.as_ref())?;
     let samples = run_plan(&clock, &settings, &plan, &mut targets)?;
-    let target_info = report::target_info(&targets);
+    let groups = match settings.suite {
+        Suite::Peers => [Group::Small, Group::Data],
+        Suite::Host => [Group::HostTmpfs, Group::HostDisk],
+        Suite::Erofs => [Group::ErofsCold, Group::ErofsCold],
+    };
+    let mut target_info = report::target_info(&targets, groups);
     for t in &mut targets {
         t.stop();
     }
-    let results = report::Results {
+    // Every server is stopped: the mount and the directories can go.
+    drop(targets);
+    let fixture_notes = fixtures
+        .as_ref()
+        .map(|f| f.notes.clone())
+        .unwrap_or_default();
+    drop(fixtures);
+    if let Some(g) = target_info.iter_mut().find(|t| t.name == "granary") {
+        g.notes.extend(fixture_notes);
+    }
+    let mut results = report::Results {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         date,
         busy: load.warning(),
@@ -359,7 +410,9 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             })
             .collect(),
         samples,
+        goals: Vec::new(),
     };
+    results.goals = report::check_goals(&results);
     report::write_all(&results)?;
     if results.settings.plots {
         plot::draw_all(&results)?;
@@ -378,7 +431,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
 
 /// The selected workloads and their selected phases, in run order.
 fn plan(s: &Settings) -> Vec<(&'static WorkloadDef, Vec<PhaseInfo>)> {
-    WORKLOADS
+    suites::workloads(s.suite)
         .iter()
         .filter(|def| !def.limit_only || s.limit)
         .map(|def| {
@@ -392,7 +445,30 @@ fn plan(s: &Settings) -> Vec<(&'static WorkloadDef, Vec<PhaseInfo>)> {
         .collect()
 }
 
-fn build_targets(args: &BenchArgs, s: &Settings) -> Result<Vec<Target>, String> {
+/// What the host and erofs suites serve (none for the peers suite).
+fn make_fixtures(s: &Settings) -> Result<Option<Arc<Fixtures>>, String> {
+    let f = match s.suite {
+        Suite::Peers => return Ok(None),
+        Suite::Host => Fixtures::host()?,
+        Suite::Erofs => {
+            eprintln!(
+                "granary bench: building the EROFS image ({} MiB file)",
+                s.seq_file_bytes >> 20
+            );
+            Fixtures::erofs(s.seq_file_bytes)?
+        }
+    };
+    for note in &f.notes {
+        eprintln!("granary bench: {note}");
+    }
+    Ok(Some(Arc::new(f)))
+}
+
+fn build_targets(
+    args: &BenchArgs,
+    s: &Settings,
+    fixtures: Option<&Arc<Fixtures>>,
+) -> Result<Vec<Target>, String> {
     let mut out = Vec::new();
     if args.targets.is_empty() {
         let bin = match &args.granary_bin {
@@ -405,7 +481,11 @@ fn build_targets(args: &BenchArgs, s: &Settings) -> Result<Vec<Target>, String> 
             "release"
         };
         let version = format!("{} ({build} build)", env!("CARGO_PKG_VERSION"));
-        out.push(Target::granary(bin, version));
+        let mut g = Target::granary(bin, version);
+        if let Some(f) = fixtures {
+            g = g.with_fixtures(Arc::clone(f));
+        }
+        out.push(g);
     }
     for spec in &args.targets {
         let (name, url) = spec
@@ -426,7 +506,11 @@ fn build_targets(args: &BenchArgs, s: &Settings) -> Result<Vec<Target>, String> 
             if s.peers.iter().any(|p| p == name) {
                 let script = dir.join(format!("{name}.sh"));
                 let version = targets::peer_version(&dir, name);
-                out.push(Target::peer(name, script, version, &data_root));
+                let mut p = Target::peer(name, script, version, &data_root);
+                if let Some(f) = fixtures {
+                    p = p.with_fixtures(Arc::clone(f));
+                }
+                out.push(p);
             }
         }
     }

@@ -97,6 +97,20 @@ pub const CDF_POINTS: usize = 64;
 /// Loopback stream ceiling: bytes per write.
 pub const STREAM_CHUNK_BYTES: usize = 1 << 20;
 
+/// The host and erofs suites' load: connections × calls in flight on each (issue 12).
+pub const SUITE_CONNS: usize = 4;
+pub const SUITE_DEPTH: usize = 64;
+/// The host suite's 4 KiB file and 1 MiB file (full run, then --quick).
+pub const HOST_SMALL_FILE_BYTES: u64 = 32 << 20;
+pub const HOST_BIG_FILE_BYTES: u64 = 64 << 20;
+pub const QUICK_HOST_SMALL_FILE_BYTES: u64 = 8 << 20;
+pub const QUICK_HOST_BIG_FILE_BYTES: u64 = 16 << 20;
+/// The erofs suite's compressible file (full run, then --quick).
+pub const EROFS_FILE_BYTES: u64 = 128 << 20;
+pub const QUICK_EROFS_FILE_BYTES: u64 = 32 << 20;
+/// 4 KiB READs of the erofs suite's cold random phase (count-bound: the cache warms).
+pub const EROFS_COLD_RAND_OPS: u64 = 8192;
+
 const _: () = assert!(QUICK_DURATION.as_millis() < FULL_DURATION.as_millis());
 const _: () = assert!(FULL_WARMUP.as_millis() < MAX_PHASE_DURATION.as_millis());
 const _: () = assert!(MAX_DEPTH <= client::limits::MAX_IN_FLIGHT);
@@ -107,3 +121,9 @@ const _: () = assert!(SEQ_FILE_BYTES.is_multiple_of(IO_CHUNK_BYTES as u64));
 const _: () = assert!(RAND_FILE_BYTES.is_multiple_of(SMALL_IO_BYTES as u64));
 const _: () = assert!(SEQ_FILE_BYTES + RAND_FILE_BYTES + (128 << 20) < GRANARY_MEM_CAP_BYTES);
 const _: () = assert!(OP_TIMEOUT.as_secs() < STOP_GRACE.as_secs());
+const _: () = assert!(SUITE_DEPTH <= MAX_DEPTH);
+const _: () = assert!(HOST_BIG_FILE_BYTES.is_multiple_of(IO_CHUNK_BYTES as u64));
+const _: () = assert!(QUICK_HOST_BIG_FILE_BYTES.is_multiple_of(IO_CHUNK_BYTES as u64));
+const _: () = assert!(EROFS_FILE_BYTES.is_multiple_of(IO_CHUNK_BYTES as u64));
+const _: () = assert!(QUICK_EROFS_FILE_BYTES.is_multiple_of(IO_CHUNK_BYTES as u64));
+const _: () = assert!(EROFS_FILE_BYTES <= SEQ_FILE_BYTES);

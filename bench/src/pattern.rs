@@ -86,6 +86,76 @@ pub fn verify(offset: u64, data: &[u8]) -> Result<(), String> {
     ))
 }
 
+/// Distinct 8-byte words of the compressible ("text") pattern.
+const TEXT_WORDS: u64 = 64;
+
+/// Word `index` of the compressible pattern: one of [`TEXT_WORDS`] fixed lowercase words
+/// ending in a space, picked by a hash of its position. LZ4 (matches only, no entropy
+/// coding) finds nearly every word earlier in its window but few longer runs, so it
+/// shrinks the data a few times, like text; every byte still depends on its offset.
+#[must_use]
+fn text_word(index: u64) -> [u8; 8] {
+    // splitmix64's finalizer: neighbouring words pick unrelated dictionary entries.
+    let mut x = index.wrapping_mul(MIX) ^ SALT;
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    let pick = (x ^ (x >> 31)) % TEXT_WORDS;
+    let mut w = [b' '; 8];
+    for (j, b) in (0u64..).zip(w.iter_mut().take(7)) {
+        // Letter j of word `pick`, in 'a'..='z'; the first two name the word.
+        let letter = match j {
+            0 => pick % 26,
+            1 => pick / 26,
+            _ => (pick * 7 + j * (pick + 3)) % 26,
+        };
+        *b = b'a' + u8::try_from(letter).unwrap_or(0);
+    }
+    w
+}
+
+/// Calls `f` with each byte of the compressible pattern of `[offset, offset + len)`.
+fn text_bytes(offset: u64, len: usize, mut f: impl FnMut(usize, u8) -> bool) {
+    let mut cached = (u64::MAX, [0u8; 8]);
+    for i in 0..len {
+        let at = offset + i as u64;
+        if cached.0 != at / 8 {
+            cached = (at / 8, text_word(at / 8));
+        }
+        if !f(i, cached.1[(at % 8) as usize]) {
+            return;
+        }
+    }
+}
+
+/// Writes the compressible pattern of `[offset, offset + buf.len())` into `buf`.
+pub fn text_fill_into(offset: u64, buf: &mut [u8]) {
+    let len = buf.len();
+    text_bytes(offset, len, |i, b| {
+        buf[i] = b;
+        true
+    });
+}
+
+/// Checks that `data` is the compressible pattern at `offset`.
+///
+/// # Errors
+/// The first offset whose byte differs, with both values.
+pub fn text_verify(offset: u64, data: &[u8]) -> Result<(), String> {
+    let mut bad = None;
+    text_bytes(offset, data.len(), |i, b| {
+        if data[i] == b {
+            return true;
+        }
+        bad = Some(format!(
+            "byte at {} is {:#04x}, expected {b:#04x}",
+            offset + i as u64,
+            data[i]
+        ));
+        false
+    });
+    bad.map_or(Ok(()), Err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +178,32 @@ mod tests {
         assert!(err.contains("offset 4196"), "{err}");
         let shifted = fill(8192, 4096);
         assert!(verify(4096, &shifted).is_err());
+    }
+
+    #[test]
+    fn text_pattern_verifies_and_catches_a_flip() {
+        let mut buf = vec![0u8; 10_000];
+        text_fill_into(12_345, &mut buf);
+        assert!(text_verify(12_345, &buf).is_ok());
+        assert!(
+            text_verify(12_346, &buf).is_err(),
+            "an offset shift must not verify"
+        );
+        buf[4321] ^= 1;
+        let err = text_verify(12_345, &buf).unwrap_err();
+        assert!(err.contains(&(12_345 + 4321).to_string()), "{err}");
+    }
+
+    #[test]
+    fn text_pattern_is_text_like() {
+        let mut buf = vec![0u8; 1 << 16];
+        text_fill_into(0, &mut buf);
+        assert!(buf.iter().all(|b| b.is_ascii_lowercase() || *b == b' '));
+        let words: std::collections::HashSet<&[u8]> = buf.chunks(8).collect();
+        assert_eq!(
+            words.len() as u64,
+            TEXT_WORDS,
+            "every dictionary word is used"
+        );
     }
 }

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::iozone;
 use super::sample::{Metric, Sample, Status};
+use super::suites;
 use super::targets::{Group, Target};
 use super::Settings;
 use harness::machine::{LoadCheck, Machine, Noise};
@@ -49,17 +50,70 @@ pub struct Results {
     pub targets: Vec<TargetInfo>,
     pub workloads: Vec<WorkloadInfo>,
     pub samples: Vec<Sample>,
+    /// The issues' goals per phase (host and erofs suites), checked on the medians.
+    pub goals: Vec<GoalCheck>,
+}
+
+/// One goal of one phase and whether this run met it.
+#[derive(Debug, Serialize)]
+pub struct GoalCheck {
+    pub workload: String,
+    pub phase: String,
+    /// granary ÷ `against` must be at least `min`.
+    pub against: String,
+    pub min: f64,
+    /// The ratio per repeat: median, min, max (None: a side has no value).
+    pub ratio: Option<(f64, f64, f64)>,
+    pub met: Option<bool>,
+}
+
+/// Checks every phase's goals against the run's paired ratios.
+#[must_use]
+pub fn check_goals(r: &Results) -> Vec<GoalCheck> {
+    let sum = Summary::new(r);
+    let mut out = Vec::new();
+    for (w, p, _) in &sum.keys {
+        for g in suites::goals(w, p) {
+            let ratio = sum.ratio(w, p, g.against);
+            out.push(GoalCheck {
+                workload: w.clone(),
+                phase: p.clone(),
+                against: g.against.to_owned(),
+                min: g.min,
+                ratio,
+                met: ratio.map(|(m, _, _)| m >= g.min),
+            });
+        }
+    }
+    out
+}
+
+/// The goals of one row: `≥3× ganesha ✓` per goal.
+fn goal_text(r: &Results, workload: &str, phase: &str) -> String {
+    r.goals
+        .iter()
+        .filter(|g| g.workload == workload && g.phase == phase)
+        .map(|g| {
+            let mark = match g.met {
+                Some(true) => "✓",
+                Some(false) => "✗",
+                None => "?",
+            };
+            format!("≥{}× {} {mark}", g.min, g.against)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[must_use]
-pub fn target_info(targets: &[Target]) -> Vec<TargetInfo> {
+pub fn target_info(targets: &[Target], groups: [Group; 2]) -> Vec<TargetInfo> {
     targets
         .iter()
         .map(|t| TargetInfo {
             name: t.name.clone(),
             version: t.version.clone(),
-            small_op_backend: t.backend(Group::Small).to_owned(),
-            data_backend: t.backend(Group::Data).to_owned(),
+            small_op_backend: t.backend(groups[0]).to_owned(),
+            data_backend: t.backend(groups[1]).to_owned(),
             broken: t.broken.clone(),
             notes: t.notes.clone(),
         })
@@ -280,6 +334,10 @@ pub fn terminal_table(r: &Results) -> String {
     let mut header = vec!["phase".to_owned(), "unit".to_owned()];
     header.extend(sum.targets.iter().cloned());
     header.extend(sum.others().iter().map(|o| format!("g/{o}")));
+    let goals = !r.goals.is_empty();
+    if goals {
+        header.push("goal".to_owned());
+    }
     let mut rows = vec![header];
     for (w, p, metric) in &sum.keys {
         if w == "iozone" && !p.contains("-r4k-") && !p.contains("-r1m-") {
@@ -290,7 +348,16 @@ pub fn terminal_table(r: &Results) -> String {
             row.push(value_text(sum.cell(w, p, t)));
         }
         for o in sum.others() {
-            row.push(ratio_text(sum.ratio(w, p, o).map(|(m, _, _)| (m, m, m))));
+            // With goals the range over repeats matters: show it.
+            let ratio = sum.ratio(w, p, o);
+            row.push(ratio_text(if goals {
+                ratio
+            } else {
+                ratio.map(|(m, _, _)| (m, m, m))
+            }));
+        }
+        if goals {
+            row.push(goal_text(r, w, p));
         }
         rows.push(row);
     }
@@ -332,11 +399,42 @@ pub fn markdown(r: &Results) -> String {
     let mut md = String::new();
     header(&mut md, r);
     headline(&mut md, r, &sum);
+    goals_section(&mut md, r);
     latency(&mut md, &sum);
     connections(&mut md, &sum);
     iozone_tables(&mut md, r, &sum);
     failures(&mut md, r);
     md
+}
+
+/// The issues' goals, one line per goal, with the paired ratio and its range.
+fn goals_section(md: &mut String, r: &Results) {
+    if r.goals.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "## Goals\n");
+    let _ = writeln!(
+        md,
+        "| phase | goal | granary ÷ it, median (min–max) | met |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|");
+    for g in &r.goals {
+        let met = match g.met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "no value",
+        };
+        let _ = writeln!(
+            md,
+            "| {}/{} | ≥ {}× {} | {} | {met} |",
+            g.workload,
+            g.phase,
+            g.min,
+            g.against,
+            ratio_text(g.ratio)
+        );
+    }
+    md.push('\n');
 }
 
 fn header(md: &mut String, r: &Results) {

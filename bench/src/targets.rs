@@ -7,11 +7,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use client::ServerAddrs;
 use harness::ServeProcess;
 
+use super::fixtures::{self, Fixtures};
 use super::limit::Responder;
 use super::limits::GRANARY_MEM_CAP_BYTES;
 
@@ -28,12 +30,22 @@ pub enum Group {
     Small,
     /// Data: random and sequential I/O, the iozone matrix.
     Data,
+    /// The host suite on its tmpfs directory (granary's host backend, ganesha FSAL VFS).
+    HostTmpfs,
+    /// The host suite on its directory on the root file system.
+    HostDisk,
+    /// The erofs suite: granary serves the image, ganesha the kernel's mount of it. Every
+    /// workload of this group starts cold: the server is restarted and the page cache
+    /// dropped first.
+    ErofsCold,
 }
 
 enum Kind {
     Granary {
         bin: PathBuf,
         server: Option<ServeProcess>,
+        /// What the running server serves (mem for Small and Data alike).
+        serving: Option<Group>,
     },
     Peer {
         script: PathBuf,
@@ -55,13 +67,23 @@ pub struct Target {
     pub notes: Vec<String>,
     /// Scratch directory for a peer's `dir` mode, removed at the end.
     data_dir: PathBuf,
+    /// What the host and erofs suites serve.
+    fixtures: Option<Arc<Fixtures>>,
 }
 
 impl Target {
     /// granary from `bin` (not started yet).
     #[must_use]
     pub fn granary(bin: PathBuf, version: String) -> Self {
-        Self::new("granary", Kind::Granary { bin, server: None }, version)
+        Self::new(
+            "granary",
+            Kind::Granary {
+                bin,
+                server: None,
+                serving: None,
+            },
+            version,
+        )
     }
 
     /// A peer run by `script` (not started yet).
@@ -105,7 +127,15 @@ impl Target {
             broken: None,
             notes: Vec::new(),
             data_dir: PathBuf::new(),
+            fixtures: None,
         }
+    }
+
+    /// Serves the suites' `fixtures` for the host and erofs groups.
+    #[must_use]
+    pub fn with_fixtures(mut self, fixtures: Arc<Fixtures>) -> Self {
+        self.fixtures = Some(fixtures);
+        self
     }
 
     #[must_use]
@@ -123,6 +153,12 @@ impl Target {
     #[must_use]
     pub fn backend(&self, group: Group) -> &'static str {
         match (&self.kind, self.name.as_str(), group) {
+            (Kind::Granary { .. }, _, Group::HostTmpfs) => "host backend, tmpfs directory",
+            (Kind::Granary { .. }, _, Group::HostDisk) => "host backend, root-fs directory",
+            (Kind::Granary { .. }, _, Group::ErofsCold) => "erofs backend, lz4 image",
+            (Kind::Peer { .. }, "ganesha", Group::HostTmpfs) => "FSAL VFS, tmpfs directory",
+            (Kind::Peer { .. }, "ganesha", Group::HostDisk) => "FSAL VFS, root-fs directory",
+            (Kind::Peer { .. }, "ganesha", Group::ErofsCold) => "FSAL VFS, kernel erofs mount",
             (Kind::Granary { .. }, _, _) => "mem",
             (Kind::Peer { .. }, "ganesha", Group::Small) => "FSAL MEM",
             (Kind::Peer { .. }, "ganesha", Group::Data) => "FSAL VFS on tmpfs",
@@ -141,50 +177,147 @@ impl Target {
     /// # Errors
     /// The target could not start; the reason is also kept in `broken`.
     pub fn prepare(&mut self, group: Group) -> Result<(), String> {
-        let result = match &mut self.kind {
-            Kind::External | Kind::Limit(_) => Ok(()),
-            Kind::Granary {
-                server: Some(_), ..
-            } => Ok(()),
-            Kind::Granary { bin, server } => start_granary(bin).map(|p| {
-                self.addrs = Some(p.addrs().clone());
-                *server = Some(p);
-            }),
-            Kind::Peer { script, mode } => {
-                let wanted = if self.name == "ganesha" {
-                    group
-                } else {
-                    Group::Small
-                };
-                if *mode == Some(wanted) && self.broken.is_none() {
-                    return Ok(());
+        let cold = group == Group::ErofsCold;
+        if cold && !self.is_limit() && !matches!(self.kind, Kind::External) {
+            // A cold start: the server restarted below, the image's pages out of memory.
+            self.stop_server();
+            if let Err(e) = fixtures::drop_page_cache() {
+                if !self.notes.contains(&e) {
+                    self.notes.push(e);
                 }
-                if mode.is_some() {
-                    run_script(script, &["stop"]).map(drop).unwrap_or_else(|e| {
-                        tracing::warn!(peer = %self.name, error = %e, "stop failed");
-                    });
-                    *mode = None;
-                    self.addrs = None;
-                }
-                let dir = self.data_dir.to_string_lossy().into_owned();
-                let args: Vec<&str> = match wanted {
-                    Group::Small => vec!["start", "mem"],
-                    Group::Data => vec!["start", "dir", &dir],
-                };
-                start_peer(script, &args).map(|a| {
-                    *mode = Some(wanted);
-                    self.addrs = Some(a);
-                })
             }
+        }
+        let result = match &self.kind {
+            Kind::External | Kind::Limit(_) => Ok(()),
+            Kind::Granary { .. } => self.prepare_granary(group),
+            Kind::Peer { .. } => self.prepare_peer(group),
         };
         self.broken = result.as_ref().err().cloned();
         result
     }
 
+    /// What `group` serves from the suite fixtures.
+    fn fixture_path(&self, group: Group) -> Result<PathBuf, String> {
+        let f = self
+            .fixtures
+            .as_ref()
+            .ok_or("no suite fixtures for this group")?;
+        match group {
+            Group::HostTmpfs => Ok(f.host_tmpfs.clone()),
+            Group::HostDisk => Ok(f.host_disk.clone()),
+            Group::ErofsCold => {
+                let erofs = f.erofs.as_ref().ok_or("no EROFS image")?;
+                if matches!(self.kind, Kind::Granary { .. }) {
+                    Ok(erofs.image.clone())
+                } else {
+                    erofs
+                        .mount
+                        .clone()
+                        .map_err(|why| format!("no kernel mount of the image: {why}"))
+                }
+            }
+            Group::Small | Group::Data => Ok(self.data_dir.clone()),
+        }
+    }
+
+    fn prepare_granary(&mut self, group: Group) -> Result<(), String> {
+        // Small and Data share one in-memory server.
+        let config = if group == Group::Data {
+            Group::Small
+        } else {
+            group
+        };
+        let path = match config {
+            Group::Small | Group::Data => None,
+            _ => Some(self.fixture_path(config)?),
+        };
+        let state = self.fixtures.as_ref().map(|f| f.state_dir.clone());
+        let Kind::Granary {
+            bin,
+            server,
+            serving,
+        } = &mut self.kind
+        else {
+            return Ok(());
+        };
+        if server.is_some() && *serving == Some(config) {
+            return Ok(());
+        }
+        if let Some(p) = server.take() {
+            stop_granary(p);
+        }
+        *serving = None;
+        let p = start_granary(bin, path.as_deref(), state.as_deref())?;
+        self.addrs = Some(p.addrs().clone());
+        *server = Some(p);
+        *serving = Some(config);
+        Ok(())
+    }
+
+    fn prepare_peer(&mut self, group: Group) -> Result<(), String> {
+        let wanted = if self.name == "ganesha" {
+            group
+        } else {
+            Group::Small
+        };
+        let dir = match wanted {
+            Group::Small => None,
+            _ => Some(self.fixture_path(wanted)?),
+        };
+        let Kind::Peer { script, mode } = &mut self.kind else {
+            return Ok(());
+        };
+        if *mode == Some(wanted) && self.broken.is_none() {
+            return Ok(());
+        }
+        if mode.is_some() {
+            run_script(script, &["stop"]).map(drop).unwrap_or_else(|e| {
+                tracing::warn!(peer = %self.name, error = %e, "stop failed");
+            });
+            *mode = None;
+            self.addrs = None;
+        }
+        let dir = dir.map(|d| d.to_string_lossy().into_owned());
+        let args: Vec<&str> = match &dir {
+            None => vec!["start", "mem"],
+            Some(d) => vec!["start", "dir", d],
+        };
+        let a = start_peer(script, &args)?;
+        *mode = Some(wanted);
+        self.addrs = Some(a);
+        Ok(())
+    }
+
+    /// Stops a server the bench started, keeping the target usable (it starts again on
+    /// the next `prepare`).
+    fn stop_server(&mut self) {
+        match &mut self.kind {
+            Kind::Granary {
+                server, serving, ..
+            } => {
+                if let Some(p) = server.take() {
+                    stop_granary(p);
+                }
+                *serving = None;
+            }
+            Kind::Peer { script, mode } => {
+                if mode.take().is_some() {
+                    if let Err(e) = run_script(script, &["stop"]) {
+                        tracing::warn!(peer = %self.name, error = %e, "stop failed");
+                    }
+                }
+            }
+            Kind::External | Kind::Limit(_) => {}
+        }
+    }
+
     /// Stops the target if the bench started it.
     pub fn stop(&mut self) {
         match &mut self.kind {
-            Kind::Granary { server, .. } => {
+            Kind::Granary {
+                server, serving, ..
+            } => {
+                *serving = None;
                 if let Some(p) = server.take() {
                     // Not exited within the timeout: dropping the process killed it.
                     if p.terminate(GRANARY_STOP_TIMEOUT).is_none() {
@@ -236,10 +369,34 @@ impl Drop for Target {
     }
 }
 
-/// Starts `bin serve` on an ephemeral loopback port and reads its address.
-fn start_granary(bin: &Path) -> Result<ServeProcess, String> {
+/// SIGTERM, then SIGKILL after the timeout (dropping the process kills it).
+fn stop_granary(p: ServeProcess) {
+    if p.terminate(GRANARY_STOP_TIMEOUT).is_none() {
+        tracing::warn!("granary did not exit on SIGTERM; killed");
+    }
+}
+
+/// Starts `bin serve` on an ephemeral loopback port and reads its address: the in-memory
+/// export, or `path` (a host directory or an EROFS image) with its state in `state`.
+fn start_granary(
+    bin: &Path,
+    path: Option<&Path>,
+    state: Option<&Path>,
+) -> Result<ServeProcess, String> {
     let cap = GRANARY_MEM_CAP_BYTES.to_string();
-    ServeProcess::start(bin, &["--squash", "none", "--mem-capacity-bytes", &cap])
+    let mut args = vec!["--squash", "none"];
+    let (path, state) = (
+        path.map(|p| p.to_string_lossy().into_owned()),
+        state.map(|p| p.to_string_lossy().into_owned()),
+    );
+    if let Some(state) = &state {
+        args.extend(["--state-dir", state]);
+    }
+    match &path {
+        None => args.extend(["--mem-capacity-bytes", &cap]),
+        Some(p) => args.push(p),
+    }
+    ServeProcess::start(bin, &args)
 }
 
 /// Runs a peer script's `start ...` and parses the URL it prints last.

@@ -463,6 +463,28 @@ impl Conn {
         self.finish_read(r).await
     }
 
+    /// One READ whose data is returned unchecked (`None` from the limit, which sends no
+    /// data): for files that do not hold [`super::pattern`], such as the EROFS image's.
+    pub async fn read_data(
+        &self,
+        fh: &NfsFh3,
+        offset: u64,
+        count: u32,
+    ) -> Result<Option<Bytes>, OpError> {
+        let r = self.send_read(fh, offset, count).await?;
+        let Some(res) = self.finish::<ReadRes>(r.reply).await? else {
+            return Ok(None);
+        };
+        let done = ok(res)?;
+        if done.data.len() != count as usize {
+            return Err(OpError::Protocol(format!(
+                "READ of {count} bytes at {offset} returned {}",
+                done.data.len()
+            )));
+        }
+        Ok(Some(done.data))
+    }
+
     /// One READDIRPLUS page after `cookie`. Against the limit, `limit_total` entries are
     /// listed in pages of the size granary's would have.
     pub async fn readdirplus(

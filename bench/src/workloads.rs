@@ -141,7 +141,7 @@ pub fn phases(def: &WorkloadDef, s: &Settings) -> Vec<PhaseInfo> {
             .into_iter()
             .map(|name| p(name, Metric::Kib, 1, 1))
             .collect(),
-        _ => Vec::new(),
+        _ => super::suites::phases(def),
     }
 }
 
@@ -178,7 +178,13 @@ impl Env<'_> {
     pub async fn workdir(&self, workload: &str) -> Result<(Conn, NfsFh3), OpError> {
         let root = self.root().await?;
         let conn = Conn::connect(self.addrs.nfs, self.limit, self.settings.op_timeout).await?;
-        let name = format!("gb-{workload}-r{}-{}", self.repeat, std::process::id());
+        // The target's name too: the host suite's servers export the same directory.
+        let name = format!(
+            "gb-{workload}-{}-r{}-{}",
+            self.target,
+            self.repeat,
+            std::process::id()
+        );
         let dir = conn.mkdir(&root, name.as_bytes()).await?;
         Ok((conn, dir))
     }
@@ -266,6 +272,9 @@ pub async fn run(def: &WorkloadDef, env: &Env<'_>, phases: &[PhaseInfo]) -> Vec<
         "seq" => seq(env, phases).await,
         "stream" => Ok(stream(env, phases)),
         "iozone" => super::iozone::run(env, phases).await,
+        name if super::suites::is_suite_workload(name) => {
+            super::suites::run(def, env, phases).await
+        }
         other => Err(format!("unknown workload {other}")),
     };
     result.unwrap_or_else(|why| env.all_failed(phases, &why))
@@ -443,7 +452,7 @@ async fn conns(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, Strin
 
 /// Creates `name` in `dir` and fills it with the pattern, 1 MiB FILE_SYNC WRITEs
 /// pipelined (FILE_SYNC so that servers without COMMIT can still be read from).
-async fn make_file(
+pub(super) async fn make_file(
     env: &Env<'_>,
     conn: Conn,
     dir: &NfsFh3,

@@ -422,3 +422,120 @@ fn a_small_run_writes_json_report_and_plots_with_the_limit() {
     }
     let _ = std::fs::remove_dir_all(out);
 }
+
+/// Runs `granary bench --suite SUITE --peers none` (granary and the limit, counted
+/// phases) and returns results.json and the bench's PID (its fixtures are named after it).
+fn suite_run(suite: &str, out: &Path) -> (serde_json::Value, u32) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args([
+            "--log",
+            "warn",
+            "bench",
+            "--allow-busy",
+            "--quick",
+            "--suite",
+            suite,
+        ])
+        .args(["--peers", "none", "--no-plots", "--count", "300"])
+        .args(["--warmup", "0", "--out"])
+        .arg(out)
+        .spawn()
+        .expect("run granary bench");
+    let pid = child.id();
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "granary bench --suite {suite} failed: {status}"
+    );
+    let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
+    (
+        serde_json::from_str(&text).expect("results.json parses"),
+        pid,
+    )
+}
+
+/// Every granary sample of `workload` ran `ops` ops without an error.
+fn granary_ok(r: &serde_json::Value, workload: &str, phases: &[&str], ops: u64) {
+    for phase in phases {
+        let s = r["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["target"] == "granary" && s["workload"] == workload && s["phase"] == *phase)
+            .unwrap_or_else(|| panic!("no granary sample {workload}/{phase}"));
+        assert_eq!(s["status"], "ok", "{workload}/{phase}: {s}");
+        assert_eq!(u(&s["ops"]), ops, "{workload}/{phase}");
+    }
+}
+
+#[test]
+fn the_host_suite_serves_both_directories_checks_goals_and_cleans_up() {
+    if !nix_is_root() {
+        eprintln!("skipped: the host suite runs as root");
+        return;
+    }
+    let out = out_dir("suite-host");
+    let (r, pid) = suite_run("host", &out);
+    let phases = [
+        "getattr", "create", "write4k", "read4k", "write1m", "read1m",
+    ];
+    for w in ["host-tmpfs", "host-disk"] {
+        granary_ok(&r, w, &phases, 300);
+    }
+    assert_eq!(r["settings"]["suite"], "host");
+    // Every phase has its goal; without ganesha those cannot be judged, the limit ones can.
+    let goals = r["goals"].as_array().unwrap();
+    assert_eq!(
+        goals.iter().filter(|g| g["against"] == "ganesha").count(),
+        12
+    );
+    assert!(goals
+        .iter()
+        .filter(|g| g["against"] == "ganesha")
+        .all(|g| g["met"].is_null()));
+    assert_eq!(goals.iter().filter(|g| g["against"] == "limit").count(), 4);
+    assert!(goals
+        .iter()
+        .filter(|g| g["against"] == "limit")
+        .all(|g| g["met"].is_boolean()));
+    for dir in [
+        format!("/dev/shm/granary-bench-host-{pid}"),
+        format!("/var/tmp/granary-bench-host-{pid}"),
+        format!("/dev/shm/granary-bench-state-{pid}"),
+    ] {
+        assert!(!Path::new(&dir).exists(), "{dir} left behind");
+    }
+    let _ = std::fs::remove_dir_all(out);
+}
+
+#[test]
+fn the_erofs_suite_reads_the_image_cold_and_warm_and_unmounts() {
+    let mkfs = Command::new("mkfs.erofs").arg("--help").output();
+    if !nix_is_root() || mkfs.is_err() {
+        eprintln!("skipped: the erofs suite needs root and mkfs.erofs (erofs-utils)");
+        return;
+    }
+    let out = out_dir("suite-erofs");
+    let (r, pid) = suite_run("erofs", &out);
+    // The sequential passes cover the 32 MiB file (--quick); the cold random phase is
+    // count-bound by its own limit, the warm one by --count.
+    granary_ok(&r, "erofs-seq1m", &["cold", "warm"], 32);
+    granary_ok(&r, "erofs-rand4k", &["warm"], 300);
+    granary_ok(&r, "erofs-rand4k", &["cold"], 8192);
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let root = format!("/var/tmp/granary-bench-erofs-{pid}");
+    assert!(
+        !mounts.contains(&root),
+        "the kernel mount was left: {mounts}"
+    );
+    assert!(!Path::new(&root).exists(), "{root} left behind");
+    let _ = std::fs::remove_dir_all(out);
+}
+
+fn nix_is_root() -> bool {
+    // The bench's suites make mounts and drop caches: root only. /proc/self/status says.
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}

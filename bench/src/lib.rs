@@ -64,12 +64,12 @@ pub struct BenchArgs {
     suite: Suite,
 
     /// A short run (under 2 minutes): one repeat of short phases and small files, granary
-    /// and the limit only unless --peers is given.
+    /// and the limit only unless --peers is given (the host and erofs suites keep ganesha).
     #[arg(long)]
     quick: bool,
 
     /// Peers to run beside granary, comma-separated: ganesha, gonfs, nfsserve, or none.
-    /// Default: all in a full run, none with --quick.
+    /// Default: all in a full run, none with --quick; ganesha for the host and erofs suites.
     #[arg(long, value_name = "LIST")]
     peers: Option<String>,
 
@@ -78,7 +78,8 @@ pub struct BenchArgs {
     #[arg(long = "target", value_name = "NAME=URL")]
     targets: Vec<String>,
 
-    /// Output directory. Default: bench/results/<date>-bench/.
+    /// Output directory. Default: bench/results/<date>-bench/ (-bench-host/, -bench-erofs/
+    /// for those suites).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 

@@ -45,28 +45,36 @@ impl Fixtures {
     /// # Errors
     /// A directory could not be made.
     pub fn host() -> Result<Self, String> {
+        let mut f = Self::base()?;
+        for dir in [f.host_tmpfs.clone(), f.host_disk.clone()] {
+            f.make_dir(&dir)?;
+            f.notes
+                .push(format!("{} is on {}", dir.display(), fs_type(&dir)));
+        }
+        Ok(f)
+    }
+
+    /// The paths, with only the state directory made.
+    fn base() -> Result<Self, String> {
         let pid = std::process::id();
-        let host_tmpfs = PathBuf::from(format!("/dev/shm/granary-bench-host-{pid}"));
-        let host_disk = PathBuf::from(format!("/var/tmp/granary-bench-host-{pid}"));
-        let state_dir = PathBuf::from(format!("/dev/shm/granary-bench-state-{pid}"));
         let mut f = Self {
-            host_tmpfs: host_tmpfs.clone(),
-            host_disk: host_disk.clone(),
-            state_dir: state_dir.clone(),
+            host_tmpfs: PathBuf::from(format!("/dev/shm/granary-bench-host-{pid}")),
+            host_disk: PathBuf::from(format!("/var/tmp/granary-bench-host-{pid}")),
+            state_dir: PathBuf::from(format!("/dev/shm/granary-bench-state-{pid}")),
             erofs: None,
             notes: Vec::new(),
             scratch: Vec::new(),
         };
-        for dir in [&host_tmpfs, &host_disk, &state_dir] {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            f.scratch.push(dir.clone());
-        }
-        for dir in [&host_tmpfs, &host_disk] {
-            f.notes
-                .push(format!("{} is on {}", dir.display(), fs_type(dir)));
-        }
+        f.make_dir(&f.state_dir.clone())?;
         Ok(f)
+    }
+
+    /// Makes `dir` and removes it at the end.
+    fn make_dir(&mut self, dir: &Path) -> Result<(), String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        self.scratch.push(dir.to_path_buf());
+        Ok(())
     }
 
     /// The state directory, an lz4 EROFS image of a generated tree whose `data.bin` holds
@@ -75,12 +83,12 @@ impl Fixtures {
     /// # Errors
     /// The tree or the image could not be made (no `mkfs.erofs`, no space).
     pub fn erofs(file_bytes: u64) -> Result<Self, String> {
-        let mut f = Self::host()?;
+        let mut f = Self::base()?;
         let root = PathBuf::from(format!(
             "/var/tmp/granary-bench-erofs-{}",
             std::process::id()
         ));
-        f.scratch.push(root.clone());
+        f.make_dir(&root)?;
         let tree = root.join("tree");
         make_tree(&tree, file_bytes).map_err(|e| format!("generating the tree: {e}"))?;
         let image = root.join("image.erofs");

@@ -412,7 +412,7 @@ fn goals_section(md: &mut String, r: &Results) {
     if r.goals.is_empty() {
         return;
     }
-    let _ = writeln!(md, "## Goals\n");
+    let _ = writeln!(md, "\n## Goals\n");
     let _ = writeln!(
         md,
         "| phase | goal | granary ÷ it, median (min–max) | met |"
@@ -464,8 +464,9 @@ fn header(md: &mut String, r: &Results) {
     let s = &r.settings;
     let _ = writeln!(
         md,
-        "Settings: warm-up {:?}, {} per timed phase, {} repeat(s) (iozone {}), random file {} MiB, \
+        "Settings: suite {:?}, warm-up {:?}, {} per timed phase, {} repeat(s) (iozone {}), random file {} MiB, \
          sequential file {} MiB, directory {} entries, iozone files {:?} MiB\n",
+        s.suite,
         s.warmup,
         s.count
             .map_or_else(|| format!("{:?}", s.duration), |n| format!("{n} ops")),

@@ -13,6 +13,9 @@
 #   KT_SRC    source files made once per boot (f.SIZE: SIZE random bytes)
 #   KT_GUEST  this directory
 #   KT_DETAIL a directory for detail files (long outputs; see detail below)
+#   KT_BACKING the directory behind KT_ROOT on the server (the reference: KT_ROOT itself)
+#   KT_RESTART, KT_PORT  restart group: "$KT_RESTART stop|start $KT_PORT" kills -9 and
+#             starts again the server (the reference: true, nothing to restart)
 set -u
 export LC_ALL=C
 
@@ -382,6 +385,56 @@ grp_erofs() {
     done
     grep -hE 'WARN|ERROR|panic' /tmp/granary-erofs-*.log 2>/dev/null | sed 's/^/note: granary log: /' | head
     return 0
+}
+
+# ------------------------------------------------------------- server restart
+# The server is killed (-9) and started again (same directory, same state directory)
+# under the mounted client, which keeps an open file, a cwd, a file renamed before the
+# restart and a file a local process replaces while the server is down. Everything must
+# work as on the reference, where nothing restarts; the replaced file's old handle must
+# never read the new file (NFS: ESTALE, then the path finds the new file).
+grp_restart() {
+    local d=$KT_ROOT/restart b=$KT_BACKING/restart old
+    rm -rf "$d"; mkdir -p "$d/cwd" "$d/sub"
+    printf 'open before\n' >"$d/open"
+    printf 'renamed before\n' >"$d/sub/old"
+    printf 'old content\n' >"$d/replaced"
+    printf 'in cwd\n' >"$d/cwd/f"
+    cat "$d/replaced" >/dev/null
+    exec 3<>"$d/open" 4<"$d/replaced"
+    cd "$d/cwd" || return 1
+    mv "$d/sub/old" "$d/sub/new"
+    sync
+    step "tree, open, cd, rename"
+    # Without this check's open files: the new server must not hold the mount busy.
+    $KT_RESTART stop "$KT_PORT" 3>&- 4<&- || echo "restart: stop failed"
+    # While the server is down, a local process replaces a file behind the client.
+    rm "$b/replaced" && printf 'new content\n' >"$b/replaced"
+    $KT_RESTART start "$KT_PORT" 3>&- 4<&- || echo "restart: start failed"
+    # Drop the client's clean pages and unused dentries and inodes: what follows must
+    # reach the new server with the handles the client got from the old one.
+    sync; echo 3 >/proc/sys/vm/drop_caches
+    step "kill -9, replace, start"
+    echo "== restart-open-fd"
+    echo "reads: $(cat <&3)"
+    printf 'written after\n' >&3 && echo "write: ok"
+    exec 3>&-
+    echo "by path: $(tr '\n' ' ' <"$d/open")"
+    echo "== restart-cwd"
+    echo "ls: $(ls | tr '\n' ' ')"; echo "f: $(cat f)"
+    printf 'x\n' >g && echo "create in cwd: ok"; echo "ls: $(ls | tr '\n' ' ')"
+    echo "== restart-renamed"
+    echo "sub: $(ls "$d/sub" | tr '\n' ' ')"; echo "new: $(cat "$d/sub/new")"
+    echo "== restart-replaced"
+    echo "by path: $(cat "$d/replaced")"
+    old=$(cat <&4 2>&1); exec 4<&-
+    echo "note: the old fd read: $old"
+    [ "$old" != "new content" ] && echo "old fd never reads the new file: ok"
+    step "after the restart"
+    cd / || return 1
+    reload || return 1
+    echo "== restart-persisted"
+    manifest "$d" | detail restart-manifest; contents "$d" | detail restart-contents
 }
 
 group=${1:?usage: check.sh GROUP}

@@ -14,6 +14,8 @@ GRANARY_PORT=20490      # --squash none
 GRANARY_SQ_PORT=20491   # --squash root
 HOST_PORT=20492         # granary serve /export-host (host backend), --squash none
 HOST_SQ_PORT=20493      # granary serve /export-host-sq, --squash root
+EXT4_PORT=20494         # granary serve /export-ext4/rw (host backend on ext4), --squash none
+EXT4_SQ_PORT=20495      # granary serve /export-ext4/sq, --squash root
 KNFSD_PORT=2049
 # Big enough for the suite's largest moment (64 MiB files, fio files, the doc tree),
 # small enough for a 4 GiB guest that also holds two tmpfs copies of the same data.
@@ -29,15 +31,22 @@ install_granary() {
 }
 
 # granary_start PORT SQUASH LOG [ARGS...]: one granary on 127.0.0.1:PORT serving ARGS
-# (default: the mem export with the suite's cap); waits until it listens.
+# (default: the mem export with the suite's cap); waits until it listens. Its PID goes to
+# /tmp/granary-PORT.pid and its arguments to /tmp/granary-PORT.args (granary_again).
+# setsid: a granary restarted by a check (restart.sh) must outlive that check.
+# ulimit: the guest's init leaves RLIMIT_NOFILE at 1024 (hard 4096), and granary refuses
+# to start a host export whose open-file cache would get no descriptors beside the 4,096
+# it keeps for connections; its message says to raise the limit, as here.
 granary_start() {
     local port=$1 squash=$2 log=$3 i
+    printf '%q ' "$@" >"/tmp/granary-$port.args"
     shift 3
     local what=("$@")
     [ ${#what[@]} -gt 0 ] || what=(--mem-capacity-bytes "$GRANARY_CAP_BYTES")
-    "$GRANARY" ${KT_GRANARY_LOG:+--log "$KT_GRANARY_LOG"} serve --listen "127.0.0.1:$port" --no-portmap --squash "$squash" \
-        "${what[@]}" >"$log" 2>&1 &
+    (ulimit -n 65536 && exec setsid "$GRANARY" ${KT_GRANARY_LOG:+--log "$KT_GRANARY_LOG"} serve \
+        --listen "127.0.0.1:$port" --no-portmap --squash "$squash" "${what[@]}" >>"$log" 2>&1 </dev/null) &
     KT_PIDS+=($!)
+    echo "$!" >"/tmp/granary-$port.pid"
     echo "granary (squash $squash) pid $! on 127.0.0.1:$port"
     for i in $(seq 100); do
         ss -Htln "sport = :$port" | grep -q . && return 0
@@ -57,7 +66,7 @@ knfsd_start_both() {
 }
 
 # host_start_both: granary's host backend on two guest tmpfs directories (like knfsd's),
-# each with its own state directory.
+# each with its own state directory (the restart group restarts the first).
 host_start_both() {
     mkdir -p /export-host /export-host-sq || return 1
     mount -t tmpfs -o size=3G tmpfs /export-host || return 1
@@ -65,6 +74,40 @@ host_start_both() {
     granary_start "$HOST_PORT" none /tmp/granary-host.log /export-host --state-dir /var/lib/granary-kt &&
         granary_start "$HOST_SQ_PORT" root /tmp/granary-host-sq.log /export-host-sq --state-dir /var/lib/granary-kt-sq
 }
+
+# ext4_start_both: granary's host backend on two directories of an ext4 file system made
+# in the guest (a sparse image on the guest's root disk, loop-mounted), like the tmpfs
+# pair of host_start_both: rw (squash none) and sq (mode 0777, squash root).
+EXT4_IMG=/var/tmp/kt-export-ext4.img
+ext4_start_both() {
+    modprobe -q loop
+    truncate -s 768M "$EXT4_IMG" && mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$EXT4_IMG" ||
+        { echo "mkfs.ext4 $EXT4_IMG failed"; return 1; }
+    mkdir -p /export-ext4 && mount -t ext4 -o loop "$EXT4_IMG" /export-ext4 || return 1
+    mkdir -p /export-ext4/rw /export-ext4/sq && chmod 0777 /export-ext4/sq || return 1
+    granary_start "$EXT4_PORT" none /tmp/granary-ext4.log /export-ext4/rw --state-dir /var/lib/granary-kt-ext4 &&
+        granary_start "$EXT4_SQ_PORT" root /tmp/granary-ext4-sq.log /export-ext4/sq --state-dir /var/lib/granary-kt-ext4-sq
+}
+
+# granary_kill PORT: kill -9 the granary on PORT (started by granary_start, maybe by
+# another shell) and wait until it is gone.
+granary_kill() {
+    local pid i
+    pid=$(cat "/tmp/granary-$1.pid") || return 1
+    kill -KILL "$pid" || return 1
+    for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    echo "granary pid $pid on port $1 survived kill -9"; return 1
+}
+
+# granary_again PORT: start the granary of PORT again with the arguments it had.
+granary_again() {
+    local args
+    args=$(cat "/tmp/granary-$1.args") || return 1
+    eval "granary_start $args"
+}
+
+# granary_pids: every granary granary_start started, also those restarted by a check.
+granary_pids() { cat /tmp/granary-*.pid 2>/dev/null; }
 
 # Mount commands, one per target; suite.sh's reload runs them again after umount.
 # retry=0: a server that is down fails the mount at once instead of retrying for 2 min.

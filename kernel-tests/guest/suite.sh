@@ -9,30 +9,49 @@
 # passes on a server when its output equals the reference's; otherwise both outputs
 # (or their diff) are printed.
 # Env: KT_STAGE    staging directory shared from the host (granary binary, scripts)
-#      KT_TARGETS  servers to test (default "granary knfsd"; "host" is granary's host
-#                  backend serving a guest tmpfs directory)
+#      KT_TARGETS  servers to test (default "granary host host-ext4 knfsd"; "granary" is
+#                  the mem backend, "host" granary's host backend serving a guest tmpfs
+#                  directory, "host-ext4" the same on an ext4 file system in the guest)
 #      KT_CHECKS   extended regex: run only the groups whose names match
+#      KT_HOST_GROUPS, KT_HOST_EXT4_GROUPS  extended regexes: the groups the host and
+#                  host-ext4 targets run (defaults chosen for the suite's time, see
+#                  README.md; '.' for every group)
 set -u
 KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 # shellcheck source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-read -r -a TARGETS <<<"${KT_TARGETS:-granary knfsd}"
+read -r -a TARGETS <<<"${KT_TARGETS:-granary host host-ext4 knfsd}"
+HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|persist|restart)$}
+HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|restart)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
 
 # group, time limit in seconds, and "sq" for the group that runs on the root-squashed
 # exports (its reference runs as nobody, 65534, which is what root becomes there).
-# persist comes last: it checks everything the others left on the mount.
+# persist comes (nearly) last: it checks everything the others left on the mount.
+# restart (host only) kills and restarts the server under the mounted client.
 GROUPS_=(
     "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
     "fio 600" "stress-ng 120" "writers 300" "ownership 300" "erofs 300" "persist 300"
+    "restart 120"
 )
+
+# runs_on TARGET GROUP: whether GROUP runs on TARGET. restart needs a server whose files
+# outlive it (host, host-ext4), which run $HOST_GROUPS and $HOST_EXT4_GROUPS; erofs
+# starts its own servers (granary serve IMAGE), so it tells nothing about them.
+runs_on() {
+    case $1 in
+    host) [[ $2 =~ $HOST_GROUPS ]] && [ "$2" != erofs ] ;;
+    host-ext4) [[ $2 =~ $HOST_EXT4_GROUPS ]] && [ "$2" != erofs ] ;;
+    *) [ "$2" != restart ] ;;
+    esac
+}
 
 declare -A PASS FAIL FAILED_NAMES HUNG
 # Groups compared only on some targets; on the others they run and their notes are shown
 # (a measurement, not a check). knfsd answers a chgrp to one of the caller's supplementary
 # groups EPERM in this guest (28 of ownership's 405 cases), which is knfsd's to fix.
-declare -A COMPARED_ON=([ownership]="granary")
+declare -A COMPARED_ON=([ownership]="granary host host-ext4")
 
 secs() { # microseconds since $1 (default: the start) as seconds with one decimal
     local us=$(( ${EPOCHREALTIME/./} - ${1:-$T0} ))
@@ -42,7 +61,7 @@ say() { echo "[$(secs) s] $*"; }
 
 setup() {
     install_granary || return 1
-    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq
+    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq
     mount -t tmpfs -o size=3G tmpfs /ref || return 1
     mount -t tmpfs -o size=512M,mode=0777 tmpfs /ref-sq || return 1
     local n
@@ -62,6 +81,10 @@ start_target() {
         host_start_both &&
             $(granary_mount_cmd "$HOST_PORT" /mnt/host) &&
             $(granary_mount_cmd "$HOST_SQ_PORT" /mnt/host-sq) ;;
+    host-ext4)
+        ext4_start_both &&
+            $(granary_mount_cmd "$EXT4_PORT" /mnt/host-ext4) &&
+            $(granary_mount_cmd "$EXT4_SQ_PORT" /mnt/host-ext4-sq) ;;
     knfsd)
         knfsd_start_both &&
             $(knfsd_mount_cmd /export /mnt/knfsd) &&
@@ -69,21 +92,26 @@ start_target() {
     *) echo "unknown target $1"; return 1 ;;
     esac || return 1
     say "$1 up and mounted in $(secs "$t0") s"
-    grep " /mnt/$1" /proc/mounts | sed 's/^/    /'
+    grep -E " /mnt/$1(-sq)? " /proc/mounts | sed 's/^/    /'
 }
 
 # ctx_env CTX SQ: root, kind, mount point, mount command and user for a context.
 ctx_env() {
-    local ctx=$1 sq=$2 port exp
-    kind=nfs user=()
+    local ctx=$1 sq=$2 exp
+    kind=nfs user=() backing= restart=true
     case $ctx in
-    ref) kind=ref root=/ref mnt= mcmd=
-         [ "$sq" = sq ] && { root=/ref-sq user=(setpriv --reuid=65534 --regid=65534 --clear-groups); } ;;
+    ref) kind=ref root=/ref mnt= mcmd= backing=/ref
+         [ "$sq" = sq ] && { root=/ref-sq backing=/ref-sq user=(setpriv --reuid=65534 --regid=65534 --clear-groups); } ;;
     granary) mnt=/mnt/granary port=$GRANARY_PORT
              [ "$sq" = sq ] && { mnt=/mnt/granary-sq port=$GRANARY_SQ_PORT; }
              root=$mnt mcmd=$(granary_mount_cmd "$port" "$mnt") ;;
-    host) mnt=/mnt/host port=$HOST_PORT
-          [ "$sq" = sq ] && { mnt=/mnt/host-sq port=$HOST_SQ_PORT; }
+    host) mnt=/mnt/host port=$HOST_PORT backing=/export-host
+          [ "$sq" = sq ] && { mnt=/mnt/host-sq port=$HOST_SQ_PORT backing=/export-host-sq; }
+          restart="bash $KT_GUEST/restart.sh"
+          root=$mnt mcmd=$(granary_mount_cmd "$port" "$mnt") ;;
+    host-ext4) mnt=/mnt/host-ext4 port=$EXT4_PORT backing=/export-ext4/rw
+          [ "$sq" = sq ] && { mnt=/mnt/host-ext4-sq port=$EXT4_SQ_PORT backing=/export-ext4/sq; }
+          restart="bash $KT_GUEST/restart.sh"
           root=$mnt mcmd=$(granary_mount_cmd "$port" "$mnt") ;;
     knfsd) mnt=/mnt/knfsd exp=/export
            [ "$sq" = sq ] && { mnt=/mnt/knfsd-sq exp=/export-sq; }
@@ -94,8 +122,8 @@ ctx_env() {
 # alive CTX: the server still runs and answers (a dead server would hang every check).
 alive() {
     local p
-    if [ "$1" = granary ] || [ "$1" = host ]; then
-        for p in "${KT_PIDS[@]}"; do
+    if [ "$1" != knfsd ]; then
+        for p in $(granary_pids); do
             kill -0 "$p" 2>/dev/null || { echo "granary (pid $p) has exited; log tail:"; tail -20 /tmp/granary*.log; return 1; }
         done
     fi
@@ -116,13 +144,17 @@ watchdog() {
     done
     echo "--- sockets:"; ss -tni | head -40
     echo "--- dmesg:"; dmesg | tail -20
-    [ "$1" = granary ] && { echo "--- granary log:"; tail -30 /tmp/granary.log; }
+    case $1 in
+    granary) echo "--- granary log:"; tail -30 /tmp/granary.log ;;
+    host) echo "--- granary log:"; tail -30 /tmp/granary-host.log ;;
+    host-ext4) echo "--- granary log:"; tail -30 /tmp/granary-ext4.log ;;
+    esac
 }
 
 # run_ctx CTX GROUP LIMIT SQ: run GROUP in context CTX; its checks' outputs in
 # $OUT/CTX/CHECK (the last one ends with the group's exit status).
 run_ctx() {
-    local ctx=$1 group=$2 limit=$3 sq=$4 kind root mnt mcmd user rc t0
+    local ctx=$1 group=$2 limit=$3 sq=$4 kind root mnt mcmd user backing restart port rc t0
     ctx_env "$ctx" "$sq"
     local dir=$OUT/$ctx raw=$OUT/$ctx/$group.raw
     mkdir -p "$dir"
@@ -135,6 +167,7 @@ run_ctx() {
         rm -rf "$dir/$group.detail"; mkdir -p "$dir/$group.detail"; chmod 777 "$dir/$group.detail"
         timeout -k 10 "$limit" "${user[@]}" env KT_KIND=$kind KT_ROOT="$root" KT_MNT="$mnt" \
             KT_MOUNT="$mcmd" KT_SRC=/tmp/kt-src KT_GUEST="$KT_GUEST" KT_DETAIL="$dir/$group.detail" \
+            KT_BACKING="$backing" KT_RESTART="$restart" KT_PORT="${port:-}" \
             bash "$KT_GUEST/check.sh" "$group" >"$raw" 2>&1 </dev/null
         rc=$?
         kill "$wd" 2>/dev/null; wait "$wd" 2>/dev/null
@@ -201,11 +234,14 @@ compare() {
 }
 
 run_group() {
-    local group=$1 limit=$2 sq=${3:-} t
+    local group=$1 limit=$2 sq=${3:-} t any=
+    for t in "${TARGETS[@]}"; do runs_on "$t" "$group" && any=1; done
+    [ -n "$any" ] || return 0
     say "group $group: reference (guest tmpfs${sq:+, as nobody})"
     run_ctx ref "$group" "$limit" "$sq"
     echo "     (reference: group $group took $(cat "$OUT/ref/$group.secs" 2>/dev/null) s)"
     for t in "${TARGETS[@]}"; do
+        runs_on "$t" "$group" || { echo "     ($t: group $group not run on this target)"; continue; }
         if [ -n "${HUNG[$t]:-}" ]; then
             mkdir -p "$OUT/$t"; echo "not run: $t hung in group ${HUNG[$t]}" >"$OUT/$t/$group.out"
             echo "$group" >"$OUT/$t/$group.list"
@@ -245,6 +281,8 @@ finish() {
     local t
     for t in "${TARGETS[@]}"; do umount "/mnt/$t" "/mnt/$t-sq" 2>/dev/null; done
     if [ "${#KT_PIDS[@]}" -gt 0 ]; then
+        # A granary the restart group started again is not this shell's child.
+        kill -TERM $(granary_pids) 2>/dev/null
         stop_started
         echo "granary logs, warnings and errors:"
         grep -hE 'WARN|ERROR|panic' /tmp/granary*.log | head -20 | sed 's/^/    /'

@@ -368,3 +368,102 @@ fn open_file_cache_on_and_off_through_libnfs() {
         );
     }
 }
+
+/// The user the unprivileged test runs granary as (nobody).
+const NOBODY: u32 = 65534;
+
+/// `granary serve DIR --state-dir STATE [extra]` as `nobody` (setpriv, no supplementary
+/// groups), for a test running as root.
+fn serve_as_nobody(d: &Dirs, extra: &[&str]) -> std::process::Command {
+    let id = NOBODY.to_string();
+    let mut cmd = Command::new("setpriv");
+    cmd.args([format!("--reuid={id}"), format!("--regid={id}")])
+        .args(["--clear-groups", "--"])
+        .arg(Server::bin())
+        .args([
+            "--log",
+            "warn",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-portmap",
+        ])
+        .arg(d.export())
+        .arg("--state-dir")
+        .arg(d.state())
+        .args(extra)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    cmd
+}
+
+fn owner(path: &Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).unwrap();
+    (m.uid(), m.gid())
+}
+
+/// README "Owners and permissions" and docs/CONFIG.md: run as another user than root, a
+/// host export acts as that user for every client. libnfs-utils send the caller's uid
+/// (root here); squash "all" to the server's uid/gid is forced, so what they create
+/// belongs to the server's user, nfs-ls shows it so, a file only root may read stays
+/// unreadable, a root-owned directory cannot be written, and asking for another squash
+/// mode is refused at start with a message.
+#[test]
+fn unprivileged_server_acts_as_its_own_user_for_every_client() {
+    if owner(Path::new("/proc/self")).0 != 0 {
+        eprintln!("skipped: needs root to start granary as another user (setpriv)");
+        return;
+    }
+    let d = Dirs::new("unpriv");
+    std::fs::create_dir(d.state()).unwrap();
+    for dir in [d.export(), d.state()] {
+        std::os::unix::fs::chown(&dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let secret = d.export().join("root-only");
+    std::fs::write(&secret, b"secret\n").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::fs::create_dir(d.export().join("root-dir")).unwrap();
+    for squash in ["root", "none"] {
+        let out = serve_as_nobody(&d, &["--squash", squash])
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("unprivileged (uid 65534)"),
+            "--squash {squash} must be refused when unprivileged: {}\n{err}",
+            out.status
+        );
+    }
+    let server = Server::spawn(serve_as_nobody(&d, &[]));
+    let local = d.base.join("local");
+    std::fs::write(&local, b"made by root through nfs-cp\n").unwrap();
+    ok("nfs-cp", &[local.to_str().unwrap(), &server.url_of("made")]);
+    assert_eq!(owner(&d.export().join("made")), (NOBODY, NOBODY));
+    assert_eq!(
+        ok("nfs-cat", &[&server.url_of("made")]),
+        b"made by root through nfs-cp\n"
+    );
+    let listing = String::from_utf8(ok("nfs-ls", &[&server.url_of("")])).unwrap();
+    let made = listing.lines().find(|l| l.ends_with(" made"));
+    let fields: Vec<&str> = made.map_or(vec![], |l| l.split_whitespace().collect());
+    assert_eq!(
+        fields.get(2..4),
+        Some(&["65534", "65534"][..]),
+        "owner of made in:\n{listing}"
+    );
+    let read = tool("nfs-cat", &[&server.url_of("root-only")]);
+    assert!(
+        !read.status.success() && read.stdout.is_empty(),
+        "a root-only file read by an unprivileged server: {:?}",
+        read.stdout
+    );
+    let into = tool(
+        "nfs-cp",
+        &[local.to_str().unwrap(), &server.url_of("root-dir/f")],
+    );
+    assert!(!into.status.success(), "created in a root-owned directory");
+    assert!(!d.export().join("root-dir/f").exists());
+}

@@ -63,7 +63,10 @@ pub fn draw_all(r: &Results) -> Result<(), String> {
         }
         let path = out.join(format!("throughput-{w}.png"));
         throughput(&path, &sum, w).map_err(|e| format!("{}: {e}", path.display()))?;
-        if matches!(w, "null" | "getattr" | "meta" | "rand4k") {
+        if matches!(
+            w,
+            "null" | "getattr" | "meta" | "rand4k" | "host-tmpfs" | "host-disk" | "erofs-rand4k"
+        ) {
             let path = out.join(format!("latency-{w}.png"));
             latency(&path, &sum, w).map_err(|e| format!("{}: {e}", path.display()))?;
         }
@@ -102,7 +105,15 @@ fn throughput(path: &Path, sum: &Summary, workload: &str) -> DrawResult {
     }
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE)?;
-    let unit = phases.first().map_or("", |(_, u)| *u);
+    // The host suite mixes ops/s and MiB/s phases: each label then names its unit.
+    let mixed = phases
+        .iter()
+        .any(|(_, u)| Some(*u) != phases.first().map(|(_, u)| *u));
+    let unit = if mixed {
+        "ops/s or MiB/s (see phase)"
+    } else {
+        phases.first().map_or("", |(_, u)| *u)
+    };
     let n = phases.len() as f64;
     let (y_lo, y_hi) = (lo / 2.0, hi * 2.0);
     let mut chart = ChartBuilder::on(&root)
@@ -148,9 +159,14 @@ fn throughput(path: &Path, sum: &Summary, workload: &str) -> DrawResult {
             }
         }
         let (px, py) = chart.backend_coord(&(i as f64 + 0.5, y_lo));
+        let label = if mixed {
+            format!("{p} ({})", phases[i].1)
+        } else {
+            (*p).to_owned()
+        };
         root.draw(&Text::new(
-            (*p).to_owned(),
-            (px - 6 * i32::try_from(p.len()).unwrap_or(0) / 2, py + 8),
+            label.clone(),
+            (px - 6 * i32::try_from(label.len()).unwrap_or(0) / 2, py + 8),
             (FONT, 15),
         ))?;
     }

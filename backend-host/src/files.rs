@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rustix::fs::Statx;
-use sync::filecache::{Access as CacheAccess, Entry, FileCache, FileCacheStats};
+use sync::filecache::{Access as CacheAccess, Entry, Evicted, FileCache, FileCacheStats};
 use vfs::{FileId, FsError, FsResult};
 
 use crate::attr::stat_fd;
@@ -208,7 +208,16 @@ impl HostFs {
     /// One aging pass of the open-file cache (the server's global timer runs it). Returns
     /// how many descriptors it closed.
     pub fn age_open_files(&self) -> usize {
-        self.open_files.as_ref().map_or(0, |c| c.age())
+        self.age_open_files_deferred().len()
+    }
+
+    /// One aging pass that returns the evicted descriptors instead of closing them: the
+    /// server's timer callback hands them to a closing thread, since a descriptor holding
+    /// UNSTABLE writes is `fdatasync`ed before its close and must not stall a worker.
+    pub fn age_open_files_deferred(&self) -> Evicted<OpenFile> {
+        self.open_files
+            .as_ref()
+            .map_or_else(Evicted::default, |c| c.age_deferred())
     }
 
     /// Closes every cached descriptor (syncing those with UNSTABLE writes); for shutdown.

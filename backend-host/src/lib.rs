@@ -81,7 +81,7 @@ use vfs::{FileId, FsError, FsResult};
 
 use crate::attr::{device, generation, kind_bits, stat_fd};
 use crate::errno::fs_err;
-pub use crate::files::IoFile;
+pub use crate::files::{IoFile, OpenFile};
 use crate::index::{Index, Record};
 pub use crate::sys::KernelHandle;
 

@@ -114,6 +114,34 @@ fn concurrent_misses_open_once() {
 }
 
 #[test]
+fn a_deferred_pass_evicts_at_once_and_closes_when_its_bundle_is_dropped() {
+    let dir = scratch("deferred");
+    let fs = fs_with(&dir, 16);
+    let id = create(&fs, "f");
+    write(&fs, id, Stability::Unstable);
+    for _ in 0..2 {
+        assert!(fs.age_open_files_deferred().is_empty());
+    }
+    let evicted = fs.age_open_files_deferred();
+    assert_eq!(
+        (evicted.len(), fs.open_files_held()),
+        (1, 0),
+        "out of the cache at once"
+    );
+    assert_eq!(
+        fds_naming(&dir.join("f")),
+        1,
+        "but not closed by the pass itself"
+    );
+    // The server drops the bundle on its closing thread: the UNSTABLE data is synced there.
+    std::thread::spawn(move || drop(evicted)).join().unwrap();
+    assert_eq!(fds_naming(&dir.join("f")), 0);
+    assert_eq!(fs.io_counts().1, 1, "synced before its close");
+    assert_eq!(std::fs::read(dir.join("f")).unwrap(), b"0123456789");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn aging_closes_a_descriptor_unused_for_two_passes() {
     let dir = scratch("aging");
     let fs = fs_with(&dir, 16);

@@ -68,3 +68,88 @@ pub fn idle_servers(
     drop(held);
     Ok(runs)
 }
+
+/// Thread-name prefix of the plain-tokio baseline's workers.
+const TOKIO_THREADS: &str = "idle-tokio";
+
+/// How often the baseline's per-connection watchdog fires: the design granary had before
+/// its connection checks became one global scan (a local timer per connection, re-armed
+/// every second).
+const TOKIO_WATCHDOG: Duration = Duration::from_secs(1);
+
+/// The baseline "plain tokio" server: a multi-thread tokio runtime with one worker per
+/// core, a task per connection that answers one RPC NULL and then waits for its next
+/// request under a watchdog timer re-armed every second, as a typical tokio server does.
+/// It runs in this process; its wake-ups are its workers' switches, its CPU the whole
+/// process's (the lab's own threads sleep while it is sampled).
+///
+/// # Errors
+/// If the runtime or the listener cannot start, or a connection is refused.
+pub fn tokio_baseline(conns: usize, window: Duration, samples: usize) -> Result<IdleRun, String> {
+    allow_descriptors(conns);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(crate::cores())
+        .thread_name(TOKIO_THREADS)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .map_err(|e| format!("tokio baseline listener: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    rt.spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(watched_connection(stream));
+        }
+    });
+    let held = idle_connections(addr, conns)?;
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = std::process::id();
+    let mut run = IdleRun::default();
+    for _ in 0..samples {
+        let read = || ProcCounters::read(pid, TOKIO_THREADS).map_err(|e| e.to_string());
+        let before = read()?;
+        std::thread::sleep(window);
+        let (wakeups, cpu_ms) = read()?.rates_since(&before, window);
+        run.wakeups_per_sec.push(wakeups);
+        run.cpu_ms_per_sec.push(cpu_ms);
+    }
+    drop(held);
+    rt.shutdown_timeout(Duration::from_secs(1));
+    Ok(run)
+}
+
+/// One baseline connection: answers the NULL call `idle_connections` sends, then waits for
+/// more under a one-second watchdog (closing after 10 minutes without a request).
+async fn watched_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut call = [0u8; 44];
+    if stream.read_exact(&mut call).await.is_err() {
+        return;
+    }
+    let xid = [call[4], call[5], call[6], call[7]];
+    let mut reply = Vec::with_capacity(28);
+    reply.extend_from_slice(&0x8000_0018u32.to_be_bytes());
+    reply.extend_from_slice(&xid);
+    for word in [1u32, 0, 0, 0, 0] {
+        reply.extend_from_slice(&word.to_be_bytes());
+    }
+    if stream.write_all(&reply).await.is_err() {
+        return;
+    }
+    let mut last = tokio::time::Instant::now();
+    let mut buf = [0u8; 512];
+    loop {
+        tokio::select! {
+            read = stream.read(&mut buf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(_) => last = tokio::time::Instant::now(),
+            },
+            () = tokio::time::sleep(TOKIO_WATCHDOG) => {
+                if last.elapsed() > Duration::from_secs(600) {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -132,7 +132,12 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
     let wake_group = format!("server with {conns} idle connections: worker wake-ups per second");
     let cpu_group = format!("server with {conns} idle connections: CPU ms per second");
     let mut cpu = Vec::new();
-    for (design, run) in ours.iter().zip(idle) {
+    let baseline = idle::tokio_baseline(conns, window, settings.samples)?;
+    for (design, run) in ours
+        .iter()
+        .chain([&Design::Tokio])
+        .zip(idle.into_iter().chain([baseline]))
+    {
         variants.push(variant(&wake_group, *design, run.wakeups_per_sec));
         cpu.push(variant(&cpu_group, *design, run.cpu_ms_per_sec));
     }
@@ -151,7 +156,9 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
          drivers run on every worker; the background load is the same spinning task (spin \
          {} us, yield) for every design, tokio included; wake-ups are event-loop unparks \
          counted by one hook for every design. tokio's insert+cancel includes one allocation \
-         per timer (a Sleep must be boxed to be polled)",
+         per timer (a Sleep must be boxed to be polled); in the idle-connection groups, tokio \
+         is a plain multi-thread tokio server in the lab's process (a task per connection \
+         with a watchdog re-armed every second, as granary had before its global scan)",
         crate::cores(),
         SPIN.as_micros()
     ));

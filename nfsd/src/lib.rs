@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod convert;
+pub mod credcache;
 pub mod limits;
 pub mod mountproc;
 pub mod nfs3proc;

@@ -71,6 +71,12 @@ pub const MAX_MOUNT_LIST_REPLY_BYTES: usize = 64 << 10;
 /// cycling through uids cannot push out the others). About 100 bytes each.
 pub const CRED_CACHE_ENTRIES: usize = 4096;
 
+/// Credentials each worker thread keeps in front of the shared credential cache (seed
+/// 004): a hit there compares key words only. A client machine sends one or a few
+/// identities; more than this many alternating on one worker fall through to the shared
+/// table.
+pub const RECENT_CREDS: usize = 4;
+
 /// Words of a credential-cache key: export id, flavor, uid, gid and the groups.
 pub const CRED_KEY_WORDS: usize = 4 + rpc::limits::MAX_AUTH_GROUPS as usize;
 
@@ -80,6 +86,7 @@ pub const FSSTAT_INVARSEC: u32 = 0;
 const _: () = assert!(MAX_IO_BYTES <= nfs3::limits::MAX_DATA);
 const _: () = assert!(MAX_MOUNTS_PER_CLIENT <= MAX_MOUNT_ENTRIES);
 const _: () = assert!(CRED_CACHE_ENTRIES > 0);
+const _: () = assert!(RECENT_CREDS > 0);
 // Every credential the RPC layer accepts has a key: none is mapped uncached for its size.
 const _: () = assert!(CRED_KEY_WORDS >= 4 + vfs::limits::MAX_GROUPS);
 const _: () = assert!(PREF_READDIR_BYTES <= MAX_READDIR_BYTES);

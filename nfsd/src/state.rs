@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex};
 
 use nfs3::nfs::{NfsFh3, Nfsstat3};
 use rpc::{Auth, CallContext};
-use sync::memo::Memo;
 use vfs::{Attr, Cred, Export, ExportTable, FileId, FsError};
 
 use crate::convert::status_of;
-use crate::limits::{CRED_CACHE_ENTRIES, CRED_KEY_WORDS, MAX_MOUNTS_PER_CLIENT, MAX_MOUNT_ENTRIES};
+use crate::credcache::CredCache;
+use crate::limits::{CRED_KEY_WORDS, MAX_MOUNTS_PER_CLIENT, MAX_MOUNT_ENTRIES};
 
 /// One server's exports, write verifier and mount list.
 pub struct NfsState {
@@ -23,7 +23,7 @@ pub struct NfsState {
     mounts: Mutex<VecDeque<MountEntry>>,
     /// Seed 004's credential cache: the mapped credential per (export, sent credential),
     /// `None` with `--fhcache off` (then every call maps its credential afresh).
-    creds: Option<Memo<Vec<u32>, Cred>>,
+    creds: Option<CredCache>,
 }
 
 /// One MNT, remembered for MOUNT DUMP.
@@ -60,7 +60,7 @@ impl NfsState {
             write_verifier,
             max_io_bytes,
             mounts: Mutex::new(VecDeque::new()),
-            creds: Some(Memo::new(CRED_CACHE_ENTRIES)),
+            creds: Some(CredCache::new()),
         }
     }
 
@@ -68,7 +68,7 @@ impl NfsState {
     /// maps its credential afresh, as before seed 004).
     #[must_use]
     pub fn with_cred_cache(mut self, on: bool) -> Self {
-        self.creds = on.then(|| Memo::new(CRED_CACHE_ENTRIES));
+        self.creds = on.then(CredCache::new);
         self
     }
 
@@ -76,7 +76,7 @@ impl NfsState {
     /// start; `None` when the cache is off.
     #[must_use]
     pub fn cred_cache_stats(&self) -> Option<(u64, u64)> {
-        self.creds.as_ref().map(Memo::hits_and_misses)
+        self.creds.as_ref().map(CredCache::hits_and_misses)
     }
 
     /// Who a call with `auth` is on `export`: its credential mapped by the export's squash
@@ -85,12 +85,12 @@ impl NfsState {
     #[must_use]
     pub fn cred(&self, export: &Export, auth: &Auth) -> Arc<Cred> {
         let map = || export.options.map_cred(sent_cred(auth).as_ref());
-        let Some(memo) = &self.creds else {
+        let Some(cache) = &self.creds else {
             return Arc::new(map());
         };
         let mut words = [0u32; CRED_KEY_WORDS];
         match cred_key(export, auth, &mut words) {
-            Some(key) => memo.get(key, |_| map()),
+            Some(key) => cache.get(key, map),
             None => Arc::new(map()),
         }
     }

@@ -191,8 +191,12 @@ fn one_identity_shares_one_mapped_credential_per_export() {
     let none = s.cred(&open, Auth::None);
     assert_eq!((none.uid, none.gid), (NOBODY, NOBODY));
     assert!(Arc::ptr_eq(&none, &s.cred(&open, Auth::None)));
-    // 8 lookups: hits for `again` and the second AUTH_NONE, every other one mapped once.
-    assert_eq!(s.state.cred_cache_stats(), Some((2, 6)));
+    // 8 lookups: `again` and the second AUTH_NONE hit, every other one mapped once (hits
+    // of a worker thread's own entries are reported in batches, so only misses are exact).
+    assert_eq!(
+        s.state.cred_cache_stats().map(|(_, misses)| misses),
+        Some(6)
+    );
 }
 
 #[test]
@@ -234,10 +238,6 @@ fn a_permission_change_on_the_server_is_seen_by_the_next_call() {
     // Group read: the same cached identity is now allowed through its group.
     s.chmod(id, 0o640);
     assert_eq!(s.read(&fh, &other), Nfsstat3::Ok);
-    let (hits, misses) = s.state.cred_cache_stats().unwrap();
-    assert_eq!(
-        (hits, misses),
-        (3, 1),
-        "the calls shared one cached credential"
-    );
+    let (_, misses) = s.state.cred_cache_stats().unwrap();
+    assert_eq!(misses, 1, "the four calls mapped one credential");
 }

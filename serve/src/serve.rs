@@ -12,6 +12,7 @@ use rpc::table::{AdmitLimits, ConnTable};
 use rpc::Dispatcher;
 use runtime::decode::DecodeWorkers;
 use runtime::timers::{Scope, Timers};
+use sync::filecache::Evicted;
 use tokio::sync::watch;
 use vfs::{Export, ExportId, ExportTable, HandleKey};
 
@@ -237,14 +238,37 @@ fn open_file_entries(config: &ServerConfig) -> Result<usize, ServeError> {
 
 /// Ages the open-file caches of host exports off the request path: one global timer
 /// (seed 002: under `--timers pull` an idle worker hands it to the hierarchy and is not
-/// woken for it) that re-arms itself. Descriptors unused for two passes are closed.
+/// woken for it) that re-arms itself. Descriptors unused for two passes are evicted and
+/// closed on a thread of their own, since closing one that holds UNSTABLE writes
+/// `fdatasync`s it first and must not stall the worker that ran the timer.
 fn schedule_open_file_aging(timers: Arc<Timers>, hosts: Arc<Vec<Arc<backend_host::HostFs>>>) {
+    let (tx, rx) = std::sync::mpsc::channel::<Evicted<backend_host::OpenFile>>();
+    let closer = std::thread::Builder::new()
+        .name("granary-close".into())
+        .spawn(move || rx.into_iter().for_each(drop));
+    if let Err(e) = closer {
+        tracing::warn!(error = %e, "no thread for closing aged files; the timer closes them");
+    }
+    arm_open_file_aging(timers, hosts, tx);
+}
+
+fn arm_open_file_aging(
+    timers: Arc<Timers>,
+    hosts: Arc<Vec<Arc<backend_host::HostFs>>>,
+    closer: std::sync::mpsc::Sender<Evicted<backend_host::OpenFile>>,
+) {
     let from = runtime::current_worker().unwrap_or(0);
     let again = Arc::clone(&timers);
     let age: runtime::timers::Callback = Box::new(move || {
-        let closed: usize = hosts.iter().map(|h| h.age_open_files()).sum();
-        tracing::trace!(closed, "open-file caches aged");
-        schedule_open_file_aging(again, hosts);
+        for host in hosts.iter() {
+            let evicted = host.age_open_files_deferred();
+            tracing::trace!(closed = evicted.len(), "open-file cache aged");
+            if !evicted.is_empty() {
+                // If the closing thread is gone, the bundle comes back and closes here.
+                drop(closer.send(evicted));
+            }
+        }
+        arm_open_file_aging(again, hosts, closer);
     });
     let every = backend_host::limits::OPEN_FILE_AGE_INTERVAL;
     timers.insert(from, every, Scope::Global, age);

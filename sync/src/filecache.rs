@@ -85,6 +85,36 @@ impl<V> Deref for Entry<V> {
     }
 }
 
+/// Entries an aging pass evicted. They are no longer in the cache; each value is dropped
+/// (closed) when this bundle is dropped, unless a request still holds it, in which case it
+/// is dropped when that request lets go.
+#[must_use = "dropping the bundle closes the evicted values"]
+pub struct Evicted<V>(Vec<Arc<Entry<V>>>);
+
+impl<V> Evicted<V> {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<V> Default for Evicted<V> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<V> std::fmt::Debug for Evicted<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Evicted")
+            .field("len", &self.0.len())
+            .finish()
+    }
+}
+
 /// The result of an open that others wait for: `Some(entry)` or `None` (failed or forgotten;
 /// the waiter retries).
 struct Pending<V> {
@@ -342,21 +372,24 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
         // `removed` drops here, outside the lock: closes happen without blocking lookups.
     }
 
-    /// One aging pass (the global timer's job). Returns how many entries it closed.
+    /// One aging pass (the global timer's job). Returns how many entries it closed; their
+    /// values are dropped (closed) here, by the caller.
     pub fn age(&self) -> usize {
-        let mut total = 0;
+        self.age_deferred().len()
+    }
+
+    /// One aging pass that hands the evicted entries back instead of dropping them, so a
+    /// timer callback can leave the closing (and any flush a value's `Drop` makes) to
+    /// another thread: the pass itself only takes each shard's lock for a scan.
+    pub fn age_deferred(&self) -> Evicted<V> {
+        let mut closing = Vec::new();
         for shard in self.shards.iter() {
-            let mut closing = Vec::new();
-            {
-                let mut map = lock(shard);
-                map.retain(|_, slot| keep_after_aging(slot, &mut closing));
-            }
-            total += closing.len();
-            self.release(closing.len());
-            drop(closing);
+            let before = closing.len();
+            lock(shard).retain(|_, slot| keep_after_aging(slot, &mut closing));
+            self.release(closing.len() - before);
         }
-        bump(&self.counters.aged_out, total as u64);
-        total
+        bump(&self.counters.aged_out, closing.len() as u64);
+        Evicted(closing)
     }
 
     /// Removes every entry (shutdown, or the lab switching designs).

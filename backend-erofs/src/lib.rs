@@ -74,8 +74,22 @@ impl ErofsBackend {
     /// # Errors
     /// `Io` if the image cannot be read.
     pub fn incarnation(&self) -> Result<u32, ErofsError> {
-        let id = self.image.identity()?;
-        Ok((id ^ (id >> 32)) as u32)
+        self.identity().map(Self::incarnation_of)
+    }
+
+    /// [`Image::identity`] of the image served (reads all of it).
+    ///
+    /// # Errors
+    /// `Io` if the image cannot be read.
+    pub fn identity(&self) -> Result<u64, ErofsError> {
+        self.image.identity()
+    }
+
+    /// The incarnation for an image of `identity` (a server that keeps identities in its
+    /// state directory need not read the image again).
+    #[must_use]
+    pub fn incarnation_of(identity: u64) -> u32 {
+        (identity ^ (identity >> 32)) as u32
     }
 
     /// True if the file at `path` starts with an EROFS superblock (for `granary serve PATH`).

@@ -56,24 +56,26 @@ impl Image {
 
     /// A 64-bit fingerprint of this image, the same for every copy of it and (with
     /// overwhelming probability) different for any other image: SipHash-1-3 under a fixed
-    /// domain key of the image's length, its first block (the superblock with its uuid,
-    /// build time, counts and CRC) and its last block. `mkfs.erofs` gives every image a
-    /// random uuid unless `-U` fixes it, so two builds of one tree differ too; two images
-    /// with one uuid and build time, one size and the same first and last blocks are
-    /// taken as one.
+    /// domain key of the image's length and every byte of it. It reads the whole image
+    /// (about a second per 2 GB here); the server keeps it in its state directory keyed by
+    /// the file's identity and times, so it is computed again only for a changed file.
     ///
     /// # Errors
     /// `Io` if the source cannot be read.
     pub fn identity(&self) -> Result<u64> {
         use std::hash::Hasher;
         const DOMAIN: [u8; 16] = *b"granary-erofs-id";
+        const CHUNK: u64 = 1 << 20;
         let len = self.src.len_bytes();
-        let block = 1u64 << self.sb.block_bits;
         let mut h = siphasher::sip::SipHasher13::new_with_key(&DOMAIN);
         h.write_u64(len);
-        for offset in [0, len.saturating_sub(block)] {
-            let n = usize::try_from(block.min(len - offset)).unwrap_or(0);
-            h.write(&read_vec(self.source(), offset, n)?);
+        let mut buf = vec![0u8; usize::try_from(len.min(CHUNK)).unwrap_or(0)];
+        let mut at = 0;
+        while at < len {
+            let n = usize::try_from((len - at).min(CHUNK)).unwrap_or(0);
+            read_exact_at(self.source(), &mut buf[..n], at)?;
+            h.write(&buf[..n]);
+            at += n as u64;
         }
         Ok(h.finish())
     }

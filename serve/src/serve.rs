@@ -400,8 +400,15 @@ fn build_exports(
                     .map_err(|e| image_err(&e))?;
                 // From the image itself: the same image (or a copy) keeps its handles
                 // across restarts, another image makes them STALE.
-                let incarnation = fs.incarnation().map_err(|e| image_err(&e))?;
-                (Arc::new(fs), numbered(i), incarnation)
+                let state = state_dir
+                    .as_deref()
+                    .expect("erofs exports have a state dir");
+                let identity = crate::state::erofs_identity(state, image, || {
+                    fs.identity().map_err(|e| e.to_string())
+                })
+                .map_err(|e| image_err(&e))?;
+                let incarnation = backend_erofs::ErofsBackend::incarnation_of(identity);
+                (Arc::new(fs), erofs_export_id(&c.path), incarnation)
             }
         };
         exports.push(Export::new(
@@ -420,6 +427,7 @@ fn build_exports(
         Some(dir) => crate::state::handle_key(dir).map_err(ServeError::Export)?,
         None => HandleKey::new(rand::random()),
     };
+    check_distinct_ids(&exports)?;
     Ok((ExportTable::new(exports, key), hosts))
 }
 
@@ -433,6 +441,28 @@ fn numbered(index: usize) -> ExportId {
 fn host_export_id(dir: &std::path::Path, path: &str) -> ExportId {
     let h = crate::state::export_hash(dir, path);
     ExportId((h ^ (h >> 32)) as u32 | 0x8000_0000)
+}
+
+/// EROFS exports: from the export path alone, so reordering the config or moving the
+/// image file keeps handles valid (the image's own identity is the incarnation); the top
+/// bit is set as for host exports.
+fn erofs_export_id(path: &str) -> ExportId {
+    let h = crate::state::erofs_export_hash(path);
+    ExportId((h ^ (h >> 32)) as u32 | 0x8000_0000)
+}
+
+/// Refuses two exports whose ids (hashed for host and erofs exports) happen to agree,
+/// which would otherwise make one export's handles resolve on the other.
+fn check_distinct_ids(exports: &[Export]) -> Result<(), ServeError> {
+    for (i, a) in exports.iter().enumerate() {
+        if let Some(b) = exports[i + 1..].iter().find(|b| b.id == a.id) {
+            return Err(ServeError::Config(format!(
+                "exports {:?} and {:?} hash to the same handle id {:#x}; change one export path",
+                a.path, b.path, a.id.0
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn bind(addr: SocketAddr, max_connections: usize) -> Result<TcpListener, ServeError> {

@@ -9,6 +9,10 @@
 //!   canonical path and the export path), see `backend_host::index`.
 //! - `host-<hash>.incarnation`: 4 bytes, the export's incarnation, part of every handle of
 //!   that export; delete it to make that export's old handles stale.
+//! - `erofs-<hash>.identity`: the content hash of an EROFS image file (the hash is of its
+//!   canonical path) and the file's device, inode, size, mtime and ctime when it was
+//!   hashed; a restart with the file unchanged reuses it instead of reading the image.
+//!   Deleting it only costs one read of the image.
 
 use std::fs::OpenOptions;
 use std::hash::Hasher;
@@ -137,6 +141,69 @@ pub fn export_hash(dir: &Path, path: &str) -> u64 {
     h.finish()
 }
 
+/// The content identity of the EROFS image file `image` (see `erofs::Image::identity`),
+/// from the state directory when the file has the same device, inode, size, mtime and
+/// ctime as when it was hashed, else `compute()`d and recorded. Any change to the file
+/// changes its ctime, so a changed image is always hashed again.
+///
+/// # Errors
+/// The image cannot be examined, `compute` fails, or the record cannot be written.
+pub fn erofs_identity(
+    state: &Path,
+    image: &Path,
+    compute: impl FnOnce() -> Result<u64, String>,
+) -> Result<u64, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(image).map_err(|e| format!("{}: {e}", image.display()))?;
+    let nanos = |s: i64, ns: i64| {
+        (s as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(ns as u64)
+    };
+    let stamp = [
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        nanos(meta.mtime(), meta.mtime_nsec()),
+        nanos(meta.ctime(), meta.ctime_nsec()),
+    ];
+    let canonical = image.canonicalize().unwrap_or_else(|_| image.to_path_buf());
+    let mut h = SipHasher13::new_with_keys(0x6772_616e_6172_7900, 0x696d_6167_6569_6400);
+    h.write(canonical.as_os_str().as_encoded_bytes());
+    let record = state.join(format!("erofs-{:016x}.identity", h.finish()));
+    if let Ok(raw) = std::fs::read(&record) {
+        let words: Vec<u64> = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_be_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        if words.len() == 6 && words[..5] == stamp {
+            return Ok(words[5]);
+        }
+    }
+    let started = std::time::Instant::now();
+    let identity = compute()?;
+    tracing::info!(image = %image.display(), bytes = meta.size(), ms = started.elapsed().as_millis() as u64, "hashed the image (its identity makes handles survive restarts)");
+    let raw: Vec<u8> = stamp
+        .iter()
+        .chain([&identity])
+        .flat_map(|w| w.to_be_bytes())
+        .collect();
+    let tmp = record.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(&tmp, raw)
+        .and_then(|()| std::fs::rename(&tmp, &record))
+        .map_err(|e| format!("cannot write {}: {e}", record.display()))?;
+    Ok(identity)
+}
+
+/// A stable number for the EROFS export at `path` (its export id comes from it): the
+/// export path alone, hashed apart from host exports' numbers.
+#[must_use]
+pub fn erofs_export_hash(path: &str) -> u64 {
+    let mut h = SipHasher13::new_with_keys(0x6772_616e_6172_7900, 0x6572_6f66_7369_6400);
+    h.write(path.as_bytes());
+    h.finish()
+}
+
 /// The handle index file of the host export of `dir` at `path`.
 #[must_use]
 pub fn index_path(state: &Path, dir: &Path, path: &str) -> PathBuf {
@@ -171,6 +238,32 @@ mod tests {
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::write(&key, b"short").unwrap();
         assert!(handle_key(&dir).unwrap_err().contains("damaged"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn an_image_identity_is_hashed_once_per_version_of_the_file() {
+        let dir = std::env::temp_dir().join(format!("granary-state-id-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        prepare(&dir).unwrap();
+        let image = dir.join("img");
+        std::fs::write(&image, b"one").unwrap();
+        assert_eq!(erofs_identity(&dir, &image, || Ok(7)), Ok(7));
+        let again = erofs_identity(&dir, &image, || unreachable!("kept from the last start"));
+        assert_eq!(again, Ok(7));
+        // Rewritten in place (its ctime moves): hashed again, never the stale identity.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&image, b"two").unwrap();
+        assert_eq!(erofs_identity(&dir, &image, || Ok(8)), Ok(8));
+        // A damaged record is ignored.
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "identity") {
+                std::fs::write(&path, b"junk").unwrap();
+            }
+        }
+        assert_eq!(erofs_identity(&dir, &image, || Ok(8)), Ok(8));
+        assert!(erofs_identity(&dir, &dir.join("missing"), || Ok(1)).is_err());
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -404,6 +404,30 @@ async fn handles_survive_a_restart_and_go_stale_with_another_image() {
         again.terminate();
     }
 
+    // The export's id comes from its path, not its place: a config that puts another
+    // export first keeps the handles.
+    let config = dir.join("granary.toml");
+    let toml = format!(
+        "[[export]]\npath = \"/scratch\"\n\n[[export]]\npath = \"/\"\nbackend = \"erofs\"\nimage = {:?}\n",
+        copy.to_str().unwrap()
+    );
+    std::fs::write(&config, toml).unwrap();
+    let reordered = Server::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
+    let client = Nfs3Client::connect(reordered.addr, reordered.addr)
+        .await
+        .unwrap();
+    for (path, fh) in &old {
+        let status = getattr_status(&client, fh).await;
+        assert_eq!(status, nfs3::nfs::Nfsstat3::Ok, "{path} after reordering");
+    }
+    drop(client);
+    reordered.terminate();
+
     let other = dir.join("b.erofs");
     tree::mkfs(&other, &src, &["-zlz4hc"]);
     let changed = serve(&other);

@@ -14,8 +14,9 @@ GRANARY_PORT=20490      # --squash none
 GRANARY_SQ_PORT=20491   # --squash root
 HOST_PORT=20492         # granary serve /export-host (host backend), --squash none
 HOST_SQ_PORT=20493      # granary serve /export-host-sq, --squash root
-EXT4_PORT=20494         # granary serve /export-ext4/rw (host backend on ext4), --squash none
-EXT4_SQ_PORT=20495      # granary serve /export-ext4/sq, --squash root
+EXT4_PORT=20497         # granary serve /export-ext4/rw (host backend on ext4), --squash none
+EXT4_SQ_PORT=20498      # granary serve /export-ext4/sq, --squash root
+# 20494-20496: unused, and the erofs group's servers (check.sh, ERO_PORT 20495, 20496).
 KNFSD_PORT=2049
 # Big enough for the suite's largest moment (64 MiB files, fio files, the doc tree),
 # small enough for a 4 GiB guest that also holds two tmpfs copies of the same data.

@@ -21,8 +21,8 @@ KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 # shellcheck source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 read -r -a TARGETS <<<"${KT_TARGETS:-granary host host-ext4 knfsd}"
-HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|restart)$}
-HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|restart)$}
+HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|restart)$}
+HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|writers|restart)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
 
@@ -51,7 +51,7 @@ declare -A PASS FAIL FAILED_NAMES HUNG
 # Groups compared only on some targets; on the others they run and their notes are shown
 # (a measurement, not a check). knfsd answers a chgrp to one of the caller's supplementary
 # groups EPERM in this guest (28 of ownership's 405 cases), which is knfsd's to fix.
-declare -A COMPARED_ON=([ownership]="granary")
+declare -A COMPARED_ON=([ownership]="granary host host-ext4")
 
 secs() { # microseconds since $1 (default: the start) as seconds with one decimal
     local us=$(( ${EPOCHREALTIME/./} - ${1:-$T0} ))

@@ -22,7 +22,7 @@ KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 read -r -a TARGETS <<<"${KT_TARGETS:-granary host host-ext4 knfsd}"
 HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|restart)$}
-HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|writers|restart)$}
+HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|restart)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
 

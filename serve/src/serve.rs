@@ -61,7 +61,7 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     // Room for every connection and the open-file cache of host exports, before any
     // export opens a file (seed 004: the cache's bound is checked against RLIMIT_NOFILE).
     raise_fd_limit(config.limits.max_connections + open_files_wanted(&config));
-    let open_files = open_file_entries(&config)?;
+    let open_files = open_file_entries(&config);
     let (exports, hosts) = build_exports(&config, &stamps, open_files)?;
     // check_record_bytes refused a record limit too small for one page of data.
     let max_io_bytes = nfsd::limits::max_io_bytes_for_record(config.limits.max_record_bytes)
@@ -207,33 +207,40 @@ fn open_files_wanted(config: &ServerConfig) -> usize {
 }
 
 /// The bound of each host export's open-file cache: what RLIMIT_NOFILE leaves after the
-/// connections, shared by the host exports; 0 when the cache is off.
-///
-/// # Errors
-/// The limit leaves no room for the cache; the message says how to fix it.
-fn open_file_entries(config: &ServerConfig) -> Result<usize, ServeError> {
+/// connections, shared by the host exports; 0 when the cache is off. A limit too low for
+/// every connection as well is not an error: the cache takes a smaller share and the log
+/// says how many connections fit and how to raise the limit.
+fn open_file_entries(config: &ServerConfig) -> usize {
     let hosts = config
         .exports
         .iter()
         .filter(|e| e.backend.is_host())
         .count();
     if open_files_wanted(config) == 0 || hosts == 0 {
-        return Ok(0);
+        return 0;
     }
     let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
         .unwrap_or(u64::MAX);
     let connections = u64::try_from(config.limits.max_connections).unwrap_or(u64::MAX);
-    let room = soft.saturating_sub(connections);
-    let total = sync::limits::filecache_entries_for(open_files_wanted(config), room)
-        .map_err(|m| ServeError::Config(format!("{m} (max_connections = {connections})")))?;
-    let each = (total / hosts).max(1);
+    let budget = sync::limits::filecache_entries_for(open_files_wanted(config), soft, connections);
+    if let Some(fit) = budget.connections_short {
+        tracing::warn!(
+            nofile = soft,
+            max_connections = connections,
+            open_files = budget.entries,
+            "the open-file limit (RLIMIT_NOFILE {soft}) cannot hold {connections} connections \
+             and the open-file cache: about {fit} connections fit at once; raise it \
+             (ulimit -n 65536, or LimitNOFILE= in a systemd unit) or lower max_connections"
+        );
+    }
+    let each = (budget.entries / hosts).max(1);
     tracing::info!(
         nofile = soft,
         open_files = each,
         "open-file cache of each host export (seed 004)"
     );
-    Ok(each)
+    each
 }
 
 /// Ages the open-file caches of host exports off the request path: one global timer

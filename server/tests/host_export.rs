@@ -467,3 +467,45 @@ fn unprivileged_server_acts_as_its_own_user_for_every_client() {
     assert!(!into.status.success(), "created in a root-owned directory");
     assert!(!d.export().join("root-dir/f").exists());
 }
+
+/// A host export starts and serves under the common default open-file limit (1024, as a
+/// shell or a systemd unit gives), which cannot hold the default 4096 connections and
+/// the open-file cache: the cache takes a smaller share and the server says so. It used
+/// to refuse to start.
+#[test]
+fn starts_and_serves_under_a_1024_open_file_limit() {
+    let d = Dirs::new("nofile");
+    let mut cmd = Command::new("prlimit");
+    cmd.args(["--nofile=1024:1024", "--"])
+        .arg(Server::bin())
+        .args([
+            "--log",
+            "warn",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-portmap",
+        ])
+        .arg(d.export())
+        .arg("--state-dir")
+        .arg(d.state())
+        .args(["--squash", "none"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    let server = Server::spawn(cmd);
+    let local = d.base.join("local");
+    std::fs::write(&local, b"served with 1024 descriptors\n").unwrap();
+    ok("nfs-cp", &[local.to_str().unwrap(), &server.url_of("f")]);
+    assert_eq!(
+        ok("nfs-cat", &[&server.url_of("f")]),
+        b"served with 1024 descriptors\n"
+    );
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.pid())).unwrap();
+    assert!(
+        limits
+            .lines()
+            .any(|l| l.starts_with("Max open files") && l.contains(" 1024 ")),
+        "the server ran under the 1024 limit:\n{limits}"
+    );
+}

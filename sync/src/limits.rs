@@ -21,23 +21,41 @@ const _: () = assert!(FILECACHE_SHARDS.is_power_of_two());
 const _: () = assert!(FILECACHE_DEFAULT_ENTRIES >= FILECACHE_SHARDS);
 const _: () = assert!(FILECACHE_NOFILE_SHARE >= 1);
 
-/// How many entries the open-file cache may hold given the process's soft RLIMIT_NOFILE.
-///
-/// # Errors
-/// The limit leaves no room for the cache (below the reserve); the message says how to
-/// raise it (`ulimit -n`) or to turn the cache off.
-pub fn filecache_entries_for(requested: usize, nofile_soft: u64) -> Result<usize, String> {
-    let room = nofile_soft.saturating_sub(FILECACHE_NOFILE_RESERVE) / FILECACHE_NOFILE_SHARE;
-    if room == 0 {
-        return Err(format!(
-            "RLIMIT_NOFILE is {nofile_soft}, which leaves no descriptors for the open-file \
-             cache after {FILECACHE_NOFILE_RESERVE} kept for connections; raise it \
-             (ulimit -n 65536) or run with --fhcache off"
-        ));
+/// The open-file cache's bound given the process's soft RLIMIT_NOFILE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilecacheBudget {
+    /// Entries the cache may hold (at least 1).
+    pub entries: usize,
+    /// Connections that fit beside the cache and the reserve, when fewer than asked for
+    /// (`None`: all of them fit).
+    pub connections_short: Option<u64>,
+}
+
+/// How many entries the open-file cache may hold given the process's soft RLIMIT_NOFILE
+/// and the connections the server admits: 1/[`FILECACHE_NOFILE_SHARE`] of what is left
+/// after the connections and the reserve. When the limit cannot hold every connection as
+/// well, the cache still gets its share of what the reserve leaves (the server starts,
+/// with fewer connections possible at once, and says so) instead of refusing to start.
+#[must_use]
+pub fn filecache_entries_for(
+    requested: usize,
+    nofile_soft: u64,
+    connections: u64,
+) -> FilecacheBudget {
+    let usable = nofile_soft.saturating_sub(FILECACHE_NOFILE_RESERVE);
+    let after_connections = usable.saturating_sub(connections) / FILECACHE_NOFILE_SHARE;
+    let (room, connections_short) = if after_connections > 0 {
+        (after_connections, None)
+    } else {
+        let room = usable / (2 * FILECACHE_NOFILE_SHARE);
+        (room, Some(usable - room))
+    };
+    FilecacheBudget {
+        entries: requested
+            .min(usize::try_from(room).unwrap_or(usize::MAX))
+            .max(1),
+        connections_short,
     }
-    Ok(requested
-        .min(usize::try_from(room).unwrap_or(usize::MAX))
-        .max(1))
 }
 
 #[cfg(test)]
@@ -46,9 +64,25 @@ mod tests {
 
     #[test]
     fn nofile_bounds_the_cache() {
-        assert_eq!(filecache_entries_for(4096, 1024), Ok((1024 - 256) / 2));
-        assert_eq!(filecache_entries_for(100, 1 << 20), Ok(100));
-        assert!(filecache_entries_for(100, 256).is_err());
-        assert!(filecache_entries_for(100, 10).is_err());
+        let fits = |entries| FilecacheBudget {
+            entries,
+            connections_short: None,
+        };
+        assert_eq!(filecache_entries_for(4096, 1024, 0), fits((1024 - 256) / 2));
+        assert_eq!(filecache_entries_for(100, 1 << 20, 4096), fits(100));
+        assert_eq!(
+            filecache_entries_for(1 << 20, 65536, 4096),
+            fits((65536 - 256 - 4096) / 2)
+        );
+        // A 1024 or 4096 limit under 4096 connections: the cache takes a quarter of what the
+        // reserve leaves and the rest is what connections can use.
+        let short = filecache_entries_for(4096, 4096, 4096);
+        assert_eq!(short.entries, (4096 - 256) / 4);
+        assert_eq!(short.connections_short, Some(4096 - 256 - (4096 - 256) / 4));
+        assert_eq!(
+            filecache_entries_for(4096, 1024, 4096).entries,
+            (1024 - 256) / 4
+        );
+        assert_eq!(filecache_entries_for(100, 10, 4096).entries, 1);
     }
 }

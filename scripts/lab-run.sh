@@ -60,8 +60,20 @@ mkdir -p "$out"
 
 load() { echo "$1: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/loadavg.txt"; }
 
+# The previous experiment's own threads lift the 1-minute load average (8 threads on 2
+# cores reach 2.3): wait, at most 3 minutes, until it is back under the core count, so a
+# run is refused only for someone else's load.
+settle() {
+    local waited=0
+    while awk -v n="$(nproc)" '{ exit !($1 >= n) }' /proc/loadavg && ((waited < 180)); do
+        sleep 5
+        waited=$((waited + 5))
+    done
+}
+
 for e in "${experiments[@]}"; do
     for r in $(seq 1 "$runs"); do
+        settle
         load "$e run $r before"
         echo "== granary lab $e (run $r of $runs)"
         "$bin" lab "$e" "${busy[@]}" --json-file "$out/$e-run$r.json" --plot "$out/$e-run$r.png" | tee "$out/$e-run$r.txt"
@@ -84,6 +96,7 @@ if [[ " ${experiments[*]} " == *" timers "* ]]; then
     done
     trap 'kill "${pids[@]}" 2>/dev/null' EXIT
     sleep 1
+    settle
     load "timers-server before"
     "$bin" bench "${busy[@]}" "${targets[@]}" --workloads 'getattr,rand4k/write*' --repeats 3 \
         --no-limit --out "$out/timers-server" | tail -20

@@ -3,7 +3,8 @@
 //!
 //! Promises:
 //!
-//! - a hit takes one shard mutex for a hash lookup and an `Arc` clone, and makes no
+//! - a hit takes one shard's read lock for a hash lookup and an `Arc` clone (hits never
+//!   wait for each other, even on one file), and makes no
 //!   open/close call; the caller's `open` runs only on a miss;
 //! - concurrent misses on one key run `open` once: the first inserts an `Opening` marker and
 //!   opens outside the lock, the others wait for it (on a condition variable; opens are
@@ -33,7 +34,9 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::limits::FILECACHE_SHARDS;
-use crate::prim::{AtomicU64, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
+use crate::prim::{
+    AtomicU64, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, RwLock, RwLockWriteGuard,
+};
 
 /// How a cached file was opened. A `Write` entry is opened read-write and may serve reads
 /// too, but the cache keeps the modes apart: the caller picks the key.
@@ -162,7 +165,7 @@ type KeyHasher = std::collections::hash_map::RandomState;
 type KeyHasher = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
 
 type Map<K, V> = HashMap<(K, Access), Slot<V>, KeyHasher>;
-type Shard<K, V> = Mutex<Map<K, V>>;
+type Shard<K, V> = RwLock<Map<K, V>>;
 
 /// Counters of a cache, for the lab and `tracing`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +205,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// A shard for a change (insert, remove, aging); lookups take it shared.
+fn write<T>(shard: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    // As for `lock`: every change is one insert or remove, so a poisoned shard is usable.
+    shard
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The open-file cache. See the module documentation for what it promises.
 pub struct FileCache<K, V> {
     shards: Box<[Shard<K, V>]>,
@@ -225,7 +236,7 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
     /// A cache holding at most `capacity` entries (at least 1).
     pub fn new(capacity: usize) -> Self {
         let shards = (0..FILECACHE_SHARDS)
-            .map(|_| Mutex::new(HashMap::with_hasher(KeyHasher::default())))
+            .map(|_| RwLock::new(HashMap::with_hasher(KeyHasher::default())))
             .collect();
         Self {
             shards,
@@ -307,17 +318,39 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
         let shard = self.shard(key);
         let slot_key = (key.clone(), access);
         loop {
-            let map = lock(shard);
-            let pending = match map.get(&slot_key) {
-                Some(Slot::Ready(entry)) => {
-                    entry.touch();
-                    bump(&self.counters.hits, 1);
-                    return Ok(Arc::clone(entry));
+            // A hit takes the shard shared: hits on one file never wait for each other,
+            // and a worker preempted inside one holds no other worker up.
+            let found = {
+                let map = shard
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                match map.get(&slot_key) {
+                    Some(Slot::Ready(entry)) => {
+                        entry.touch();
+                        bump(&self.counters.hits, 1);
+                        return Ok(Arc::clone(entry));
+                    }
+                    Some(Slot::Opening(pending)) => Some(Arc::clone(pending)),
+                    None => None,
                 }
-                Some(Slot::Opening(pending)) => Arc::clone(pending),
-                None => return self.open_miss(map, shard, slot_key, open),
             };
-            drop(map);
+            let pending = match found {
+                Some(pending) => pending,
+                None => {
+                    // Not there a moment ago: look again under the exclusive lock, since
+                    // another miss may have inserted it meanwhile.
+                    let map = write(shard);
+                    match map.get(&slot_key) {
+                        Some(Slot::Ready(entry)) => {
+                            entry.touch();
+                            bump(&self.counters.hits, 1);
+                            return Ok(Arc::clone(entry));
+                        }
+                        Some(Slot::Opening(pending)) => Arc::clone(pending),
+                        None => return self.open_miss(map, shard, slot_key, open),
+                    }
+                }
+            };
             bump(&self.counters.waits, 1);
             if let Some(entry) = pending.wait() {
                 entry.touch();
@@ -329,7 +362,7 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
 
     fn open_miss<E>(
         &self,
-        mut map: MutexGuard<'_, Map<K, V>>,
+        mut map: RwLockWriteGuard<'_, Map<K, V>>,
         shard: &Shard<K, V>,
         slot_key: (K, Access),
         open: impl FnOnce() -> Result<V, E>,
@@ -359,7 +392,7 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
     pub fn forget(&self, key: &K) -> usize {
         let mut removed = Vec::new();
         {
-            let mut map = lock(self.shard(key));
+            let mut map = write(self.shard(key));
             for access in [Access::Read, Access::Write] {
                 if let Some(slot) = map.remove(&(key.clone(), access)) {
                     removed.push(slot);
@@ -385,7 +418,7 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
         let mut closing = Vec::new();
         for shard in self.shards.iter() {
             let before = closing.len();
-            lock(shard).retain(|_, slot| keep_after_aging(slot, &mut closing));
+            write(shard).retain(|_, slot| keep_after_aging(slot, &mut closing));
             self.release(closing.len() - before);
         }
         bump(&self.counters.aged_out, closing.len() as u64);
@@ -396,7 +429,7 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
     pub fn clear(&self) -> usize {
         let mut total = 0;
         for shard in self.shards.iter() {
-            let drained: Vec<Slot<V>> = lock(shard).drain().map(|(_, slot)| slot).collect();
+            let drained: Vec<Slot<V>> = write(shard).drain().map(|(_, slot)| slot).collect();
             total += drained.len();
             self.release(drained.len());
         }
@@ -439,7 +472,7 @@ impl<K: Hash + Eq + Clone, V> OpeningGuard<'_, K, V> {
     }
 
     fn install(&mut self, value: V) -> Arc<Entry<V>> {
-        let mut map = lock(self.shard);
+        let mut map = write(self.shard);
         let ours = self.ours(&map);
         let entry = Arc::new(Entry::new(value, ours));
         if ours {
@@ -455,7 +488,7 @@ impl<K: Hash + Eq + Clone, V> OpeningGuard<'_, K, V> {
 impl<K: Hash + Eq + Clone, V> Drop for OpeningGuard<'_, K, V> {
     fn drop(&mut self) {
         if self.entry.is_none() {
-            let mut map = lock(self.shard);
+            let mut map = write(self.shard);
             if self.ours(&map) {
                 map.remove(&self.slot_key);
                 drop(map);

@@ -35,7 +35,8 @@ use std::sync::Arc;
 
 use crate::limits::FILECACHE_SHARDS;
 use crate::prim::{
-    AtomicU64, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, RwLock, RwLockWriteGuard,
+    AtomicU64, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, RwLock,
+    RwLockWriteGuard,
 };
 
 /// How a cached file was opened. A `Write` entry is opened read-write and may serve reads

@@ -378,7 +378,15 @@ fn serve_as_nobody(d: &Dirs, extra: &[&str]) -> std::process::Command {
     let id = NOBODY.to_string();
     let mut cmd = Command::new("setpriv");
     cmd.args([format!("--reuid={id}"), format!("--regid={id}")])
-        .args(["--clear-groups", "--"])
+        .args(["--clear-groups", "--"]);
+    serve_under(cmd, d, extra)
+}
+
+/// `WRAPPER... granary serve EXPORT --state-dir STATE EXTRA...` on a loopback port: the
+/// server started by a command that changes its identity or limits first and then
+/// executes it (same process id).
+fn serve_under(mut wrapper: Command, d: &Dirs, extra: &[&str]) -> Command {
+    wrapper
         .arg(Server::bin())
         .args([
             "--log",
@@ -395,7 +403,7 @@ fn serve_as_nobody(d: &Dirs, extra: &[&str]) -> std::process::Command {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit());
-    cmd
+    wrapper
 }
 
 fn owner(path: &Path) -> (u32, u32) {
@@ -476,23 +484,8 @@ fn unprivileged_server_acts_as_its_own_user_for_every_client() {
 fn starts_and_serves_under_a_1024_open_file_limit() {
     let d = Dirs::new("nofile");
     let mut cmd = Command::new("prlimit");
-    cmd.args(["--nofile=1024:1024", "--"])
-        .arg(Server::bin())
-        .args([
-            "--log",
-            "warn",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-portmap",
-        ])
-        .arg(d.export())
-        .arg("--state-dir")
-        .arg(d.state())
-        .args(["--squash", "none"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit());
+    cmd.args(["--nofile=1024:1024", "--"]);
+    let cmd = serve_under(cmd, &d, &["--squash", "none"]);
     let server = Server::spawn(cmd);
     let local = d.base.join("local");
     std::fs::write(&local, b"served with 1024 descriptors\n").unwrap();

@@ -1,8 +1,9 @@
 //! Limits of the synchronization structures.
 
-/// Shards of the open-file cache: one mutex each, picked by the hash of the file identity.
-/// Sixteen keeps two cores (and 16-core hosts) from meeting on one lock for long while the
-/// cache's memory stays a few hundred bytes when empty.
+/// Shards of the open-file cache: one read-write lock each (hits read, changes write),
+/// picked by the hash of the file identity. Sixteen keeps two cores (and 16-core hosts)
+/// from meeting on one lock for long while the cache's memory stays a few hundred bytes
+/// when empty.
 pub const FILECACHE_SHARDS: usize = 16;
 
 /// Default bound on the entries (open descriptors) of the open-file cache. A host export

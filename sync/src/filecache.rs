@@ -326,11 +326,7 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
                     .read()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 match map.get(&slot_key) {
-                    Some(Slot::Ready(entry)) => {
-                        entry.touch();
-                        bump(&self.counters.hits, 1);
-                        return Ok(Arc::clone(entry));
-                    }
+                    Some(Slot::Ready(entry)) => return Ok(self.hit(entry)),
                     Some(Slot::Opening(pending)) => Some(Arc::clone(pending)),
                     None => None,
                 }
@@ -342,11 +338,7 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
                     // another miss may have inserted it meanwhile.
                     let map = write(shard);
                     match map.get(&slot_key) {
-                        Some(Slot::Ready(entry)) => {
-                            entry.touch();
-                            bump(&self.counters.hits, 1);
-                            return Ok(Arc::clone(entry));
-                        }
+                        Some(Slot::Ready(entry)) => return Ok(self.hit(entry)),
                         Some(Slot::Opening(pending)) => Arc::clone(pending),
                         None => return self.open_miss(map, shard, slot_key, open),
                     }
@@ -359,6 +351,13 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
             }
             // The open failed or its key was forgotten meanwhile: look again.
         }
+    }
+
+    /// A lookup that found its entry open: marks it used and counts the hit.
+    fn hit(&self, entry: &Arc<Entry<V>>) -> Arc<Entry<V>> {
+        entry.touch();
+        bump(&self.counters.hits, 1);
+        Arc::clone(entry)
     }
 
     fn open_miss<E>(

@@ -66,17 +66,6 @@ impl ErofsBackend {
         }
     }
 
-    /// The export incarnation for this image (part of every handle, see
-    /// `vfs::handle`): derived from [`Image::identity`], so a restart serving the same
-    /// image (or a copy) accepts the handles of the last run, and one serving another
-    /// image answers them STALE. File ids are nids, fixed for an image.
-    ///
-    /// # Errors
-    /// `Io` if the image cannot be read.
-    pub fn incarnation(&self) -> Result<u32, ErofsError> {
-        self.identity().map(Self::incarnation_of)
-    }
-
     /// [`Image::identity`] of the image served (reads all of it).
     ///
     /// # Errors
@@ -85,8 +74,11 @@ impl ErofsBackend {
         self.image.identity()
     }
 
-    /// The incarnation for an image of `identity` (a server that keeps identities in its
-    /// state directory need not read the image again).
+    /// The export incarnation (part of every handle, see `vfs::handle`) for an image of
+    /// `identity`: a restart serving the same image (or a copy) accepts the handles of the
+    /// last run, and one serving another image answers them STALE. File ids are nids,
+    /// fixed for an image. The server keeps identities in its state directory, so it need
+    /// not read the image again to get this.
     #[must_use]
     pub fn incarnation_of(identity: u64) -> u32 {
         (identity ^ (identity >> 32)) as u32

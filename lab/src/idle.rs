@@ -20,6 +20,20 @@ pub struct IdleRun {
     pub cpu_ms_per_sec: Vec<f64>,
 }
 
+impl IdleRun {
+    /// Adds one window's sample of process `pid`, whose threads named `prefix...` are the
+    /// ones whose wake-ups count.
+    fn sample(&mut self, pid: u32, prefix: &str, window: Duration) -> Result<(), String> {
+        let read = || ProcCounters::read(pid, prefix).map_err(|e| format!("process {pid}: {e}"));
+        let before = read()?;
+        std::thread::sleep(window);
+        let (wakeups, cpu_ms) = read()?.rates_since(&before, window);
+        self.wakeups_per_sec.push(wakeups);
+        self.cpu_ms_per_sec.push(cpu_ms);
+        Ok(())
+    }
+}
+
 /// Lets this process hold `fds` more descriptors (the soft limit is often 1,024).
 fn allow_descriptors(fds: usize) {
     use rustix::process::{getrlimit, setrlimit, Resource};
@@ -56,13 +70,7 @@ pub fn idle_servers(
     let mut runs: Vec<IdleRun> = designs.iter().map(|_| IdleRun::default()).collect();
     for _ in 0..samples {
         for (server, run) in servers.iter().zip(&mut runs) {
-            let read = || ProcCounters::read(server.id(), WORKER_THREADS);
-            let before = read().map_err(|e| format!("server {}: {e}", server.id()))?;
-            std::thread::sleep(window);
-            let after = read().map_err(|e| format!("server {}: {e}", server.id()))?;
-            let (wakeups, cpu_ms) = after.rates_since(&before, window);
-            run.wakeups_per_sec.push(wakeups);
-            run.cpu_ms_per_sec.push(cpu_ms);
+            run.sample(server.id(), WORKER_THREADS, window)?;
         }
     }
     drop(held);
@@ -107,12 +115,7 @@ pub fn tokio_baseline(conns: usize, window: Duration, samples: usize) -> Result<
     let pid = std::process::id();
     let mut run = IdleRun::default();
     for _ in 0..samples {
-        let read = || ProcCounters::read(pid, TOKIO_THREADS).map_err(|e| e.to_string());
-        let before = read()?;
-        std::thread::sleep(window);
-        let (wakeups, cpu_ms) = read()?.rates_since(&before, window);
-        run.wakeups_per_sec.push(wakeups);
-        run.cpu_ms_per_sec.push(cpu_ms);
+        run.sample(pid, TOKIO_THREADS, window)?;
     }
     drop(held);
     rt.shutdown_timeout(Duration::from_secs(1));

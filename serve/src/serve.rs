@@ -446,15 +446,18 @@ fn numbered(index: usize) -> ExportId {
 /// Host exports: from the directory and the export path, so reordering the config keeps
 /// handles valid; the top bit is set, so no numbered export has the same id.
 fn host_export_id(dir: &std::path::Path, path: &str) -> ExportId {
-    let h = crate::state::export_hash(dir, path);
-    ExportId((h ^ (h >> 32)) as u32 | 0x8000_0000)
+    hashed_export_id(crate::state::export_hash(dir, path))
 }
 
 /// EROFS exports: from the export path alone, so reordering the config or moving the
 /// image file keeps handles valid (the image's own identity is the incarnation); the top
 /// bit is set as for host exports.
 fn erofs_export_id(path: &str) -> ExportId {
-    let h = crate::state::erofs_export_hash(path);
+    hashed_export_id(crate::state::erofs_export_hash(path))
+}
+
+/// A hash folded to an export id with the top bit set (numbered exports never have it).
+fn hashed_export_id(h: u64) -> ExportId {
     ExportId((h ^ (h >> 32)) as u32 | 0x8000_0000)
 }
 

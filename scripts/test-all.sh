@@ -42,19 +42,29 @@ if ! command -v cargo >/dev/null; then
 fi
 
 start=$(date +%s)
-log "cargo fmt --check"
-cargo fmt --all -- --check
-log "cargo clippy (all targets, warnings are errors)"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
-log "cargo test (unit, property, wire, libnfs-utils and integration tests)"
-cargo test --workspace --quiet
-log "loom model checks (timer groups)"
-RUSTFLAGS="--cfg granary_loom" cargo test --quiet -p granary-runtime --lib --target-dir target/loom groups::loom_models
-log "loom model checks (range lock, open-file cache, multigrain clock)"
-RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --quiet --release -p granary-sync --lib --target-dir target/loom-sync loom
-RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --quiet --release -p granary-time --lib --target-dir target/loom-sync loom
-log "fuzzing: every cargo-fuzz target for ${FUZZ_SECONDS:-15} s from the committed seeds (scripts/fuzz.sh)"
-FUZZ_SECONDS=${FUZZ_SECONDS:-15} scripts/fuzz.sh
-log "Linux kernel NFS client in a Debian guest, granary and knfsd side by side (kernel-tests/)"
-kernel-tests/run.sh
+# Runs one phase and prints how long it took (CI must stay under 40 minutes; this says
+# where they go).
+phase() {
+    local what=$1 began
+    shift
+    log "$what"
+    began=$(date +%s)
+    "$@"
+    printf '== %s: %d s\n' "$what" $(( $(date +%s) - began ))
+}
+phase "cargo fmt --check" cargo fmt --all -- --check
+phase "cargo clippy (all targets, warnings are errors)" \
+    cargo clippy --workspace --all-targets --quiet -- -D warnings
+phase "cargo test (unit, property, wire, libnfs-utils and integration tests)" \
+    cargo test --workspace --quiet
+phase "loom model checks (timer groups)" \
+    env RUSTFLAGS="--cfg granary_loom" cargo test --quiet -p granary-runtime --lib \
+    --target-dir target/loom groups::loom_models
+phase "loom model checks (range lock, open-file cache, multigrain clock)" \
+    env RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --quiet --release \
+    -p granary-sync -p granary-time --lib --target-dir target/loom-sync loom
+phase "fuzzing: every cargo-fuzz target for ${FUZZ_SECONDS:-15} s from the committed seeds (scripts/fuzz.sh)" \
+    env FUZZ_SECONDS="${FUZZ_SECONDS:-15}" scripts/fuzz.sh
+phase "Linux kernel NFS client in a Debian guest, granary and knfsd side by side (kernel-tests/)" \
+    kernel-tests/run.sh
 log "all tests passed in $(( $(date +%s) - start )) s"

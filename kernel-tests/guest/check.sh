@@ -126,15 +126,15 @@ grp_doc_tree() {
     # The tree stays on the mount: persist checks it again across umount + mount.
 }
 
-# ------------------------------------------------------------- 10,000 entries
-# 10,000 files (every 100th with a few bytes), made by 4 processes at once; after
+# ------------------------------------------------------------- a big directory
+# 2,500 files by default (every 100th with a few bytes), made by 4 processes at once; after
 # umount + mount, ls -l, find and du on it, then rm -rf, which reads the directory in
 # chunks while it removes entries (the cookies of later chunks must still hold).
 # One umount + mount before ls only: find straight after a mount makes the client
 # read most of a big directory with plain READDIR and then LOOKUP + GETATTR every
 # entry (see kernel-tests/README.md), which under TCG costs minutes, not coverage.
 grp_bigdir() {
-    local d=$KT_ROOT/bigdir n=${KT_BIGDIR_ENTRIES:-4000}
+    local d=$KT_ROOT/bigdir n=${KT_BIGDIR_ENTRIES:-2500}
     echo "== bigdir-create"
     python3 -S - "$d" "$n" <<'EOF'
 import os, sys
@@ -205,7 +205,7 @@ fio_jobfile() { # DIR VERIFY_ONLY
         # libaio keeps 16 O_DIRECT requests in flight; for buffered I/O it blocks in
         # io_submit, so buffered QD16 uses io_uring (whose workers run them at once).
         if [ "$qd" = 1 ]; then eng=psync; elif [ "$direct" = 1 ]; then eng=libaio; else eng=io_uring; fi
-        if [ "$bs" = 4k ]; then size=4m; else size=32m; fi
+        if [ "$bs" = 4k ]; then size=2m; else size=16m; fi
         [ "$KT_KIND" = ref ] && direct=0
         printf '[fio-%s-%s-qd%s-d%s]\nfilename=%s\nrw=%s\nbs=%s\niodepth=%s\ndirect=%s\nioengine=%s\nsize=%s\n' \
             "$rw" "$bs" "$qd" "${j##* }" "$1/$rw-$bs-$qd-${j##* }" "$rw" "$bs" "$qd" "$direct" "$eng" "$size"

@@ -165,6 +165,16 @@ pub const OPTION_SETS: &[&[&str]] = &[
     &["-zlz4", "-Enosbcrc", "-x-1", "--all-root"],
 ];
 
+/// Whether an option set changes how directories and inodes are laid out (inline data,
+/// inode size), rather than only how regular files' data is stored (chunks, compression,
+/// tail packing) or what the inodes say (times, owners, xattrs).
+pub fn lays_out_directories(opts: &[&str]) -> bool {
+    opts.is_empty()
+        || opts
+            .iter()
+            .any(|o| o.starts_with("-Enoinline") || o.starts_with("-Eforce-inode"))
+}
+
 /// A fresh scratch directory under the target dir.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("granary-erofs-{name}-{}", std::process::id()));

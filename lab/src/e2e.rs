@@ -37,6 +37,19 @@ pub struct Load {
     pub op: Op,
     pub conns: usize,
     pub in_flight: usize,
+    pub placement: Placement,
+}
+
+/// Where the servers and the client of a run execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Wherever the scheduler puts them: client and servers share every core, so a
+    /// server's saving is diluted by the client's and the kernel's share of each call.
+    Shared,
+    /// Each server with one worker, pinned to the last core, and the client on the first:
+    /// the rate is what one server core can do, as long as the client keeps up (on a
+    /// machine with one core it is [`Placement::Shared`]).
+    Split,
 }
 
 /// 4 KiB WRITEs, 16 in flight on one connection (the multigrain and timers labs).
@@ -44,7 +57,69 @@ pub const WRITES: Load = Load {
     op: Op::Write,
     conns: 1,
     in_flight: 16,
+    placement: Placement::Shared,
 };
+
+/// Pins the calling thread for a [`Placement::Split`] run and puts its CPU mask back when
+/// dropped. Threads and processes started while it pins inherit the mask.
+struct Pinning {
+    saved: Option<rustix::thread::CpuSet>,
+    cores: Vec<usize>,
+}
+
+impl Pinning {
+    fn new(placement: Placement) -> Self {
+        let saved = rustix::thread::sched_getaffinity(None).ok();
+        let cores = saved
+            .as_ref()
+            .map(|set| {
+                (0..rustix::thread::CpuSet::MAX_CPU)
+                    .filter(|&c| set.is_set(c))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let split = placement == Placement::Split && Vec::len(&cores) >= 2;
+        Self {
+            saved: saved.filter(|_| split),
+            cores,
+        }
+    }
+
+    fn split(&self) -> bool {
+        self.saved.is_some()
+    }
+
+    fn to(&self, core: usize) -> Result<(), String> {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(core);
+        rustix::thread::sched_setaffinity(None, &set)
+            .map_err(|e| format!("pin to core {core}: {e}"))
+    }
+
+    /// Servers started now run on the last core.
+    fn servers(&self) -> Result<(), String> {
+        match self.cores.last() {
+            Some(&core) if self.split() => self.to(core),
+            _ => Ok(()),
+        }
+    }
+
+    /// This thread (the client) runs on the first core from now on.
+    fn client(&self) -> Result<(), String> {
+        match self.cores.first() {
+            Some(&core) if self.split() => self.to(core),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for Pinning {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            let _ = rustix::thread::sched_setaffinity(None, saved);
+        }
+    }
+}
 
 /// One server's part of a run.
 #[derive(Debug, Default)]
@@ -75,10 +150,20 @@ fn stop(server: ServeProcess) -> Vec<String> {
 /// sampled in turn (first design, second, ..., first again), so that a machine that gets
 /// busier or quieter during the run weighs on every design alike.
 pub fn runs(designs: &[&[&str]], load: Load, settings: &Settings) -> Result<Vec<Run>, String> {
+    let pinning = Pinning::new(load.placement);
+    pinning.servers()?;
     let servers = designs
         .iter()
-        .map(|extra| start(extra))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|extra| {
+            if pinning.split() {
+                start(&[extra, &["--workers", "1"][..]].concat())
+            } else {
+                start(extra)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>();
+    pinning.client()?;
+    let servers = servers?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

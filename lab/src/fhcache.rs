@@ -11,7 +11,9 @@
 //!   pieces (UNSTABLE WRITEs then COMMIT). The bench's own JSON, report and PNG plot are
 //!   kept in the iozone directory the notes name. One sample (one pass) per cell.
 //! - `nfs WRITE|READ 4KiB d64`: 64 calls in flight on one connection to each server, as
-//!   ns per call (the inverse of the rate).
+//!   ns per call (the inverse of the rate), client and servers sharing the cores; `...
+//!   split`: the same with each server on one worker pinned to the last core and the client
+//!   on the first ([`e2e::Placement::Split`]), so that the rate is one server core's.
 //! - `stage ...`: one 4 KiB WRITE or READ taken apart in process ([`stages`]): decode,
 //!   handle verify, export, credential, open, the I/O system call, close, encode; and the
 //!   whole call through the dispatcher to a host export, cache off and on.
@@ -22,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::e2e::{self, Load, Op};
+use crate::e2e::{self, Load, Op, Placement};
 use crate::report::{Report, Variant};
 use crate::Settings;
 
@@ -104,12 +106,18 @@ pub(crate) fn variant(group: &str, mode: &str, samples: Vec<f64>) -> Variant {
 /// 4 KiB calls at depth 64 to a host export per mode: ns per call (1 / rate).
 fn nfs_group(
     op: Op,
+    placement: Placement,
     scratch: &Scratch,
     settings: &Settings,
     out: &mut Vec<Variant>,
 ) -> Result<(), String> {
     let name = if op == Op::Read { "READ" } else { "WRITE" };
-    let group = format!("nfs {name} 4KiB d{NFS_DEPTH}");
+    let split = if placement == Placement::Split {
+        " split"
+    } else {
+        ""
+    };
+    let group = format!("nfs {name} 4KiB d{NFS_DEPTH}{split}");
     let flags: Vec<Vec<String>> = MODES.iter().map(|m| scratch.serve_args(m)).collect();
     let flags: Vec<Vec<&str>> = flags
         .iter()
@@ -120,6 +128,7 @@ fn nfs_group(
         op,
         conns: 1,
         in_flight: NFS_DEPTH,
+        placement,
     };
     for (mode, run) in MODES.into_iter().zip(e2e::runs(&args, load, settings)?) {
         let ns: Vec<f64> = run.samples.iter().map(|rate| 1e9 / rate).collect();
@@ -260,8 +269,10 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
     let scratch = Scratch::new("fhcache")?;
     let mut variants = Vec::new();
     let mut notes = stages::run(&scratch, settings, &mut variants)?;
-    nfs_group(Op::Write, &scratch, settings, &mut variants)?;
-    nfs_group(Op::Read, &scratch, settings, &mut variants)?;
+    for placement in [Placement::Shared, Placement::Split] {
+        nfs_group(Op::Write, placement, &scratch, settings, &mut variants)?;
+        nfs_group(Op::Read, placement, &scratch, settings, &mut variants)?;
+    }
     let dir = iozone_dir(settings);
     let results = iozone_bench(&scratch, &dir, settings)?;
     notes.extend(iozone_variants(&results, &mut variants));

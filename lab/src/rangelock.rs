@@ -24,7 +24,7 @@ use gtime::SystemClock;
 use sync::RangeLock;
 use vfs::{Backend, CreateMode, FileId, Name, SetAttr, Stability, Trusted};
 
-use super::e2e::{self, Load, Op};
+use super::e2e::{self, Load, Op, Placement};
 use super::measure::{interleaved, rate};
 use super::report::{Report, Variant};
 use super::Settings;
@@ -202,6 +202,7 @@ fn nfs_group(op: Op, settings: &Settings, out: &mut Vec<Variant>) -> Result<(), 
         op,
         conns,
         in_flight: NFS_DEPTH,
+        placement: Placement::Shared,
     };
     for (mode, run) in modes.into_iter().zip(e2e::runs(&args, load, settings)?) {
         out.push(variant(&group, mode, run.samples));

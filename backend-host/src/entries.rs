@@ -60,7 +60,7 @@ impl HostFs {
         let (owner, attrs) = checks.new_file(&before, new.kind, new.attrs);
         let mode = attrs.mode.unwrap_or(new.default_mode);
         make(d.fd.as_fd(), os(name.as_bytes()), self.create_mode(mode)).map_err(fs_err)?;
-        let attr = self.finish_new(dir, &d, name, owner, &attrs, mode)?;
+        let attr = self.finish_new(dir, &d, name, owner, &attrs, mode, None)?;
         Ok(Created {
             attr,
             dir: change(&before, to_attr(&stat_fd(&d.fd)?)),
@@ -84,11 +84,6 @@ impl HostFs {
             attr,
             dir: change(&before, before.clone()),
         };
-        if self.entry_attr(&d.fd, name)?.is_some() {
-            return self
-                .reuse_existing(dir, &d, name, mode, checks)
-                .map(unchanged);
-        }
         let empty = SetAttr::default();
         let (requested, verifier) = match mode {
             CreateMode::Unchecked(a) | CreateMode::Guarded(a) => (a, None),
@@ -104,17 +99,19 @@ impl HostFs {
         }
         let perm = attrs.mode.unwrap_or(0o644);
         let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY;
-        match self.beneath(d.fd.as_fd(), name.as_bytes(), flags, self.create_mode(perm)) {
-            Ok(_) => {}
-            // A local process made it since we looked.
+        // O_EXCL: the name is new, or it exists (whatever it is, a symlink included) and
+        // the rules of `reuse_existing` apply. The descriptor finishes the new file.
+        let made = match self.beneath(d.fd.as_fd(), name.as_bytes(), flags, self.create_mode(perm))
+        {
+            Ok(fd) => fd,
             Err(Errno::EXIST) => {
                 return self
                     .reuse_existing(dir, &d, name, mode, checks)
                     .map(unchanged);
             }
             Err(e) => return Err(fs_err(e)),
-        }
-        let attr = self.finish_new(dir, &d, name, owner, &attrs, perm)?;
+        };
+        let attr = self.finish_new(dir, &d, name, owner, &attrs, perm, Some(made))?;
         Ok(Created {
             attr,
             dir: change(&before, to_attr(&stat_fd(&d.fd)?)),

@@ -174,6 +174,9 @@ pub struct Opened {
 #[derive(Debug)]
 pub struct HostFs {
     root: OwnedFd,
+    /// The root opened for reading: `open_by_handle_at` takes its mount from it (an
+    /// `O_PATH` descriptor is refused there with `EBADF`).
+    mount: OwnedFd,
     root_ino: u64,
     root_generation: u32,
     dev: (u32, u32),
@@ -202,7 +205,7 @@ impl HostFs {
     /// # Errors
     /// A missing, unreadable or non-directory root, or an index that cannot be opened.
     pub fn new(config: &HostConfig) -> Result<Self, HostError> {
-        let root = open_root(&config.root)?;
+        let (root, mount) = open_root(&config.root)?;
         let st = stat_fd(&root)
             .map_err(|e| HostError(format!("cannot stat {}: {e}", config.root.display())))?;
         let index = match &config.index_path {
@@ -215,7 +218,7 @@ impl HostFs {
             None => Index::in_memory(),
         };
         let openat2 = probe_openat2(&root);
-        let kernel_handles = config.kernel_handles && probe_kernel_handles(&root);
+        let kernel_handles = config.kernel_handles && probe_kernel_handles(&root, &mount);
         let umask = current_umask();
         let privileged = rustix::process::geteuid().is_root();
         tracing::info!(
@@ -224,6 +227,7 @@ impl HostFs {
         );
         Ok(Self {
             root,
+            mount,
             root_ino: st.stx_ino,
             root_generation: generation(&st),
             dev: device(&st),
@@ -274,7 +278,7 @@ impl HostFs {
         let rec = self.index.get(id.0).ok_or(FsError::Stale)?;
         access.check(rec.kind)?;
         if let (true, Some(kh)) = (self.kernel_handles, &rec.kernel) {
-            match sys::open_by_handle(&self.root, kh, access.flags()) {
+            match sys::open_by_handle(&self.mount, kh, access.flags()) {
                 Ok(fd) => {
                     let opened = self.verified(fd, id, Some(rec.generation))?;
                     if u32::from(rec.kind) == libc::S_IFDIR {
@@ -422,7 +426,10 @@ fn os(b: &[u8]) -> &std::ffi::OsStr {
     std::os::unix::ffi::OsStrExt::from_bytes(b)
 }
 
-fn open_root(path: &Path) -> Result<OwnedFd, HostError> {
+/// The export root as an `O_PATH` descriptor (names are resolved beneath it) and as a
+/// readable one (the mount of `open_by_handle_at`; opening it proves read and search
+/// permission now rather than at the first READDIR).
+fn open_root(path: &Path) -> Result<(OwnedFd, OwnedFd), HostError> {
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| {
         let fix = match e {
@@ -433,8 +440,7 @@ fn open_root(path: &Path) -> Result<OwnedFd, HostError> {
         };
         HostError(format!("cannot export {}: {e}: {fix}", path.display()))
     })?;
-    // Listing proves read and search permission now rather than at the first READDIR.
-    rustix::fs::openat(
+    let readable = rustix::fs::openat(
         &fd,
         ".",
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -446,7 +452,7 @@ fn open_root(path: &Path) -> Result<OwnedFd, HostError> {
             path.display()
         ))
     })?;
-    Ok(fd)
+    Ok((fd, readable))
 }
 
 fn probe_openat2(root: &OwnedFd) -> bool {
@@ -455,11 +461,15 @@ fn probe_openat2(root: &OwnedFd) -> bool {
     rustix::fs::openat2(root, ".", flags, Mode::empty(), how).is_ok()
 }
 
-fn probe_kernel_handles(root: &OwnedFd) -> bool {
-    let Ok(kh) = sys::name_to_handle(root) else {
-        return false;
-    };
-    sys::open_by_handle(root, &kh, OFlags::PATH).is_ok()
+/// Whether `open_by_handle_at` works here: the file system gives handles and the process
+/// has `CAP_DAC_READ_SEARCH`. Says why not at debug level.
+fn probe_kernel_handles(root: &OwnedFd, mount: &OwnedFd) -> bool {
+    let probe =
+        sys::name_to_handle(root).and_then(|kh| sys::open_by_handle(mount, &kh, OFlags::PATH));
+    if let Err(e) = &probe {
+        tracing::debug!(errno = %e, "kernel file handles unavailable; handles are resolved by path");
+    }
+    probe.is_ok()
 }
 
 fn current_umask() -> u32 {

@@ -105,10 +105,14 @@ impl HostFs {
         owner: Owner,
         attrs: &SetAttr,
         mode: u32,
+        made: Option<OwnedFd>,
     ) -> FsResult<Attr> {
-        let fd = self
-            .beneath(d.fd.as_fd(), name.as_bytes(), OFlags::PATH, Mode::empty())
-            .map_err(fs_err)?;
+        let fd = match made {
+            Some(fd) => fd,
+            None => self
+                .beneath(d.fd.as_fd(), name.as_bytes(), OFlags::PATH, Mode::empty())
+                .map_err(fs_err)?,
+        };
         let st = stat_fd(&fd)?;
         let id = FileId(st.stx_ino);
         self.note(dir, name.as_bytes(), Some(&fd), &st);

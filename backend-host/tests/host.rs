@@ -26,6 +26,18 @@ fn fs_at(dir: &Path) -> HostFs {
     HostFs::new(&c).unwrap()
 }
 
+/// Whether this process has `CAP_DAC_READ_SEARCH` (capability 2), which
+/// `open_by_handle_at` needs (the scratch directories' file systems give handles).
+fn may_open_by_handle() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+        .unwrap();
+    eff & (1 << 2) != 0
+}
+
 fn n(s: &str) -> Name {
     Name::new(s.as_bytes().to_vec()).unwrap()
 }
@@ -182,6 +194,11 @@ fn handles_survive_a_restart_and_a_rename() {
     std::fs::rename(dir.join("root/sub"), dir.join("root/moved")).unwrap();
     std::fs::rename(dir.join("root/moved/g"), dir.join("root/g2")).unwrap();
     let fs = fs_at(&dir);
+    assert_eq!(
+        fs.uses_kernel_handles(),
+        may_open_by_handle(),
+        "kernel handles are used exactly when the process has CAP_DAC_READ_SEARCH"
+    );
     if fs.uses_kernel_handles() {
         assert_eq!(read_all(&fs, f), b"kept", "file below a renamed directory");
         assert_eq!(fs.getattr(sub).unwrap().file_type, FileType::Directory);

@@ -57,10 +57,7 @@ phase "cargo clippy (all targets, warnings are errors)" \
     cargo clippy --workspace --all-targets --quiet -- -D warnings
 phase "cargo test (unit, property, wire, libnfs-utils and integration tests)" \
     cargo test --workspace --quiet
-phase "loom model checks (timer groups)" \
-    env RUSTFLAGS="--cfg granary_loom" cargo test --quiet -p granary-runtime --lib \
-    --target-dir target/loom groups::loom_models
-phase "loom model checks (range lock, open-file cache, multigrain clock)" \
+phase "loom model checks (range lock, open-file cache, timer groups, multigrain clock)" \
     env RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --quiet --release \
     -p granary-sync -p granary-time --lib --target-dir target/loom-sync loom
 phase "fuzzing: every cargo-fuzz target for ${FUZZ_SECONDS:-15} s from the committed seeds (scripts/fuzz.sh)" \

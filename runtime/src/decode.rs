@@ -281,7 +281,7 @@ fn raise_priority(realtime: bool) {
     }
 }
 
-#[cfg(all(test, not(granary_loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

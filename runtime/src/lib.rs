@@ -14,7 +14,7 @@
 #![deny(unsafe_code)]
 
 pub mod decode;
-pub mod groups;
+pub use sync::groups;
 pub mod sched;
 pub mod timers;
 
@@ -221,7 +221,7 @@ async fn run_worker(mut rx: mpsc::UnboundedReceiver<Job>, drain: Duration) {
     }
 }
 
-#[cfg(all(test, not(granary_loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Mutex;

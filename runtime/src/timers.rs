@@ -31,7 +31,7 @@ use std::time::Duration;
 use gtime::wheel::{TimerKey, TimerWheel};
 use gtime::Clock;
 
-use crate::groups::Groups;
+use sync::groups::Groups;
 
 /// Resolution of every worker timer. NFS timers (reply-cache expiry, idle connections,
 /// leases) are seconds long; 1 ms keeps the wheel's lowest level at 64 ms.
@@ -404,7 +404,7 @@ fn tick_of(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-#[cfg(all(test, not(granary_loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use gtime::{ManualClock, Timestamp};

@@ -21,6 +21,9 @@
 //! A thread must not request a range of a lock it already holds a conflicting range of
 //! (that would wait for itself), nor take two ranges of one lock at once in cheat mode.
 //!
+//! It also holds [`groups`], the idle/active tree of workers of seed 002's timer
+//! hierarchy (used by `granary-runtime`), here so that loom checks it with the locks.
+//!
 //! `unsafe` lives only in `list`, for the pointers of the lock-free list; every other module
 //! forbids it.
 #![deny(unsafe_code)]
@@ -28,6 +31,7 @@
 mod cheat;
 mod fifo;
 pub mod filecache;
+pub mod groups;
 pub mod limits;
 mod list;
 pub mod memo;

@@ -11,10 +11,7 @@
 
 use std::ops::Range;
 
-#[cfg(granary_loom)]
-use ::loom::sync::atomic::{AtomicU64, Ordering};
-#[cfg(not(granary_loom))]
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::prim::{AtomicU64, Ordering};
 
 /// Members per group, as in the kernel's timer migration hierarchy (one byte of mask).
 pub const GROUP_FANOUT: usize = 8;
@@ -297,7 +294,7 @@ impl Groups {
     }
 }
 
-#[cfg(all(test, not(granary_loom)))]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -349,8 +346,8 @@ mod tests {
 }
 
 /// Model checks of the activation/idle races:
-/// `RUSTFLAGS="--cfg granary_loom" cargo test -p granary-runtime --lib --target-dir target/loom groups::loom_models`
-#[cfg(all(test, granary_loom))]
+/// `RUSTFLAGS="--cfg loom --cfg crossbeam_loom" cargo test --release -p granary-sync --lib --target-dir target/loom-sync groups::loom_models`
+#[cfg(all(test, loom))]
 mod loom_models {
     use super::*;
     use ::loom::sync::Arc;

@@ -2,12 +2,14 @@
 //! second-chance (CLOCK): an entry read since the hand last passed survives one more pass.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
+
+use bytes::Bytes;
 
 type Key = (u64, u64);
 
 struct Inner {
-    map: HashMap<Key, (Arc<[u8]>, bool)>,
+    map: HashMap<Key, (Bytes, bool)>,
     order: VecDeque<Key>,
     bytes: u64,
 }
@@ -31,15 +33,15 @@ impl ExtentCache {
         }
     }
 
-    pub fn get(&self, nid: u64, start: u64) -> Option<Arc<[u8]>> {
+    pub fn get(&self, nid: u64, start: u64) -> Option<Bytes> {
         let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let e = g.map.get_mut(&(nid, start))?;
         e.1 = true;
-        Some(Arc::clone(&e.0))
+        Some(e.0.clone())
     }
 
     /// Inserts `data` (not cached if larger than the whole cache), evicting as needed.
-    pub fn insert(&self, nid: u64, start: u64, data: Arc<[u8]>) {
+    pub fn insert(&self, nid: u64, start: u64, data: Bytes) {
         let len = data.len() as u64;
         if len > self.capacity_bytes {
             return;
@@ -81,14 +83,14 @@ mod tests {
     #[test]
     fn stays_within_capacity_and_keeps_recently_read_entries() {
         let c = ExtentCache::new(10);
-        c.insert(1, 0, Arc::from(vec![0u8; 4]));
-        c.insert(1, 4, Arc::from(vec![0u8; 4]));
+        c.insert(1, 0, Bytes::from(vec![0u8; 4]));
+        c.insert(1, 4, Bytes::from(vec![0u8; 4]));
         assert!(c.get(1, 0).is_some());
-        c.insert(1, 8, Arc::from(vec![0u8; 4]));
+        c.insert(1, 8, Bytes::from(vec![0u8; 4]));
         assert!(c.bytes() <= 10);
         assert!(c.get(1, 0).is_some(), "read entry got a second chance");
         assert!(c.get(1, 4).is_none());
-        c.insert(2, 0, Arc::from(vec![0u8; 11]));
+        c.insert(2, 0, Bytes::from(vec![0u8; 11]));
         assert!(c.get(2, 0).is_none(), "larger than the cache");
     }
 }

@@ -427,7 +427,7 @@ impl ServerConfig {
             rangelock: backend_mem::RangeLockMode::default(),
             state_dir: None,
             decode: runtime::decode::DecodeMode::default(),
-            erofs_cache_bytes: backend_erofs::DEFAULT_CACHE_BYTES,
+            erofs_cache_bytes: backend_erofs::default_cache_bytes(),
             fhcache: true,
         }
     }

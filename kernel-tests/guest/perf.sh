@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Kernel-client performance run, INSIDE the vm.sh guest as root (kernel-tests/perf.sh
-# boots it): granary, kernel nfsd (tmpfs) and nfs-ganesha (FSAL VFS on tmpfs), all
+# boots it): granary (mem backend and host backend on a tmpfs), kernel nfsd (tmpfs) and
+# nfs-ganesha (FSAL VFS on tmpfs), all
 # NFSv3 over the guest's loopback, mounted by the guest's kernel client, measured
 # with the same fio jobs in the same boot, in interleaved rounds (round 1: every
 # workload on every server, then round 2, ...), so that the host's load drifts over
-# all three alike.
+# all of them alike.
 # Env: KT_STAGE (staging dir; results go to $KT_STAGE/out), PERF_SECS (seconds per
 #      job, default 8), PERF_ROUNDS (default 3), PERF_SIZE (file size, default 128m),
 #      KT_ACCEL (the accelerator vm.sh used, for the report), KT_META (JSON object
@@ -17,7 +18,9 @@ SECS=${PERF_SECS:-8}
 ROUNDS=${PERF_ROUNDS:-3}
 SIZE=${PERF_SIZE:-128m}
 RAW=/tmp/perf-raw
-SERVERS=(granary knfsd ganesha)
+# granary (mem backend), host (granary's host backend on a guest tmpfs), knfsd and
+# ganesha (both on a tmpfs); PERF_SERVERS picks some of them.
+read -r -a SERVERS <<<"${PERF_SERVERS:-granary host knfsd ganesha}"
 # name rw bs iodepth: 4 KiB random at QD1 (psync) and QD16 (libaio), 1 MiB
 # sequential at QD4 (libaio); all O_DIRECT, so that every I/O is an RPC.
 WORKLOADS=(
@@ -28,16 +31,33 @@ WORKLOADS=(
 
 fail() { echo "perf: FAIL: $*"; exit 1; }
 
+start_one() { # SERVER
+    case $1 in
+        granary)
+            granary_start "$GRANARY_PORT" none /tmp/granary.log || fail "granary did not start"
+            $(granary_mount_cmd "$GRANARY_PORT" /mnt/granary) || fail "cannot mount granary" ;;
+        host)
+            mkdir -p /export-host && mount -t tmpfs -o size=3G tmpfs /export-host ||
+                fail "cannot make the host export's tmpfs"
+            granary_start "$HOST_PORT" none /tmp/granary-host.log /export-host \
+                --state-dir /var/lib/granary-perf || fail "granary (host backend) did not start"
+            $(granary_mount_cmd "$HOST_PORT" /mnt/host) || fail "cannot mount granary's host export" ;;
+        knfsd)
+            knfsd_start /export || fail "knfsd did not start"
+            $(knfsd_mount_cmd /export /mnt/knfsd) || fail "cannot mount knfsd" ;;
+        ganesha)
+            ganesha_start /ganesha-export || fail "nfs-ganesha did not start"
+            $(ganesha_mount_cmd /mnt/ganesha) || fail "cannot mount nfs-ganesha" ;;
+        *) fail "unknown server $1 (PERF_SERVERS: granary host knfsd ganesha)" ;;
+    esac
+}
+
 start_all() {
     install_granary || fail "cannot install granary"
-    mkdir -p /mnt/granary /mnt/knfsd /mnt/ganesha "$RAW"
-    granary_start "$GRANARY_PORT" none /tmp/granary.log || fail "granary did not start"
-    $(granary_mount_cmd "$GRANARY_PORT" /mnt/granary) || fail "cannot mount granary"
-    knfsd_start /export || fail "knfsd did not start"
-    $(knfsd_mount_cmd /export /mnt/knfsd) || fail "cannot mount knfsd"
-    ganesha_start /ganesha-export || fail "nfs-ganesha did not start"
-    $(ganesha_mount_cmd /mnt/ganesha) || fail "cannot mount nfs-ganesha"
-    grep -E ' /mnt/(granary|knfsd|ganesha) ' /proc/mounts | sed 's/^/    /'
+    mkdir -p "$RAW"
+    local s
+    for s in "${SERVERS[@]}"; do mkdir -p "/mnt/$s"; start_one "$s"; done
+    grep -E ' /mnt/(granary|host|knfsd|ganesha) ' /proc/mounts | sed 's/^/    /'
 }
 
 # lay_out SERVER: write the test file once, so that no timed job includes fio's layout
@@ -72,7 +92,7 @@ main() {
     for w in "${WORKLOADS[@]}"; do w_names+=("${w%% *}"); done
     python3 "$KT_GUEST/perf_report.py" "$RAW" "$KT_STAGE/out" "${KT_ACCEL:-unknown}" "$SECS" "$ROUNDS" "$SIZE" \
         "${KT_META:-"{}"}" "${SERVERS[*]}" "${w_names[*]}" || fail "report"
-    umount /mnt/granary /mnt/knfsd /mnt/ganesha
+    for s in "${SERVERS[@]}"; do umount "/mnt/$s"; done
     stop_started
     [ -f /tmp/ganesha/ganesha.pid ] && kill "$(cat /tmp/ganesha/ganesha.pid)" 2>/dev/null
     echo "perf: done in $(( (${EPOCHREALTIME/./} - t0) / 1000000 )) s"

@@ -44,6 +44,9 @@ def main():
     raw, out, accel, secs, rounds, size, meta = sys.argv[1:8]
     servers, workloads = sys.argv[8].split(), sys.argv[9].split()
     rounds = int(rounds)
+    # granary's targets (mem and host backends) against every other server.
+    ours = [s for s in servers if s in ("granary", "host")]
+    peers = [p for p in servers if p not in ours]
     results = {}
     for w in workloads:
         results[w] = {}
@@ -52,13 +55,13 @@ def main():
             med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             spread = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in runs[0]}
             results[w][s] = {"rounds": runs, "median": med, "min_max": spread}
-        g = results[w]["granary"]["median"]
         results[w]["ratios"] = {
-            f"granary/{p}": {
-                "iops": round(g["iops"] / results[w][p]["median"]["iops"], 3),
-                "clat_mean": round(g["clat_mean_us"] / results[w][p]["median"]["clat_mean_us"], 3),
+            f"{o}/{p}": {
+                "iops": round(results[w][o]["median"]["iops"] / results[w][p]["median"]["iops"], 3),
+                "clat_mean": round(results[w][o]["median"]["clat_mean_us"]
+                                   / results[w][p]["median"]["clat_mean_us"], 3),
             }
-            for p in servers if p != "granary"
+            for o in ours for p in peers
         }
     doc = {
         "accelerator": accel,
@@ -70,6 +73,8 @@ def main():
                   "NFSv3 over TCP on the guest's loopback, nolock",
         "servers": {
             "granary": "granary serve --squash none --no-portmap (mem backend), 2 workers",
+            "host": "granary serve /export-host --squash none --no-portmap (host backend on "
+                    "a tmpfs), 2 workers",
             "knfsd": "Linux 6.1 nfsd exporting a tmpfs (sync, no_root_squash)",
             "ganesha": "nfs-ganesha 4.3 (Debian), FSAL VFS on a tmpfs",
         },
@@ -82,15 +87,15 @@ def main():
         json.dump(doc, f, indent=1)
         f.write("\n")
 
-    peers = [p for p in servers if p != "granary"]
+    pairs = [f"{o}/{p}" for o in ours for p in peers]
     lines = [
-        f"# Kernel-client fio: granary vs {', '.join(peers)} (accelerator: {accel})",
+        f"# Kernel-client fio: {', '.join(ours)} vs {', '.join(peers)} (accelerator: {accel})",
         "",
         f"**{doc['note']}**",
         "",
         f"- Client: {doc['client']}.",
     ]
-    lines += [f"- {s}: {d}." for s, d in doc["servers"].items()]
+    lines += [f"- {s}: {d}." for s, d in doc["servers"].items() if s in servers]
     lines += [
         f"- fio: O_DIRECT, {secs} s per job after 1 s ramp, file {size}, psync at iodepth 1, "
         f"libaio at 4 and 16; {rounds} rounds interleaved (every workload on every server, "
@@ -100,8 +105,8 @@ def main():
         lines.append(f"- {k}: {v}")
     lines += ["", "Median IOPS (MiB/s for the 1 MiB jobs) with the rounds' min..max, and the "
               "median of the mean completion latency:", ""]
-    head = "| workload | " + " | ".join(servers) + " | " + " | ".join(f"granary/{p}" for p in peers) + " |"
-    lines += [head, "|---" + "|---:" * (len(servers) + len(peers)) + "|"]
+    head = "| workload | " + " | ".join(servers) + " | " + " | ".join(pairs) + " |"
+    lines += [head, "|---" + "|---:" * (len(servers) + len(pairs)) + "|"]
     for w in workloads:
         cells = []
         for s in servers:
@@ -109,10 +114,10 @@ def main():
             key, unit = ("mib_per_s", "MiB/s") if "1m" in w else ("iops", "IOPS")
             lo, hi = results[w][s]["min_max"][key]
             cells.append(f"{m[key]:.0f} {unit} ({lo:.0f}..{hi:.0f}); {m['clat_mean_us']:.0f} us")
-        ratios = [f"{results[w]['ratios'][f'granary/{p}']['iops']:.2f}" for p in peers]
+        ratios = [f"{results[w]['ratios'][pair]['iops']:.2f}" for pair in pairs]
         lines.append(f"| {w} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     lines += ["", "Ratios are of median IOPS (equal to the bandwidth ratio for the 1 MiB jobs); "
-              "above 1 means granary did more.", ""]
+              "above 1 means granary (mem or host backend) did more.", ""]
     with open(f"{out}/README.md", "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

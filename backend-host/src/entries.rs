@@ -17,7 +17,7 @@ use vfs::{
 
 use crate::attr::{stat_fd, to_attr};
 use crate::errno::fs_err;
-use crate::ops::exclusive_times;
+use crate::ops::{exclusive_times, Made};
 use crate::{os, HostFs, Opened};
 
 /// A file about to be made by MKDIR, SYMLINK or MKNOD.
@@ -60,7 +60,7 @@ impl HostFs {
         let (owner, attrs) = checks.new_file(&before, new.kind, new.attrs);
         let mode = attrs.mode.unwrap_or(new.default_mode);
         make(d.fd.as_fd(), os(name.as_bytes()), self.create_mode(mode)).map_err(fs_err)?;
-        let attr = self.finish_new(dir, &d, name, owner, &attrs, mode, None)?;
+        let attr = self.finish_new(dir, &d, Made { name, fd: None }, owner, &attrs, mode)?;
         Ok(Created {
             attr,
             dir: change(&before, to_attr(&stat_fd(&d.fd)?)),
@@ -111,7 +111,11 @@ impl HostFs {
             }
             Err(e) => return Err(fs_err(e)),
         };
-        let attr = self.finish_new(dir, &d, name, owner, &attrs, perm, Some(made))?;
+        let made = Made {
+            name,
+            fd: Some(made),
+        };
+        let attr = self.finish_new(dir, &d, made, owner, &attrs, perm)?;
         Ok(Created {
             attr,
             dir: change(&before, to_attr(&stat_fd(&d.fd)?)),

@@ -55,6 +55,13 @@ fn proc_path(fd: BorrowedFd<'_>) -> String {
     format!("/proc/self/fd/{}", fd.as_raw_fd())
 }
 
+/// A name just made in a directory, with the descriptor its making returned (`O_CREAT`
+/// gives one; `mkdir`, `symlink` and `mknod` do not).
+pub(crate) struct Made<'a> {
+    pub name: &'a Name,
+    pub fd: Option<OwnedFd>,
+}
+
 impl HostFs {
     /// Applies `set` to the file open as `f` (an `O_PATH` fd): owner, mode, size, times,
     /// in that order (as Linux's `notify_change` does), and returns the new attributes.
@@ -93,21 +100,21 @@ impl HostFs {
         Ok(to_attr(&stat_fd(&f.fd)?))
     }
 
-    /// After a new file `name` was made in `dir` (open as `d`): opens it, records it, gives
-    /// it to `owner` (when the server may), applies the mode the umask took away and the
-    /// other `attrs`, and returns its attributes. If that fails, the new file is removed
-    /// again, so a failed call leaves nothing behind.
+    /// After a new file was made in `dir` (open as `d`): opens it (unless its making gave
+    /// a descriptor), records it, gives it to `owner` (when the server may), applies the
+    /// mode the umask took away and the other `attrs`, and returns its attributes. If that
+    /// fails, the new file is removed again, so a failed call leaves nothing behind.
     pub(crate) fn finish_new(
         &self,
         dir: FileId,
         d: &Opened,
-        name: &Name,
+        made: Made<'_>,
         owner: Owner,
         attrs: &SetAttr,
         mode: u32,
-        made: Option<OwnedFd>,
     ) -> FsResult<Attr> {
-        let fd = match made {
+        let name = made.name;
+        let fd = match made.fd {
             Some(fd) => fd,
             None => self
                 .beneath(d.fd.as_fd(), name.as_bytes(), OFlags::PATH, Mode::empty())

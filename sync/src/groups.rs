@@ -372,22 +372,30 @@ mod loom_models {
         });
     }
 
+    /// Nine workers (two groups under a root) with 1..8 idle: worker 0, the last active
+    /// one of the first group, leaves on another thread while `here` runs on this one.
+    /// Returns the tree once both are done, checked.
+    fn worker_0_leaves_while(here: impl FnOnce(&Groups)) -> Arc<Groups> {
+        let g = Arc::new(Groups::new(9));
+        for w in 1..8 {
+            g.leave(w);
+        }
+        let a = {
+            let g = Arc::clone(&g);
+            ::loom::thread::spawn(move || g.leave(0))
+        };
+        here(&g);
+        a.join().unwrap();
+        g.check().unwrap();
+        g
+    }
+
     /// A group's last worker leaves while another member rejoins: the parent must end
     /// up agreeing with the group (the cross-level race).
     #[test]
     fn leave_and_join_race_across_levels() {
         ::loom::model(|| {
-            let g = Arc::new(Groups::new(9));
-            for w in 1..8 {
-                g.leave(w);
-            }
-            let a = {
-                let g = Arc::clone(&g);
-                ::loom::thread::spawn(move || g.leave(0))
-            };
-            g.join(1);
-            a.join().unwrap();
-            g.check().unwrap();
+            let g = worker_0_leaves_while(|g| g.join(1));
             assert!(g.state(2).active & 1 != 0, "root lost the active group");
         });
     }
@@ -397,17 +405,7 @@ mod loom_models {
     #[test]
     fn last_workers_of_two_groups_go_idle_together() {
         ::loom::model(|| {
-            let g = Arc::new(Groups::new(9));
-            for w in 1..8 {
-                g.leave(w);
-            }
-            let a = {
-                let g = Arc::clone(&g);
-                ::loom::thread::spawn(move || g.leave(0))
-            };
-            g.leave(8);
-            a.join().unwrap();
-            g.check().unwrap();
+            let g = worker_0_leaves_while(|g| g.leave(8));
             assert_eq!(g.effective_migrator(), None);
         });
     }

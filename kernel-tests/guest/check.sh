@@ -241,14 +241,14 @@ grp_fio() {
 
 # ------------------------------------------------------------- concurrency
 # stress-ng's hdd (verifies what it wrote), dir, rename, dentry and filename stressors
-# at once, for KT_STRESS_SECS. Not its link and symlink stressors: each of their bogo
+# at once, for KT_STRESS_SECS (default 10). Not its link and symlink stressors: each of their bogo
 # operations makes and removes thousands of links, 265 s and 108 s for one under TCG
 # (they cannot stop within a time bound); writers.py covers links and symlinks.
 grp_stress_ng() {
     local d=$KT_ROOT/stress-ng
     mkdir -p "$d"
     echo "== stress-ng"
-    stress-ng --temp-path "$d" --timeout "${KT_STRESS_SECS:-15}s" --hdd 2 --hdd-bytes 8m \
+    stress-ng --temp-path "$d" --timeout "${KT_STRESS_SECS:-10}s" --hdd 2 --hdd-bytes 8m \
         --hdd-write-size 64k --verify --dir 1 --dir-dirs 64 --rename 1 --dentry 1 --dentries 256 \
         --filename 1 --metrics-brief >/tmp/kt-stress.$$ 2>&1
     echo "stress-ng: rc $?"

@@ -395,7 +395,9 @@ mod loom_models {
     #[test]
     fn leave_and_join_race_across_levels() {
         ::loom::model(|| {
-            let g = worker_0_leaves_while(|g| g.join(1));
+            let g = worker_0_leaves_while(|g| {
+                g.join(1);
+            });
             assert!(g.state(2).active & 1 != 0, "root lost the active group");
         });
     }
@@ -405,7 +407,9 @@ mod loom_models {
     #[test]
     fn last_workers_of_two_groups_go_idle_together() {
         ::loom::model(|| {
-            let g = worker_0_leaves_while(|g| g.leave(8));
+            let g = worker_0_leaves_while(|g| {
+                g.leave(8);
+            });
             assert_eq!(g.effective_migrator(), None);
         });
     }

@@ -65,8 +65,9 @@ impl ErofsBackend {
     /// One batch of [`Self::read_compressed`] from `pos`; returns where it stopped.
     fn read_batch(&self, inode: &Inode, pos: u64, end: u64, out: &mut BytesMut) -> FsResult<u64> {
         let nid = inode.nid;
-        // The extents in order: start and bytes, or the index of their decode job.
-        let mut parts: Vec<(u64, Result<Bytes, usize>)> = Vec::new();
+        // The extents in order: start and cached bytes, or `None` for the next decode job
+        // (jobs are queued in the order of the extents that miss).
+        let mut parts: Vec<(u64, Option<Bytes>)> = Vec::new();
         let mut jobs: Vec<(erofs::Codec, Vec<u8>, usize)> = Vec::new();
         let mut at = pos;
         while at < end && parts.len() < MAX_BATCH_EXTENTS {
@@ -79,35 +80,35 @@ impl ErofsBackend {
                 return Err(io_error(nid, "map", &short_extent()));
             }
             match self.cache.get(nid, ext.start) {
-                Some(hit) => parts.push((ext.start, Ok(hit))),
+                hit @ Some(_) => parts.push((ext.start, hit)),
                 None => {
                     let raw = self
                         .image
                         .read_pcluster(&ext)
                         .map_err(|e| io_error(nid, "read", &e))?;
                     jobs.push((self.image.codec(&ext), raw, ext.len as usize));
-                    parts.push((ext.start, Err(jobs.len() - 1)));
+                    parts.push((ext.start, None));
                 }
             }
             at = ext_end;
         }
-        let mut decoded: Vec<Option<erofs::Result<Vec<u8>>>> = if jobs.is_empty() {
+        let decoded: Vec<erofs::Result<Vec<u8>>> = if jobs.is_empty() {
             Vec::new()
         } else {
             self.decode.run(move || {
                 jobs.into_iter()
-                    .map(|(codec, raw, out_len)| Some(erofs::decode(codec, &raw, out_len)))
+                    .map(|(codec, raw, out_len)| erofs::decode(codec, &raw, out_len))
                     .collect()
             })
         };
+        let mut decoded = decoded.into_iter();
         let mut at = pos;
         for (start, part) in parts {
             let data = match part {
-                Ok(hit) => hit,
-                Err(job) => {
+                Some(hit) => hit,
+                None => {
                     let bytes = decoded
-                        .get_mut(job)
-                        .and_then(Option::take)
+                        .next()
                         .ok_or_else(|| io_error(nid, "decode", &short_extent()))?
                         .map_err(|e| io_error(nid, "decode", &e))?;
                     let bytes = Bytes::from(bytes);

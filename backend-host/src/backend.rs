@@ -8,6 +8,7 @@
 //! lock, just before the syscall.
 
 use std::os::fd::AsFd;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use gtime::Timestamp;
@@ -16,7 +17,7 @@ use vfs::limits::{MAX_FILE_SIZE, MAX_IO_BYTES, MAX_LINKS, MAX_NAME_BYTES};
 use vfs::{
     Attr, Backend, Change, Checks, Cookie, CreateMode, Created, DeviceNumber, DirPage, FileId,
     FileType, Found, FsError, FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone,
-    Renamed, SetAttr, SpecialFile, Stability, Written,
+    ReadSlice, Renamed, SetAttr, SpecialFile, Stability, Written,
 };
 
 use crate::attr::{stat_fd, to_attr};
@@ -173,10 +174,7 @@ impl Backend for HostFs {
         out: &mut BytesMut,
         checks: &dyn Checks,
     ) -> FsResult<ReadDone> {
-        let f = self.io_file(id, false)?;
-        let st = self.io_attr(id, &f)?;
-        let attr = to_attr(&st);
-        checks.may_read(&attr)?;
+        let (f, st, attr) = self.readable(id, checks)?;
         let count = count.min(MAX_IO_BYTES) as usize;
         let n = sys::fill_spare(out, count, |spare| {
             rustix::io::pread(&f, spare, offset_bytes).map(|(init, _)| init.len())
@@ -184,6 +182,29 @@ impl Backend for HostFs {
         .map_err(fs_err)?;
         let eof = n < count || offset_bytes.saturating_add(n as u64) >= st.stx_size;
         Ok(ReadDone { attr, eof })
+    }
+
+    /// The descriptor and the checked attributes, as `read_into`; the transport sends the
+    /// range with `sendfile` (the page cache's pages, not a copy).
+    fn read_slice(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        checks: &dyn Checks,
+    ) -> FsResult<Option<ReadSlice>> {
+        let (f, st, attr) = self.readable(id, checks)?;
+        let len = st
+            .stx_size
+            .saturating_sub(offset_bytes)
+            .min(u64::from(count.min(MAX_IO_BYTES)));
+        let eof = offset_bytes.saturating_add(len) >= st.stx_size;
+        Ok(Some(ReadSlice {
+            file: Arc::new(f),
+            offset: offset_bytes,
+            len: u32::try_from(len).unwrap_or(MAX_IO_BYTES),
+            done: ReadDone { attr, eof },
+        }))
     }
 
     /// Under the file's lock: `statx`, the check (and the set-id bits it clears), `pwrite`

@@ -30,9 +30,9 @@ use std::sync::Arc;
 
 use rustix::fs::Statx;
 use sync::filecache::{Access as CacheAccess, Entry, Evicted, FileCache, FileCacheStats};
-use vfs::{FileId, FsError, FsResult};
+use vfs::{Attr, Checks, FileId, FsError, FsResult};
 
-use crate::attr::stat_fd;
+use crate::attr::{stat_fd, to_attr};
 use crate::{Access, HostFs};
 
 /// Counters of the data path's descriptors (tests and the lab read them).
@@ -169,6 +169,19 @@ impl HostFs {
             Some(st) => Ok(st),
             None => self.io_attr_fresh(id, file),
         }
+    }
+
+    /// A descriptor to read `id` through, with the attributes `checks.may_read` passed.
+    pub(crate) fn readable(
+        &self,
+        id: FileId,
+        checks: &dyn Checks,
+    ) -> FsResult<(IoFile, Statx, Attr)> {
+        let f = self.io_file(id, false)?;
+        let st = self.io_attr(id, &f)?;
+        let attr = to_attr(&st);
+        checks.may_read(&attr)?;
+        Ok((f, st, attr))
     }
 
     /// A fresh `statx` of an I/O descriptor (WRITE and COMMIT take it under the file's

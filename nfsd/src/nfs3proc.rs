@@ -9,8 +9,9 @@
 
 use nfs3::limits::{NFS_PROGRAM, NFS_V3};
 use nfs3::nfs::*;
-use rpc::{procedure, CacheClass, CallContext, ProcError, Procedure};
-use vfs::{AccessMask, CreateMode, Name, SpecialFile};
+use rpc::{procedure, CacheClass, CallContext, FileSlice, ProcError, Procedure};
+use vfs::limits::ZERO_COPY_READ_MIN_BYTES;
+use vfs::{AccessMask, CreateMode, Name, ReadSlice, SpecialFile};
 use xdr::{Decode, Decoder, Encode, Encoder};
 
 use crate::convert::{
@@ -170,7 +171,9 @@ const POST_OP_ATTR_BYTES: usize = 4 + 84;
 const READ_REPLY_HEAD_BYTES: usize = 4 + POST_OP_ATTR_BYTES + 4 + 4 + 4;
 
 /// READ encodes its own reply so that the file's bytes go from the backend straight into
-/// the reply buffer (one copy; through a `ReadOk` they were copied twice). The
+/// the reply buffer (one copy; through a `ReadOk` they were copied twice). A large READ
+/// from a backend that can hand over the file (host) copies nothing: the reply ends with
+/// the file's range, which the connection sends with `sendfile` (see `rpc::reply`). The
 /// attributes are the ones the permission check took just before the read: their slot
 /// is reserved and filled once the read is done. The buffer grows by what this READ can
 /// return (its `count`, at most rtmax), not by the largest READ: the procedure's row
@@ -190,6 +193,33 @@ fn read(
         }
     };
     let count = a.count.min(s.max_io_bytes);
+    if count >= ZERO_COPY_READ_MIN_BYTES {
+        match t.export.read_slice(&t.cred, t.id, a.offset, count) {
+            Ok(Some(slice)) => {
+                let ReadSlice {
+                    file,
+                    offset,
+                    len,
+                    done,
+                } = slice;
+                Nfsstat3::Ok.encode(e);
+                PostOpAttr(Some(fattr(&done.attr))).encode(e);
+                e.u32(len);
+                e.bool(done.eof);
+                e.u32(len); // the opaque's length; its bytes and padding come from the file
+                if len > 0 {
+                    ctx.end_with_file(FileSlice { file, offset, len });
+                }
+                return Ok(());
+            }
+            Ok(None) => {}
+            Err(err) => {
+                let file_attributes = post_op(&t);
+                ReadRes::Fail(status_of(err), ReadFail { file_attributes }).encode(e);
+                return Ok(());
+            }
+        }
+    }
     e.reserve(READ_REPLY_HEAD_BYTES + count as usize + 3);
     let start = e.len();
     Nfsstat3::Ok.encode(e);

@@ -72,12 +72,7 @@ fn sys(uid: u32, gid: u32, gids: &[u32]) -> Auth {
 }
 
 fn ctx(auth: Auth) -> CallContext {
-    CallContext {
-        xid: 1,
-        peer: "127.0.0.1:800".parse().unwrap(),
-        auth,
-        procedure: READ,
-    }
+    CallContext::new(1, "127.0.0.1:800".parse().unwrap(), auth, READ)
 }
 
 impl Server {

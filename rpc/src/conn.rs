@@ -12,13 +12,15 @@
 //! client, the socket is closed at once and every queued reply and budget byte is freed.
 
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter, Interest};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
@@ -26,6 +28,7 @@ use crate::budget::{ConnBudget, Reservation, ServerBudget};
 use crate::dispatch::Dispatcher;
 use crate::limits;
 use crate::record::{read_record_watched, Activity, ConnTimeouts, RecordError};
+use crate::reply::{read_exact_at, FileSlice, Reply, SliceShrank};
 use crate::table::{ConnState, Ticket};
 
 /// Per-connection limits, from CLI/config with defaults in [`crate::limits`].
@@ -89,7 +92,7 @@ impl Drop for Held {
     }
 }
 
-type Reply = (Bytes, Held);
+type Queued = (Reply, Held);
 
 /// Serves `stream` until the peer closes it, it breaks a limit, or `shutdown` turns true.
 pub async fn serve_connection(
@@ -105,7 +108,7 @@ pub async fn serve_connection(
     let _ = stream.set_nodelay(true);
     let (read_half, write_half) = stream.into_split();
     let reader = BufReader::with_capacity(limits::READ_BUFFER_BYTES, read_half);
-    let (tx, rx) = mpsc::unbounded_channel::<Reply>();
+    let (tx, rx) = mpsc::unbounded_channel::<Queued>();
     let mut writer = tokio::spawn(write_replies(write_half, rx, Arc::clone(&state)));
     let slots = Arc::new(Semaphore::new(limits.max_in_flight));
     let conn = Conn {
@@ -144,7 +147,7 @@ struct Conn {
     dispatcher: Arc<Dispatcher>,
     budget: Arc<ConnBudget>,
     slots: Arc<Semaphore>,
-    tx: mpsc::UnboundedSender<Reply>,
+    tx: mpsc::UnboundedSender<Queued>,
     limits: ConnLimits,
 }
 
@@ -200,10 +203,11 @@ impl Conn {
         let peer = self.state.peer;
         tokio::spawn(async move {
             let mut held = held;
-            match dispatcher.handle(record, peer) {
+            match dispatcher.handle_reply(record, peer) {
                 Ok(reply) => {
-                    // The record is gone; hold what the reply really takes until written.
-                    held.bytes.resize(reply.len()).await;
+                    // The record is gone; hold what the reply really takes until written
+                    // (data sent from a file stays in the file's pages).
+                    held.bytes.resize(reply.memory_bytes()).await;
                     held.state.activity.write_progress();
                     let _ = tx.send((reply, held));
                 }
@@ -235,6 +239,94 @@ fn log_end(peer: SocketAddr, e: &RecordError) {
             crate::ratelog::Kind::ConnectionClosed,
             %peer, error = %e, "closing connection"
         ),
+    }
+}
+
+type ReplyWriter = BufWriter<Progress<OwnedWriteHalf>>;
+
+/// Writes one reply into `w`: the head into the buffer, then any data sent from a file
+/// straight to the socket after the buffer is flushed.
+async fn put(w: &mut ReplyWriter, reply: &Reply) -> std::io::Result<()> {
+    w.write_all(&reply.head).await?;
+    let Some(body) = &reply.body else {
+        return Ok(());
+    };
+    w.flush().await?;
+    send_file(w.get_ref(), body).await?;
+    w.write_all(&[0; 3][..body.pad_bytes()]).await
+}
+
+/// Sends `body` with `sendfile`: for page-cache files the socket takes references to the
+/// cached pages, so the server copies nothing. Where the file's filesystem cannot
+/// splice (`EINVAL`, `ENOSYS`, `EOPNOTSUPP` before the first byte), the range is read
+/// into memory and written instead.
+async fn send_file(out: &Progress<OwnedWriteHalf>, body: &FileSlice) -> std::io::Result<()> {
+    let sock: &TcpStream = out.inner.as_ref();
+    let end = body.offset + u64::from(body.len);
+    let mut offset = body.offset;
+    while offset < end {
+        let left = usize::try_from(end - offset).unwrap_or(usize::MAX);
+        sock.writable().await?;
+        let sent = sock.try_io(Interest::WRITABLE, || {
+            rustix::fs::sendfile(sock, body.file.as_fd(), Some(&mut offset), left)
+                .map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(0) => {
+                let shrank = SliceShrank {
+                    sent: offset - body.offset,
+                    len: body.len,
+                };
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    shrank,
+                ));
+            }
+            Ok(_) => out.state.activity.write_progress(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if offset == body.offset && cannot_splice(&e) => {
+                return send_copied(sock, &out.state, body).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn cannot_splice(e: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    e.raw_os_error().is_some_and(|n| {
+        [Errno::INVAL, Errno::NOSYS, Errno::OPNOTSUPP]
+            .iter()
+            .any(|no| no.raw_os_error() == n)
+    })
+}
+
+/// `body` read into memory and written: for files `sendfile` cannot send.
+async fn send_copied(sock: &TcpStream, state: &ConnState, body: &FileSlice) -> std::io::Result<()> {
+    let mut buf = vec![0; body.len as usize];
+    read_exact_at(body, &mut buf)?;
+    let mut done = 0;
+    while done < buf.len() {
+        sock.writable().await?;
+        match sock.try_write(&buf[done..]) {
+            Ok(n) => {
+                done += n;
+                state.activity.write_progress();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn log_write_error(peer: SocketAddr, e: &std::io::Error) {
+    if e.get_ref().is_some_and(|inner| inner.is::<SliceShrank>()) {
+        // The record's length is already on the wire: closing is the only honest end.
+        tracing::info!(%peer, error = %e, "closing connection: a READ's file shrank while it was sent (the client retries)");
+    } else {
+        tracing::debug!(%peer, error = %e, "reply write failed");
     }
 }
 
@@ -271,7 +363,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Progress<W> {
 /// reply's budget and slot are given back once it is in the socket.
 async fn write_replies(
     write_half: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Reply>,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
     state: Arc<ConnState>,
 ) {
     let peer = state.peer;
@@ -283,8 +375,8 @@ async fn write_replies(
     let mut w = BufWriter::with_capacity(limits::WRITE_BUFFER_BYTES, progress);
     while let Some((reply, held)) = rx.recv().await {
         activity.write_progress();
-        if let Err(e) = w.write_all(&reply).await {
-            tracing::debug!(%peer, error = %e, "reply write failed");
+        if let Err(e) = put(&mut w, &reply).await {
+            log_write_error(peer, &e);
             return;
         }
         drop((reply, held));
@@ -293,7 +385,8 @@ async fn write_replies(
             let Ok((reply, held)) = rx.try_recv() else {
                 break;
             };
-            if w.write_all(&reply).await.is_err() {
+            if let Err(e) = put(&mut w, &reply).await {
+                log_write_error(peer, &e);
                 return;
             }
             drop((reply, held));

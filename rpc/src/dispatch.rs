@@ -5,6 +5,7 @@
 //! registered program version and answers the RPC-level errors itself: RPC_MISMATCH,
 //! AUTH_ERROR, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, GARBAGE_ARGS and SYSTEM_ERR.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -18,7 +19,8 @@ use crate::ratelog::Kind;
 use crate::msg::{
     encode_accepted, encode_denied, AcceptStat, Auth, Denial, OpaqueAuth, MSG_CALL, RPC_VERSION,
 };
-use crate::record::{seal, start_record};
+use crate::record::{seal, seal_before, start_record};
+use crate::reply::{FileSlice, Reply};
 
 /// What the server knows about one call while running it.
 #[derive(Debug, Clone)]
@@ -27,6 +29,32 @@ pub struct CallContext {
     pub peer: SocketAddr,
     pub auth: Auth,
     pub procedure: u32,
+    /// Bytes the reply ends with, sent from a file (see [`CallContext::end_with_file`]).
+    body: RefCell<Option<FileSlice>>,
+}
+
+impl CallContext {
+    #[must_use]
+    pub fn new(xid: u32, peer: SocketAddr, auth: Auth, procedure: u32) -> Self {
+        Self {
+            xid,
+            peer,
+            auth,
+            procedure,
+            body: RefCell::new(None),
+        }
+    }
+
+    /// Ends a successful reply with `slice`'s bytes and their XDR padding, sent from the
+    /// file (see [`crate::reply`]). The procedure has encoded everything before them, the
+    /// opaque's length word included. Ignored if the procedure then fails.
+    pub fn end_with_file(&self, slice: FileSlice) {
+        *self.body.borrow_mut() = Some(slice);
+    }
+
+    fn take_body(&self) -> Option<FileSlice> {
+        self.body.borrow_mut().take()
+    }
 }
 
 /// Whether running a procedure twice is harmless (for the duplicate request cache).
@@ -157,6 +185,10 @@ pub enum Unanswerable {
     /// A retransmission of a call that is still running; the original's reply answers it.
     #[error("retransmission of xid {0:#x} while the original is in progress")]
     DuplicateInProgress(u32),
+    /// The reply's data could not be read from its file (only from [`Dispatcher::handle`],
+    /// which reads it into memory).
+    #[error("reply data unreadable: {0}")]
+    BodyUnreadable(String),
 }
 
 /// What the dispatcher reports about one answered call (for metrics).
@@ -230,12 +262,24 @@ impl Dispatcher {
         self.programs.iter().map(|p| (p.program(), p.version()))
     }
 
-    /// Handles one request record and returns the reply record, record mark included.
+    /// Handles one request record and returns the reply record, record mark included, in
+    /// memory (data a procedure sends from a file is read with `pread`).
+    ///
+    /// # Errors
+    /// As [`Dispatcher::handle_reply`], and [`Unanswerable::BodyUnreadable`].
+    pub fn handle(&self, record: Bytes, peer: SocketAddr) -> Result<Bytes, Unanswerable> {
+        self.handle_reply(record, peer)?
+            .into_bytes()
+            .map_err(|e| Unanswerable::BodyUnreadable(e.to_string()))
+    }
+
+    /// Handles one request record and returns the reply record, record mark included,
+    /// whose end may be sent from a file (see [`crate::reply`]).
     ///
     /// # Errors
     /// Records that cannot be answered at all (no xid, or not a call); the caller logs
     /// and drops them, as RFC 5531 servers do.
-    pub fn handle(&self, record: Bytes, peer: SocketAddr) -> Result<Bytes, Unanswerable> {
+    pub fn handle_reply(&self, record: Bytes, peer: SocketAddr) -> Result<Reply, Unanswerable> {
         let len = record.len();
         let mut d = Decoder::new(record);
         let (Ok(xid), Ok(mtype)) = (d.u32(), d.u32()) else {
@@ -252,16 +296,19 @@ impl Dispatcher {
         xid: u32,
         d: &mut Decoder,
         peer: SocketAddr,
-    ) -> Result<Bytes, Unanswerable> {
+    ) -> Result<Reply, Unanswerable> {
         let header = match decode_call_rest(d) {
             Ok(h) => h,
             Err(HeaderError::Auth(stat)) => {
                 crate::warn_limited!(Kind::Auth, %peer, xid, ?stat, "AUTH_ERROR: credential or verifier over 400 bytes");
-                return Ok(seal(denied(xid, Denial::Auth(stat))));
+                return Ok(Reply::from(seal(denied(xid, Denial::Auth(stat)))));
             }
             Err(HeaderError::Garbage(e)) => {
                 crate::warn_limited!(Kind::Garbage, %peer, xid, error = %e, "GARBAGE_ARGS: malformed call header");
-                return Ok(seal(accepted_only(xid, AcceptStat::GarbageArgs)));
+                return Ok(Reply::from(seal(accepted_only(
+                    xid,
+                    AcceptStat::GarbageArgs,
+                ))));
             }
         };
         let (rpcvers, program, version, procedure, cred) = header;
@@ -271,24 +318,21 @@ impl Dispatcher {
                 low: RPC_VERSION,
                 high: RPC_VERSION,
             };
-            return Ok(seal(denied(xid, range)));
+            return Ok(Reply::from(seal(denied(xid, range))));
         }
         let auth = match Auth::from_cred(&cred) {
             Ok(a) => a,
             Err(stat) => {
                 crate::warn_limited!(Kind::Auth, %peer, xid, flavor = cred.flavor, ?stat, "AUTH_ERROR: credential refused");
-                return Ok(seal(denied(xid, Denial::Auth(stat))));
+                return Ok(Reply::from(seal(denied(xid, Denial::Auth(stat)))));
             }
         };
         let Some(prog) = self.find(program, version) else {
-            return Ok(seal(self.program_error(xid, program, version, peer)));
+            return Ok(Reply::from(seal(
+                self.program_error(xid, program, version, peer),
+            )));
         };
-        let ctx = CallContext {
-            xid,
-            peer,
-            auth,
-            procedure,
-        };
+        let ctx = CallContext::new(xid, peer, auth, procedure);
         let Some((observer, clock)) = &self.observer else {
             return self
                 .run_cached(prog, &ctx, d, (program, version))
@@ -317,11 +361,11 @@ impl Dispatcher {
         ctx: &CallContext,
         d: &mut Decoder,
         (program, version): (u32, u32),
-    ) -> Result<(Bytes, bool), Unanswerable> {
+    ) -> Result<(Reply, bool), Unanswerable> {
         let (peer, xid, procedure) = (ctx.peer, ctx.xid, ctx.procedure);
         let cache = match (&self.reply_cache, prog.cache_class(procedure)) {
             (Some(cache), Some(CacheClass::NonIdempotent)) => cache,
-            _ => return Ok((seal(run(prog, ctx, d)), false)),
+            _ => return Ok((run(prog, ctx, d), false)),
         };
         let (cache, clock) = cache;
         let key = CallKey::new(peer, xid, (program, version, procedure), &d.rest());
@@ -329,13 +373,17 @@ impl Dispatcher {
         match cache.begin(key, now_ns) {
             Lookup::Done(reply) => {
                 tracing::debug!(%peer, xid, procedure, "retransmission answered from the reply cache");
-                Ok((reply, true))
+                Ok((reply.into(), true))
             }
             Lookup::InProgress => Err(Unanswerable::DuplicateInProgress(xid)),
             Lookup::New => {
-                let reply = seal(run(prog, ctx, d));
+                // The cache keeps bytes: a procedure that changes state never sends from a
+                // file, and if one did its data is read into memory here.
+                let reply = run(prog, ctx, d)
+                    .into_bytes()
+                    .map_err(|e| Unanswerable::BodyUnreadable(e.to_string()))?;
                 cache.complete(&key, reply.clone());
-                Ok((reply, false))
+                Ok((reply.into(), false))
             }
         }
     }
@@ -411,7 +459,8 @@ fn decode_call_rest(d: &mut Decoder) -> Result<CallRest, HeaderError> {
 const INITIAL_REPLY_BYTES: usize = 16 << 10;
 const _: () = assert!(ERROR_REPLY_BYTES <= INITIAL_REPLY_BYTES);
 
-fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> BytesMut {
+/// Runs one call and seals its reply record.
+fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> Reply {
     let budget = prog
         .max_reply_bytes(ctx.procedure)
         .clamp(ERROR_REPLY_BYTES, INITIAL_REPLY_BYTES);
@@ -419,7 +468,14 @@ fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> BytesMut {
     encode_accepted(&mut e, ctx.xid, AcceptStat::Success);
     let body_start = e.len();
     let stat = match prog.call(ctx, d, &mut e) {
-        Some(Ok(())) => return e.into_inner(),
+        Some(Ok(())) => {
+            let body = ctx.take_body();
+            let more = body.as_ref().map_or(0, |b| b.len as usize + b.pad_bytes());
+            return Reply {
+                head: seal_before(e.into_inner(), more),
+                body,
+            };
+        }
         None => {
             tracing::debug!(peer = %ctx.peer, xid = ctx.xid, procedure = ctx.procedure, "PROC_UNAVAIL");
             AcceptStat::ProcUnavail
@@ -435,9 +491,10 @@ fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> BytesMut {
         }
     };
     // Rewrite the reply: header with the error status, no body.
+    drop(ctx.take_body());
     e.truncate(body_start - 4);
     e.u32(stat.code());
-    e.into_inner()
+    seal(e.into_inner()).into()
 }
 
 fn accepted_only(xid: u32, stat: AcceptStat) -> BytesMut {

@@ -3,6 +3,7 @@
 //! - [`msg`]: call and reply headers, AUTH_NONE and AUTH_SYS;
 //! - [`record`]: record marking on TCP, with size, fragment and time limits;
 //! - [`dispatch`]: procedure tables and the dispatcher that answers RPC-level errors;
+//! - [`reply`]: reply records whose bulk data is sent straight from a file;
 //! - [`drc`]: the duplicate request cache for non-idempotent calls;
 //! - [`conn`]: one pipelined server connection;
 //! - [`budget`]: memory budgets in bytes per connection and per server;
@@ -19,10 +20,12 @@ pub mod limits;
 pub mod msg;
 pub mod ratelog;
 pub mod record;
+pub mod reply;
 pub mod table;
 
 pub use dispatch::{CacheClass, CallContext, Dispatcher, ProcError, Procedure, Program, Service};
 pub use msg::{Auth, AuthSys};
+pub use reply::{FileSlice, Reply};
 
 #[doc(hidden)]
 pub use xdr as __xdr;

@@ -324,8 +324,18 @@ pub fn start_record(capacity_bytes: usize) -> BytesMut {
 /// # Panics
 /// If the buffer is shorter than its mark or longer than a fragment can say.
 #[must_use]
-pub fn seal(mut buf: BytesMut) -> Bytes {
-    let len = u32::try_from(buf.len() - 4).expect("record length fits 31 bits");
+pub fn seal(buf: BytesMut) -> Bytes {
+    seal_before(buf, 0)
+}
+
+/// [`seal`] for a record whose last `more_bytes` are sent after `buf` from elsewhere (a
+/// [`crate::reply::FileSlice`] and its padding).
+///
+/// # Panics
+/// As [`seal`].
+#[must_use]
+pub fn seal_before(mut buf: BytesMut, more_bytes: usize) -> Bytes {
+    let len = u32::try_from(buf.len() - 4 + more_bytes).expect("record length fits 31 bits");
     assert!(len < LAST_FRAGMENT, "record too large for one fragment");
     buf[..4].copy_from_slice(&(LAST_FRAGMENT | len).to_be_bytes());
     buf.freeze()

@@ -502,3 +502,137 @@ fn starts_and_serves_under_a_1024_open_file_limit() {
         "the server ran under the 1024 limit:\n{limits}"
     );
 }
+
+/// One READ through `c`: its data and `eof`.
+async fn read_at(
+    c: &client::Nfs3Client,
+    fh: &NfsFh3,
+    offset: u64,
+    count: u32,
+) -> Result<(Bytes, bool), String> {
+    let args = nfs3::nfs::ReadArgs {
+        file: fh.clone(),
+        offset,
+        count,
+    };
+    match c.read(&args).await {
+        Ok(nfs3::nfs::Res3::Ok(ok)) => {
+            assert_eq!(ok.count as usize, ok.data.len(), "count and data disagree");
+            Ok((ok.data, ok.eof))
+        }
+        Ok(nfs3::nfs::Res3::Fail(st, _)) => panic!("READ at {offset}: {st:?}"),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// READs of 64 KiB and more are sent from the file with `sendfile`: every size whose
+/// data ends with 0 to 3 bytes of XDR padding, odd offsets, a range past the end, and
+/// pipelined 1 MiB and 64 KiB chunks, with the open-file cache on and off, equal the
+/// host's bytes.
+#[test]
+fn large_reads_sent_from_the_file_equal_the_host_bytes() {
+    let sizes = [
+        64 << 10,
+        (64 << 10) + 1,
+        (64 << 10) + 2,
+        (64 << 10) + 3,
+        1 << 20,
+        (3 << 20) + 5,
+    ];
+    for mode in ["on", "off"] {
+        let d = Dirs::new(&format!("zerocopy-{mode}"));
+        for size in sizes {
+            let data = pattern(size, size as u64);
+            std::fs::write(d.export().join(format!("f{size}")), &data).unwrap();
+        }
+        let (e, s) = (d.export(), d.state());
+        let server = Server::start(&[
+            e.to_str().unwrap(),
+            "--state-dir",
+            s.to_str().unwrap(),
+            "--squash",
+            "none",
+            "--fhcache",
+            mode,
+        ]);
+        runtime().block_on(async {
+            let c = connect(&server).await;
+            let root = c.mount("/").await.unwrap();
+            for size in sizes {
+                let data = pattern(size, size as u64);
+                let (fh, _) = c.lookup_ok(&root, format!("f{size}")).await.unwrap();
+                for chunk in [1 << 20, 64 << 10] {
+                    let got = c.read_all_chunked(&fh, chunk).await.unwrap();
+                    assert!(got == data, "{mode}: f{size} in chunks of {chunk}");
+                }
+                let (got, eof) = read_at(&c, &fh, 7, 1 << 20).await.unwrap();
+                let end = size.min(7 + (1 << 20));
+                assert!(got[..] == data[7..end], "{mode}: f{size} at offset 7");
+                assert_eq!(eof, end == size, "{mode}: f{size} eof at offset 7");
+                let (got, eof) = read_at(&c, &fh, size as u64, 1 << 20).await.unwrap();
+                assert!(got.is_empty() && eof, "{mode}: f{size} read at its end");
+            }
+        });
+    }
+}
+
+/// A file truncated and rewritten by a local process while 1 MiB READs of it are sent
+/// from it: every READ that is answered returns a prefix of the file's only content (never
+/// zeros or bytes past what the file held). A READ whose file shrank after its reply's
+/// length was fixed ends its connection instead; the client reconnects and goes on.
+#[test]
+fn reads_racing_a_truncating_writer_return_only_file_content() {
+    let d = Dirs::new("zerocopy-race");
+    let data = pattern(2 << 20, 99);
+    let path = d.export().join("churn");
+    std::fs::write(&path, &data).unwrap();
+    let server = d.serve();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (stop, data, path) = (std::sync::Arc::clone(&stop), data.clone(), path.clone());
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            let mut rounds = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                f.set_len(0).unwrap();
+                std::io::Seek::rewind(&mut f).unwrap();
+                for piece in data.chunks(256 << 10) {
+                    f.write_all(piece).unwrap();
+                }
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    let (answered, reconnects) = runtime().block_on(async {
+        let mut c = connect(&server).await;
+        let root = c.mount("/").await.unwrap();
+        let (fh, _) = c.lookup_ok(&root, "churn").await.unwrap();
+        let (mut answered, mut reconnects) = (0u32, 0u32);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while std::time::Instant::now() < deadline {
+            match read_at(&c, &fh, 0, 1 << 20).await {
+                Ok((got, _)) => {
+                    assert!(
+                        got[..] == data[..got.len()],
+                        "a READ of {} bytes is not a prefix of the file's content",
+                        got.len()
+                    );
+                    answered += 1;
+                }
+                Err(e) => {
+                    assert!(reconnects < 1000, "too many broken connections: {e}");
+                    reconnects += 1;
+                    c = connect(&server).await;
+                }
+            }
+        }
+        (answered, reconnects)
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = churn.join().unwrap();
+    assert!(answered > 10, "only {answered} READs answered");
+    assert!(rounds > 10, "the writer ran only {rounds} rounds");
+    eprintln!("{answered} READs answered, {reconnects} reconnects, {rounds} rewrites");
+}

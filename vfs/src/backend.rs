@@ -34,7 +34,7 @@ use crate::checks::Checks;
 use crate::error::FsResult;
 use crate::types::{
     Attr, Change, Cookie, CreateMode, Created, DirPage, FileId, Found, FsProperties, FsStat,
-    Linked, Name, ReadDone, Renamed, SetAttr, SpecialFile, Stability, Written,
+    Linked, Name, ReadDone, ReadSlice, Renamed, SetAttr, SpecialFile, Stability, Written,
 };
 
 /// Storage behind an export: `mem`, `host` or `erofs`.
@@ -102,6 +102,22 @@ pub trait Backend: Send + Sync + 'static {
         out: &mut BytesMut,
         checks: &dyn Checks,
     ) -> FsResult<ReadDone>;
+
+    /// A read of at least `limits::ZERO_COPY_READ_MIN_BYTES` that the transport may send
+    /// from the file itself: the same checks and attributes as [`Backend::read_into`], but
+    /// the bytes stay in the file. `None` (the default) when the backend's data is not in
+    /// a file the transport can send from; the caller then uses `read_into`. The bytes
+    /// are read when sent, after the attributes were taken, so a reply never pairs older
+    /// data with newer attributes.
+    fn read_slice(
+        &self,
+        _id: FileId,
+        _offset_bytes: u64,
+        _count: u32,
+        _checks: &dyn Checks,
+    ) -> FsResult<Option<ReadSlice>> {
+        Ok(None)
+    }
 
     /// Writes `data` at `offset`, growing the file (and leaving a hole) as needed, after
     /// `checks.may_write`. `FBig` past `properties().max_file_size`, `NoSpc` when storage

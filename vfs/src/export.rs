@@ -22,8 +22,8 @@ use crate::error::{FsError, FsResult};
 use crate::handle::{Handle, HandleKey, HANDLE_BYTES};
 use crate::types::{
     AccessMask, Attr, Change, Cookie, CreateMode, Created, Cred, DirPage, FileId, Found,
-    FsProperties, FsStat, Linked, Name, ReadDone, Renamed, SetAttr, SpecialFile, Stability,
-    Written,
+    FsProperties, FsStat, Linked, Name, ReadDone, ReadSlice, Renamed, SetAttr, SpecialFile,
+    Stability, Written,
 };
 
 /// Identifies an export inside handles; stable across restarts for the same config.
@@ -268,6 +268,23 @@ impl Export {
             .read_into(id, offset_bytes, count, out, &Caller::new(cred))?;
         done.attr = self.own(done.attr);
         Ok(done)
+    }
+
+    /// A read the transport sends from the file (see [`Backend::read_slice`]).
+    pub fn read_slice(
+        &self,
+        cred: &Cred,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+    ) -> FsResult<Option<ReadSlice>> {
+        let slice = self
+            .backend
+            .read_slice(id, offset_bytes, count, &Caller::new(cred))?;
+        Ok(slice.map(|mut s| {
+            s.done.attr = self.own(s.done.attr);
+            s
+        }))
     }
 
     pub fn write(

@@ -11,6 +11,11 @@ pub const MAX_PATH_BYTES: usize = 4096;
 /// rtmax/wtmax on 64-bit hosts; larger transfers only grow per-request memory.
 pub const MAX_IO_BYTES: u32 = 1 << 20;
 
+/// READs at least this large are sent from the file itself where the backend can
+/// (`sendfile`; see `Backend::read_slice`). Below it one copy into the reply costs less
+/// than a system call of its own per reply, and small replies batch into one write.
+pub const ZERO_COPY_READ_MIN_BYTES: u32 = 64 << 10;
+
 /// Largest file offset + 1 that any backend will accept (2^63 - 1, the POSIX off_t limit).
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
@@ -22,3 +27,4 @@ pub const MAX_LINKS: u32 = 65_000;
 
 const _: () = assert!(MAX_NAME_BYTES < MAX_PATH_BYTES);
 const _: () = assert!((MAX_IO_BYTES as u64) < MAX_FILE_SIZE);
+const _: () = assert!(ZERO_COPY_READ_MIN_BYTES <= MAX_IO_BYTES);

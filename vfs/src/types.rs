@@ -285,6 +285,29 @@ pub struct ReadDone {
     pub eof: bool,
 }
 
+/// A read answered with where its bytes are rather than a copy of them (see
+/// [`crate::Backend::read_slice`]): the transport sends them from the file itself.
+#[derive(Clone)]
+pub struct ReadSlice {
+    /// Open for reading; the transport holds it until the bytes are sent.
+    pub file: std::sync::Arc<dyn std::os::fd::AsFd + Send + Sync>,
+    pub offset: u64,
+    /// Bytes in the range when `done.attr` was taken (the file's size bounds it).
+    pub len: u32,
+    pub done: ReadDone,
+}
+
+impl std::fmt::Debug for ReadSlice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadSlice")
+            .field("fd", &self.file.as_fd())
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
 /// Outcome of a write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {

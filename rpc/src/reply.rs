@@ -1,0 +1,189 @@
+//! A reply record whose bulk data may stay in a file until the socket takes it.
+//!
+//! A large READ from a file on the host does not copy the file's bytes into the reply: the
+//! procedure encodes everything up to the data's length word and hands over the file and
+//! range ([`FileSlice`]). The connection's writer sends the head, then the range with
+//! `sendfile` (for page-cache files the kernel hands the socket references to the cached
+//! pages, so the bytes are copied once, by the receiver), then the XDR padding. Linux nfsd
+//! does the same with `splice`. Callers that want the whole record in memory (tests, the
+//! fuzzers, the lab) call [`Reply::into_bytes`], which reads the range with `pread`.
+//!
+//! The range's length is fixed when the procedure encodes its reply (it is in the data's
+//! length word and in the record mark). If the file shrinks before the writer has sent the
+//! range, the record cannot be finished truthfully: the writer closes the connection
+//! instead of sending zeros or a torn record, and the client retries on a new one.
+
+use std::fmt;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// A file's bytes that belong at the end of a reply, sent from the file itself.
+#[derive(Clone)]
+pub struct FileSlice {
+    /// Open for reading; shared so the descriptor stays open until the bytes are sent.
+    pub file: Arc<dyn AsFd + Send + Sync>,
+    pub offset: u64,
+    pub len: u32,
+}
+
+impl fmt::Debug for FileSlice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileSlice")
+            .field("fd", &self.file.as_fd())
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl FileSlice {
+    /// Zero bytes that follow the data to a multiple of 4 (XDR opaque padding).
+    #[must_use]
+    pub fn pad_bytes(&self) -> usize {
+        (4 - self.len as usize % 4) % 4
+    }
+}
+
+/// The file was shorter than its reply said when its bytes were read for sending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("file shrank while a reply was being sent from it ({sent} of {len} bytes)")]
+pub struct SliceShrank {
+    pub sent: u64,
+    pub len: u32,
+}
+
+/// One reply record, record mark included: `head`, then `body`'s bytes and padding.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub head: Bytes,
+    pub body: Option<FileSlice>,
+}
+
+impl From<Bytes> for Reply {
+    fn from(head: Bytes) -> Self {
+        Self { head, body: None }
+    }
+}
+
+impl Reply {
+    /// Bytes the record takes on the wire, mark included.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.head.len()
+            + self
+                .body
+                .as_ref()
+                .map_or(0, |b| b.len as usize + b.pad_bytes())
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the reply holds in the server's memory until it is written (the body stays
+    /// in the file's pages).
+    #[must_use]
+    pub fn memory_bytes(&self) -> usize {
+        self.head.len()
+    }
+
+    /// The whole record in memory, the body read with `pread`.
+    ///
+    /// # Errors
+    /// The file could not be read, or was shorter than the reply says ([`SliceShrank`]
+    /// as an `UnexpectedEof` error).
+    pub fn into_bytes(self) -> std::io::Result<Bytes> {
+        let Some(body) = self.body else {
+            return Ok(self.head);
+        };
+        let mut buf = BytesMut::with_capacity(self.head.len() + body.len as usize + 3);
+        buf.put_slice(&self.head);
+        let start = buf.len();
+        buf.resize(start + body.len as usize, 0);
+        read_exact_at(&body, &mut buf[start..])?;
+        buf.put_bytes(0, body.pad_bytes());
+        Ok(buf.freeze())
+    }
+}
+
+/// Reads all of `slice` into `out` (which is `slice.len` long) with `pread`.
+pub(crate) fn read_exact_at(slice: &FileSlice, out: &mut [u8]) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < out.len() {
+        let at = slice.offset + done as u64;
+        match rustix::io::pread(slice.file.as_fd(), &mut out[done..], at) {
+            Ok(0) => {
+                let shrank = SliceShrank {
+                    sent: done as u64,
+                    len: slice.len,
+                };
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    shrank,
+                ));
+            }
+            Ok(n) => done += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// An unlinked file holding `bytes`.
+    fn temp_file(bytes: &[u8]) -> std::fs::File {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("granary-rpc-{}-{n}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        f.write_all(bytes).unwrap();
+        f
+    }
+
+    #[test]
+    fn into_bytes_appends_the_range_and_its_padding() {
+        let f = temp_file(b"0123456789");
+        let reply = Reply {
+            head: Bytes::from_static(b"HEAD"),
+            body: Some(FileSlice {
+                file: Arc::new(f),
+                offset: 3,
+                len: 5,
+            }),
+        };
+        assert_eq!(reply.len(), 4 + 5 + 3);
+        assert_eq!(reply.memory_bytes(), 4);
+        let bytes = reply.into_bytes().unwrap();
+        assert_eq!(&bytes[..], b"HEAD34567\0\0\0");
+    }
+
+    #[test]
+    fn a_file_shorter_than_the_reply_is_an_error_not_zeros() {
+        let f = temp_file(b"0123");
+        let reply = Reply {
+            head: Bytes::new(),
+            body: Some(FileSlice {
+                file: Arc::new(f),
+                offset: 2,
+                len: 4,
+            }),
+        };
+        let e = reply.into_bytes().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        assert!(e.to_string().contains("2 of 4 bytes"), "{e}");
+    }
+}

@@ -94,6 +94,42 @@ fn gnulib_stat_time_sequence_keeps_later_writes_later() {
     }
 }
 
+/// The gnulib sequence with writes that hand out no attributes (`write_unobserved`, the
+/// seed's `pipe1` case): f1's last write follows no look at its ctime, so it takes the
+/// coarse time, which is older than f2's fine stamp within the tick; the floor lifts it.
+#[test]
+fn gnulib_sequence_with_unobserved_writes_lifts_the_coarse_stamp_to_the_floor() {
+    let (clock, fs) = fs(TimestampMode::Multigrain);
+    let (f1, f2) = (file(&fs, "f1"), file(&fs, "f2"));
+    let quiet = |id| {
+        clock.advance(Duration::from_micros(1));
+        fs.write_unobserved(id, 0, b"x").expect("write");
+    };
+    quiet(f1);
+    let _ = stat(&clock, &fs, f2);
+    quiet(f2); // f2's ctime was observed: a fine stamp, which raises the floor
+    let a2 = stat(&clock, &fs, f2);
+    let fine_before = fs.clock().stats().fine_stamps;
+    quiet(f1); // nobody looked since f1's last write: coarse, lifted to the floor
+    assert_eq!(
+        fs.clock().stats().fine_stamps,
+        fine_before,
+        "an unobserved ctime takes the coarse clock"
+    );
+    let a1 = stat(&clock, &fs, f1);
+    assert!(
+        a1.ctime >= a2.ctime,
+        "f1 {:?} < f2 {:?}",
+        a1.ctime,
+        a2.ctime
+    );
+    assert!(
+        nanos(a1.ctime) > nanos(clock.coarse_now()),
+        "lifted past the tick"
+    );
+    assert_eq!(a1.size_bytes, 1, "the byte was written");
+}
+
 /// The same sequence in coarse mode gives both files one stamp: ordered (equal), but a
 /// client that looked at f2 between its two changes cannot tell them apart, which is the
 /// problem multigrain solves.

@@ -79,7 +79,8 @@ impl Decoder {
         self.buf.slice(self.pos..)
     }
 
-    fn take(&mut self, n: usize) -> Result<Bytes, DecodeError> {
+    /// The next `n` bytes, consumed.
+    fn advance(&mut self, n: usize) -> Result<&[u8], DecodeError> {
         if self.remaining() < n {
             return Err(DecodeError::Truncated {
                 offset: self.pos,
@@ -87,16 +88,23 @@ impl Decoder {
                 available: self.remaining(),
             });
         }
-        let out = self.buf.slice(self.pos..self.pos + n);
+        let start = self.pos;
         self.pos += n;
-        Ok(out)
+        Ok(&self.buf[start..start + n])
     }
 
+    /// The next `n` bytes as a slice of the buffer (shares it: one reference count).
+    fn take(&mut self, n: usize) -> Result<Bytes, DecodeError> {
+        let start = self.pos;
+        self.advance(n)?;
+        Ok(self.buf.slice(start..start + n))
+    }
+
+    /// Words and arrays are copied out, not sliced: a `Bytes` slice would take and drop a
+    /// reference to the shared buffer (two atomic operations) for every word decoded.
     fn take_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let bytes = self.take(N)?;
-        let mut out = [0u8; N];
-        out.copy_from_slice(&bytes);
-        Ok(out)
+        let bytes = self.advance(N)?;
+        Ok(bytes.try_into().expect("advance returns N bytes"))
     }
 
     pub fn u32(&mut self) -> Result<u32, DecodeError> {
@@ -126,14 +134,14 @@ impl Decoder {
     /// Fixed-length opaque data of `len` bytes plus its padding.
     pub fn fixed_opaque(&mut self, len: usize) -> Result<Bytes, DecodeError> {
         let data = self.take(len)?;
-        self.take(padded(len) - len)?;
+        self.advance(padded(len) - len)?;
         Ok(data)
     }
 
     /// Fixed-length opaque data into an array (verifiers, cookie verifiers).
     pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let out = self.take_array::<N>()?;
-        self.take(padded(N) - N)?;
+        self.advance(padded(N) - N)?;
         Ok(out)
     }
 

@@ -34,14 +34,20 @@ impl Dirs {
     /// the export is root's, so root must stay root to write (as with knfsd's
     /// `no_root_squash`).
     fn serve(&self) -> Server {
+        self.serve_with(&[])
+    }
+    /// [`Dirs::serve`] with more options.
+    fn serve_with(&self, extra: &[&str]) -> Server {
         let (e, s) = (self.export(), self.state());
-        Server::start(&[
+        let mut args = vec![
             e.to_str().unwrap(),
             "--state-dir",
             s.to_str().unwrap(),
             "--squash",
             "none",
-        ])
+        ];
+        args.extend_from_slice(extra);
+        Server::start(&args)
     }
 }
 
@@ -327,16 +333,7 @@ fn fds_under(pid: u32, dir: &Path) -> Vec<String> {
 fn open_file_cache_on_and_off_through_libnfs() {
     for mode in ["on", "off"] {
         let d = Dirs::new(&format!("fhcache-{mode}"));
-        let (e, s) = (d.export(), d.state());
-        let server = Server::start(&[
-            e.to_str().unwrap(),
-            "--state-dir",
-            s.to_str().unwrap(),
-            "--squash",
-            "none",
-            "--fhcache",
-            mode,
-        ]);
+        let server = d.serve_with(&["--fhcache", mode]);
         let data = pattern(3 << 20, 7);
         let local = d.base.join("local");
         std::fs::write(&local, &data).unwrap();
@@ -545,16 +542,7 @@ fn large_reads_sent_from_the_file_equal_the_host_bytes() {
             let data = pattern(size, size as u64);
             std::fs::write(d.export().join(format!("f{size}")), &data).unwrap();
         }
-        let (e, s) = (d.export(), d.state());
-        let server = Server::start(&[
-            e.to_str().unwrap(),
-            "--state-dir",
-            s.to_str().unwrap(),
-            "--squash",
-            "none",
-            "--fhcache",
-            mode,
-        ]);
+        let server = d.serve_with(&["--fhcache", mode]);
         runtime().block_on(async {
             let c = connect(&server).await;
             let root = c.mount("/").await.unwrap();

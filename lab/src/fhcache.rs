@@ -8,8 +8,10 @@
 //!   two `granary serve DIR` host exports on tmpfs (`/dev/shm` when there is one, as the
 //!   seed's share was tmpfs), `--fhcache off` and `--fhcache on`, interleaved by the bench.
 //!   Records up to 1 MiB are one call (FILE_SYNC WRITE or READ); larger ones are 1 MiB
-//!   pieces (UNSTABLE WRITEs then COMMIT). The bench's own JSON, report and PNG plot are
-//!   kept in the iozone directory the notes name. One sample (one pass) per cell.
+//!   pieces (UNSTABLE WRITEs then COMMIT). The matrix runs twice, `off` first and then
+//!   `on` first, since whichever server goes first tends to be faster: two samples (one
+//!   pass each) per cell. The bench's own JSON, report and PNG plot are kept in the
+//!   iozone directory the notes name (`off-first/`, `on-first/`).
 //! - `nfs WRITE|READ 4KiB d64`: 64 calls in flight on one connection to each server, as
 //!   ns per call (the inverse of the rate), client and servers sharing the cores; `...
 //!   split`: the same with each server on one worker pinned to the last core and the client
@@ -137,9 +139,15 @@ fn nfs_group(
     Ok(())
 }
 
-/// The iozone matrix through two servers (off, on) by `granary bench` (run as a child
-/// process of this binary, its terminal output kept in `bench.txt`); its results.json.
-fn iozone_bench(scratch: &Scratch, out: &Path, settings: &Settings) -> Result<Value, String> {
+/// The iozone matrix through two servers by `granary bench` (run as a child process of
+/// this binary, its terminal output kept in `bench.txt`), the servers named in `order`
+/// (indexes into `MODES`; the bench runs its targets in that order); its results.json.
+fn iozone_bench(
+    scratch: &Scratch,
+    out: &Path,
+    settings: &Settings,
+    order: [usize; 2],
+) -> Result<Value, String> {
     let servers: Vec<harness::ServeProcess> = MODES
         .iter()
         .map(|m| {
@@ -153,8 +161,8 @@ fn iozone_bench(scratch: &Scratch, out: &Path, settings: &Settings) -> Result<Va
         IOZONE_FILE_MIB
     };
     let mut argv = vec!["--log".to_string(), "warn".to_string(), "bench".to_string()];
-    for (mode, server) in MODES.iter().zip(&servers) {
-        let port = server.addr().port();
+    for i in order {
+        let (mode, port) = (MODES[i], servers[i].addr().port());
         argv.push("--target".into());
         argv.push(format!(
             "{mode}=nfs://127.0.0.1/?nfsport={port}&mountport={port}"
@@ -194,10 +202,15 @@ fn iozone_bench(scratch: &Scratch, out: &Path, settings: &Settings) -> Result<Va
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// The bench's iozone samples as lab variants: ns per record, one sample per pass.
-fn iozone_variants(results: &Value, out: &mut Vec<Variant>) -> Vec<String> {
-    let mut rows: Vec<(String, [Option<f64>; 2])> = Vec::new();
-    let samples = results["samples"].as_array().cloned().unwrap_or_default();
+/// The bench's iozone samples as lab variants: ns per record, one sample per pass and run
+/// (the runs name the servers in opposite orders, so neither always goes first); the
+/// table gives each cell's mean over the runs.
+fn iozone_variants(runs: &[Value], out: &mut Vec<Variant>) -> Vec<String> {
+    let mut rows: Vec<(String, [Vec<f64>; 2])> = Vec::new();
+    let samples: Vec<Value> = runs
+        .iter()
+        .flat_map(|r| r["samples"].as_array().cloned().unwrap_or_default())
+        .collect();
     for s in samples.iter().filter(|s| s["workload"] == "iozone") {
         let (Some(phase), Some(target)) = (s["phase"].as_str(), s["target"].as_str()) else {
             continue;
@@ -212,11 +225,11 @@ fn iozone_variants(results: &Value, out: &mut Vec<Variant>) -> Vec<String> {
         let row = match rows.iter_mut().find(|(p, _)| p == phase) {
             Some(row) => row,
             None => {
-                rows.push((phase.to_string(), [None, None]));
+                rows.push((phase.to_string(), [Vec::new(), Vec::new()]));
                 rows.last_mut().expect("just pushed")
             }
         };
-        row.1[mode] = us;
+        row.1[mode].extend(us);
     }
     let mut table = vec![
         "iozone through granary (µs per record, off / on):  KB  reclen  write  rewrite  read  \
@@ -227,18 +240,20 @@ fn iozone_variants(results: &Value, out: &mut Vec<Variant>) -> Vec<String> {
     for (phase, us) in &rows {
         let group = format!("iozone {}", phase.replace('-', " "));
         for (mode, us) in MODES.iter().zip(us) {
-            out.push(variant(
-                &group,
-                mode,
-                us.map(|u| u * 1e3).into_iter().collect(),
-            ));
+            out.push(variant(&group, mode, us.iter().map(|u| u * 1e3).collect()));
         }
-        let cell = |u: Option<f64>| u.map_or("-".to_string(), |u| format!("{u:.0}"));
+        let cell = |u: &Vec<f64>| {
+            if u.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.0}", u.iter().sum::<f64>() / u.len() as f64)
+            }
+        };
         if phase.ends_with("-write") {
             let head = phase.trim_end_matches("-write").replace('-', " ");
             line = format!("  {head}:");
         }
-        line += &format!(" {}/{}", cell(us[0]), cell(us[1]));
+        line += &format!(" {}/{}", cell(&us[0]), cell(&us[1]));
         if phase.ends_with("-reread") {
             table.push(std::mem::take(&mut line));
         }
@@ -274,11 +289,17 @@ pub fn run(settings: &Settings) -> Result<Report, String> {
         nfs_group(Op::Read, placement, &scratch, settings, &mut variants)?;
     }
     let dir = iozone_dir(settings);
-    let results = iozone_bench(&scratch, &dir, settings)?;
-    notes.extend(iozone_variants(&results, &mut variants));
+    // Twice, off first and then on first: whichever server goes first tends to be faster
+    // (bench/results/2026-11-24-iozone-order).
+    let runs = [
+        iozone_bench(&scratch, &dir.join("off-first"), settings, [0, 1])?,
+        iozone_bench(&scratch, &dir.join("on-first"), settings, [1, 0])?,
+    ];
+    notes.extend(iozone_variants(&runs, &mut variants));
     notes.push(format!(
-        "iozone: granary bench's JSON, report.md and PNG plot in {}; one pass per cell \
-         (a pass stops after 2 s and counts the records done)",
+        "iozone: granary bench's JSON, report.md and PNG plot in {}/off-first and on-first; \
+         one pass per cell and order, the table gives their mean (a pass stops after 2 s \
+         and counts the records done)",
         dir.display()
     ));
     notes.push(format!(

@@ -59,7 +59,9 @@ fn check_shape(json: &Value, experiment: &str) -> serde_json::Map<String, Value>
             assert!(x.is_finite() && x >= 0.0, "{name}.{key} = {x}");
         }
         let samples = v["samples"].as_array().expect("samples array");
-        assert_eq!(samples.len(), 1, "{name}: one sample asked for");
+        // fhcache's iozone cells take one pass in each of the two server orders.
+        let asked = if name.starts_with("iozone ") { 2 } else { 1 };
+        assert_eq!(samples.len(), asked, "{name}: {asked} sample(s) asked for");
         assert!(v["min"].as_f64() <= v["median"].as_f64());
         assert!(v["median"].as_f64() <= v["max"].as_f64());
     }

@@ -10,23 +10,32 @@ cd "$(dirname "$0")/../fuzz"
 seconds=${FUZZ_SECONDS:-30}
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-    echo "fuzz: installing the nightly toolchain (libFuzzer needs it)"
+    echo "fuzz: installing the nightly toolchain (libFuzzer's sanitizer flags need it)"
     rustup toolchain install nightly --profile minimal
 fi
-if ! cargo fuzz --version >/dev/null 2>&1; then
-    echo "fuzz: installing cargo-fuzz"
-    cargo install cargo-fuzz --locked
-fi
+
+# The flags cargo-fuzz 0.13 passes for `cargo fuzz build -O` (libFuzzer's coverage
+# instrumentation and AddressSanitizer), built with cargo directly: installing cargo-fuzz
+# on a fresh machine compiles it from source, minutes of every CI run. Unlike cargo-fuzz
+# this keeps cargo's default codegen units (cargo-fuzz forces 1): the build takes about
+# 145 s instead of about 260 s here, and runs as fast (rpc_call: 64k executions in 5 s
+# either way). `cargo +nightly fuzz run TARGET` still works for anyone who has cargo-fuzz.
+triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
+export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Zsanitizer=address"
+# --target keeps RUSTFLAGS off build scripts and proc macros, as cargo-fuzz does.
+cargo +nightly build --release --target "$triple" --bins
+bin=target/$triple/release
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    mapfile -t targets < <(cargo +nightly fuzz list)
+    for f in fuzz_targets/*.rs; do targets+=("$(basename "$f" .rs)"); done
 fi
-cargo +nightly fuzz build -O
 for t in "${targets[@]}"; do
-    mkdir -p "corpus/$t" "seeds/$t"
+    mkdir -p "corpus/$t" "seeds/$t" "artifacts/$t"
     echo "fuzz: $t for ${seconds}s"
-    cargo +nightly fuzz run -O "$t" "corpus/$t" "seeds/$t" -- \
+    "$bin/$t" "corpus/$t" "seeds/$t" -artifact_prefix="artifacts/$t/" \
         -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 2>&1 |
         grep -E "^(stat::number_of_executed_units|Done|==[0-9]+== ERROR|SUMMARY)" || true
     if compgen -G "artifacts/$t/crash-*" >/dev/null || compgen -G "artifacts/$t/oom-*" >/dev/null; then

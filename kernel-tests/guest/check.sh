@@ -104,20 +104,21 @@ grp_copy() {
 }
 
 # ------------------------------------------------------------- a real tree
-# cp -a of the guest's /usr/share/doc (about 1,200 entries, 34 MB), then after umount
-# + mount diff -r (every byte read back from the server) and the attributes cp -a
-# keeps: type, mode, owner, link count, size, symlink target and mtime.
+# cp -a of a part of the guest's /usr/share/doc ($KT_SRC/doc, made by suite.sh: about
+# 290 entries, 8 MB), then after umount + mount diff -r (every byte read back from the
+# server) and the attributes cp -a keeps: type, mode, owner, link count, size, symlink
+# target and mtime.
 grp_doc_tree() {
-    local d=$KT_ROOT/doc-tree
+    local d=$KT_ROOT/doc-tree src=$KT_SRC/doc
     mkdir -p "$d"
     echo "== doc-tree-cp-in"
-    cp -a /usr/share/doc "$d/doc"; echo "cp -a in: $?"
+    cp -a "$src" "$d/doc"; echo "cp -a in: $?"
     step "cp -a in"
     reload || return 1
-    diff -r /usr/share/doc "$d/doc" && echo "diff -r with the source: identical"
+    diff -r "$src" "$d/doc" && echo "diff -r with the source: identical"
     step "diff -r"
     echo "== doc-tree-attributes"
-    manifest /usr/share/doc times | cut -f1-8 >/tmp/kt-src-manifest.$$
+    manifest "$src" times | cut -f1-8 >/tmp/kt-src-manifest.$$
     manifest "$d/doc" times | cut -f1-8 | detail doc-manifest
     if cmp -s /tmp/kt-src-manifest.$$ "$KT_DETAIL/doc-manifest"; then echo "as the source"
     else echo "differs from the source (< source, > copy):"; diff /tmp/kt-src-manifest.$$ "$KT_DETAIL/doc-manifest" | head -20; fi
@@ -127,14 +128,14 @@ grp_doc_tree() {
 }
 
 # ------------------------------------------------------------- a big directory
-# 2,500 files by default (every 100th with a few bytes), made by 4 processes at once; after
+# 1,200 files by default (every 100th with a few bytes), made by 4 processes at once; after
 # umount + mount, ls -l, find and du on it, then rm -rf, which reads the directory in
 # chunks while it removes entries (the cookies of later chunks must still hold).
 # One umount + mount before ls only: find straight after a mount makes the client
 # read most of a big directory with plain READDIR and then LOOKUP + GETATTR every
 # entry (see kernel-tests/README.md), which under TCG costs minutes, not coverage.
 grp_bigdir() {
-    local d=$KT_ROOT/bigdir n=${KT_BIGDIR_ENTRIES:-2500}
+    local d=$KT_ROOT/bigdir n=${KT_BIGDIR_ENTRIES:-1200}
     echo "== bigdir-create"
     python3 -S - "$d" "$n" <<'EOF'
 import os, sys

@@ -214,8 +214,7 @@ fn read(
             }
             Ok(None) => {}
             Err(err) => {
-                let file_attributes = post_op(&t);
-                ReadRes::Fail(status_of(err), ReadFail { file_attributes }).encode(e);
+                read_failed(&t, err, e);
                 return Ok(());
             }
         }
@@ -238,11 +237,16 @@ fn read(
         }
         Err(err) => {
             e.truncate(start);
-            let file_attributes = post_op(&t);
-            ReadRes::Fail(status_of(err), ReadFail { file_attributes }).encode(e);
+            read_failed(&t, err, e);
         }
     }
     Ok(())
+}
+
+/// READ's failure reply: the status and the file's attributes as they are now.
+fn read_failed(t: &Target<'_>, err: vfs::FsError, e: &mut Encoder) {
+    let file_attributes = post_op(t);
+    ReadRes::Fail(status_of(err), ReadFail { file_attributes }).encode(e);
 }
 
 fn write(s: &NfsState, ctx: &CallContext, a: WriteArgs) -> WriteRes {

@@ -252,15 +252,26 @@ async fn put(w: &mut ReplyWriter, reply: &Reply) -> std::io::Result<()> {
         return Ok(());
     };
     w.flush().await?;
-    send_file(w.get_ref(), body).await?;
+    if let Spliced::No = send_file(w.get_ref(), body).await? {
+        // A filesystem that cannot splice: the range read into memory and written.
+        let mut buf = vec![0; body.len as usize];
+        read_exact_at(body, &mut buf)?;
+        w.write_all(&buf).await?;
+    }
     w.write_all(&[0; 3][..body.pad_bytes()]).await
 }
 
+/// Whether [`send_file`] sent the range.
+enum Spliced {
+    Yes,
+    /// The file's filesystem cannot splice (`EINVAL`, `ENOSYS`, `EOPNOTSUPP` before the
+    /// first byte): nothing was sent.
+    No,
+}
+
 /// Sends `body` with `sendfile`: for page-cache files the socket takes references to the
-/// cached pages, so the server copies nothing. Where the file's filesystem cannot
-/// splice (`EINVAL`, `ENOSYS`, `EOPNOTSUPP` before the first byte), the range is read
-/// into memory and written instead.
-async fn send_file(out: &Progress<OwnedWriteHalf>, body: &FileSlice) -> std::io::Result<()> {
+/// cached pages, so the server copies nothing.
+async fn send_file(out: &Progress<OwnedWriteHalf>, body: &FileSlice) -> std::io::Result<Spliced> {
     let sock: &TcpStream = out.inner.as_ref();
     let end = body.offset + u64::from(body.len);
     let mut offset = body.offset;
@@ -272,25 +283,14 @@ async fn send_file(out: &Progress<OwnedWriteHalf>, body: &FileSlice) -> std::io:
                 .map_err(std::io::Error::from)
         });
         match sent {
-            Ok(0) => {
-                let shrank = SliceShrank {
-                    sent: offset - body.offset,
-                    len: body.len,
-                };
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    shrank,
-                ));
-            }
+            Ok(0) => return Err(body.shrank(offset - body.offset)),
             Ok(_) => out.state.activity.write_progress(),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) if offset == body.offset && cannot_splice(&e) => {
-                return send_copied(sock, &out.state, body).await;
-            }
+            Err(e) if offset == body.offset && cannot_splice(&e) => return Ok(Spliced::No),
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(Spliced::Yes)
 }
 
 fn cannot_splice(e: &std::io::Error) -> bool {
@@ -300,25 +300,6 @@ fn cannot_splice(e: &std::io::Error) -> bool {
             .iter()
             .any(|no| no.raw_os_error() == n)
     })
-}
-
-/// `body` read into memory and written: for files `sendfile` cannot send.
-async fn send_copied(sock: &TcpStream, state: &ConnState, body: &FileSlice) -> std::io::Result<()> {
-    let mut buf = vec![0; body.len as usize];
-    read_exact_at(body, &mut buf)?;
-    let mut done = 0;
-    while done < buf.len() {
-        sock.writable().await?;
-        match sock.try_write(&buf[done..]) {
-            Ok(n) => {
-                done += n;
-                state.activity.write_progress();
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 fn log_write_error(peer: SocketAddr, e: &std::io::Error) {

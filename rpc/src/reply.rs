@@ -44,6 +44,17 @@ impl FileSlice {
     pub fn pad_bytes(&self) -> usize {
         (4 - self.len as usize % 4) % 4
     }
+
+    /// The error for a file that ended after `sent` of the slice's bytes: a
+    /// [`SliceShrank`] inside an `UnexpectedEof`.
+    #[must_use]
+    pub fn shrank(&self, sent: u64) -> std::io::Error {
+        let shrank = SliceShrank {
+            sent,
+            len: self.len,
+        };
+        std::io::Error::new(std::io::ErrorKind::UnexpectedEof, shrank)
+    }
 }
 
 /// The file was shorter than its reply said when its bytes were read for sending.
@@ -115,16 +126,7 @@ pub(crate) fn read_exact_at(slice: &FileSlice, out: &mut [u8]) -> std::io::Resul
     while done < out.len() {
         let at = slice.offset + done as u64;
         match rustix::io::pread(slice.file.as_fd(), &mut out[done..], at) {
-            Ok(0) => {
-                let shrank = SliceShrank {
-                    sent: done as u64,
-                    len: slice.len,
-                };
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    shrank,
-                ));
-            }
+            Ok(0) => return Err(slice.shrank(done as u64)),
             Ok(n) => done += n,
             Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e.into()),

@@ -31,6 +31,11 @@ pub fn stat_fd(fd: impl AsFd) -> FsResult<Statx> {
     .map_err(fs_err)
 }
 
+/// `statx` of `path` relative to `dir`, not following a final symlink.
+pub fn stat_at(dir: impl AsFd, path: &std::ffi::OsStr) -> FsResult<Statx> {
+    rustix::fs::statx(dir, path, AtFlags::SYMLINK_NOFOLLOW, WANT).map_err(fs_err)
+}
+
 /// The generation of a file: its birth time folded to 32 bits, 0 without one.
 #[must_use]
 pub fn generation(st: &Statx) -> u32 {

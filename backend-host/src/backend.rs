@@ -24,6 +24,7 @@ use crate::attr::{stat_fd, to_attr};
 use crate::entries::New;
 use crate::errno::fs_err;
 use crate::{os, sys, Access, HostFs};
+use crate::{OpenDir, Opened};
 
 impl Backend for HostFs {
     fn kind(&self) -> &'static str {
@@ -369,9 +370,9 @@ impl Backend for HostFs {
 
     /// Under the directory's lock: the check, `linkat`, the attributes after.
     fn link(&self, id: FileId, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Linked> {
-        let d = self.open_dir(dir)?;
         let _dir = self.dirs.one(dir.0);
-        let before = to_attr(&stat_fd(&d.fd)?);
+        let d = self.open_dir(dir)?;
+        let before = to_attr(&d.st);
         checks.may_change_entries(&before)?;
         let f = self.open(id, Access::Path)?;
         if u32::from(f.st.stx_mode) & libc::S_IFMT == libc::S_IFDIR {
@@ -406,8 +407,22 @@ impl Backend for HostFs {
 }
 
 impl HostFs {
-    /// A directory, opened `O_PATH` (`NotDir` for anything else).
-    pub(crate) fn open_dir(&self, dir: FileId) -> FsResult<crate::Opened> {
+    /// A directory, opened `O_PATH` (`NotDir` for anything else), with attributes taken
+    /// now. Calls that change its entries lock it first, so these are the attributes
+    /// before their change. With the open-file cache on, the descriptor comes from it (see
+    /// [`HostFs::cached_dir`]).
+    pub(crate) fn open_dir(&self, dir: FileId) -> FsResult<OpenDir> {
+        if let Some(cache) = &self.open_files {
+            return self.cached_dir(cache, dir);
+        }
+        let d = self.open_dir_uncached(dir)?;
+        Ok(OpenDir {
+            fd: d.fd.into(),
+            st: d.st,
+        })
+    }
+
+    pub(crate) fn open_dir_uncached(&self, dir: FileId) -> FsResult<Opened> {
         let d = self.open(dir, Access::Path)?;
         if u32::from(d.st.stx_mode) & libc::S_IFMT != libc::S_IFDIR {
             return Err(FsError::NotDir);
@@ -450,11 +465,7 @@ impl HostFs {
 
     /// The attributes of `name` in the directory open as `dirfd`, without following a
     /// symlink; `None` if there is no such entry.
-    pub(crate) fn entry_attr(
-        &self,
-        dirfd: &std::os::fd::OwnedFd,
-        name: &Name,
-    ) -> FsResult<Option<Attr>> {
+    pub(crate) fn entry_attr(&self, dirfd: &impl AsFd, name: &Name) -> FsResult<Option<Attr>> {
         match rustix::fs::statx(
             dirfd,
             os(name.as_bytes()),

@@ -18,7 +18,7 @@ use vfs::{
 use crate::attr::{stat_fd, to_attr};
 use crate::errno::fs_err;
 use crate::ops::{exclusive_times, Made};
-use crate::{os, HostFs, Opened};
+use crate::{os, HostFs, OpenDir, Opened};
 
 /// A file about to be made by MKDIR, SYMLINK or MKNOD.
 pub(crate) struct New<'a> {
@@ -53,9 +53,9 @@ impl HostFs {
         checks: &dyn Checks,
         make: impl FnOnce(BorrowedFd<'_>, &OsStr, Mode) -> Result<(), Errno>,
     ) -> FsResult<Created> {
-        let d = self.open_dir(dir)?;
         let _dir = self.dirs.one(dir.0);
-        let before = to_attr(&stat_fd(&d.fd)?);
+        let d = self.open_dir(dir)?;
+        let before = to_attr(&d.st);
         checks.may_change_entries(&before)?;
         let (owner, attrs) = checks.new_file(&before, new.kind, new.attrs);
         let mode = attrs.mode.unwrap_or(new.default_mode);
@@ -76,9 +76,9 @@ impl HostFs {
         mode: &CreateMode,
         checks: &dyn Checks,
     ) -> FsResult<Created> {
-        let d = self.open_dir(dir)?;
         let _dir = self.dirs.one(dir.0);
-        let before = to_attr(&stat_fd(&d.fd)?);
+        let d = self.open_dir(dir)?;
+        let before = to_attr(&d.st);
         checks.may_change_entries(&before)?;
         let unchanged = |attr| Created {
             attr,
@@ -129,7 +129,7 @@ impl HostFs {
     fn reuse_existing(
         &self,
         dir: FileId,
-        d: &Opened,
+        d: &OpenDir,
         name: &Name,
         mode: &CreateMode,
         checks: &dyn Checks,
@@ -181,9 +181,9 @@ impl HostFs {
         rmdir: bool,
         checks: &dyn Checks,
     ) -> FsResult<Change> {
-        let d = self.open_dir(dir)?;
         let _dir = self.dirs.one(dir.0);
-        let before = to_attr(&stat_fd(&d.fd)?);
+        let d = self.open_dir(dir)?;
+        let before = to_attr(&d.st);
         checks.may_change_entries(&before)?;
         let victim = self.entry_attr(&d.fd, name)?.ok_or(FsError::NoEnt)?;
         checks.may_unlink(&before, &victim)?;
@@ -211,12 +211,12 @@ impl HostFs {
         to: &Name,
         checks: &dyn Checks,
     ) -> FsResult<Renamed> {
+        let _dirs = self.dirs.two(from_dir.0, to_dir.0);
         let a = self.open_dir(from_dir)?;
         let b = self.open_dir(to_dir)?;
-        let _dirs = self.dirs.two(from_dir.0, to_dir.0);
         let one_dir = from_dir == to_dir;
-        let from_before = to_attr(&stat_fd(&a.fd)?);
-        let to_before = to_attr(&stat_fd(&b.fd)?);
+        let from_before = to_attr(&a.st);
+        let to_before = to_attr(&b.st);
         checks.may_change_entries(&from_before)?;
         checks.may_change_entries(&to_before)?;
         let moving = self.entry_attr(&a.fd, from)?.ok_or(FsError::NoEnt)?;

@@ -1,4 +1,5 @@
-//! Descriptors for READ, WRITE and COMMIT (seed 004's open-file cache).
+//! Descriptors for READ, WRITE and COMMIT, and of directories that calls work in (seed
+//! 004's open-file cache; directories: [`HostFs::cached_dir`]).
 //!
 //! [`HostFs::io_file`] is the one way the data path gets a descriptor. With the cache off
 //! (`--fhcache off`, `HostConfig::open_files == 0`) it opens the file by id
@@ -33,7 +34,7 @@ use sync::filecache::{Access as CacheAccess, Entry, Evicted, FileCache, FileCach
 use vfs::{Attr, Checks, FileId, FsError, FsResult};
 
 use crate::attr::{stat_fd, to_attr};
-use crate::{Access, HostFs};
+use crate::{Access, HostFs, OpenDir};
 
 /// Counters of the data path's descriptors (tests and the lab read them).
 #[derive(Debug, Default)]
@@ -74,29 +75,43 @@ pub(crate) type Cache = FileCache<u64, OpenFile>;
 /// hit: the caller takes them when it needs them).
 #[derive(Debug)]
 pub struct IoFile {
-    held: Held,
+    held: Fd,
     pub(crate) st: Option<Statx>,
 }
 
+/// A descriptor one call holds: its own (closed when the call drops it) or one shared
+/// from the open-file cache.
 #[derive(Debug)]
-enum Held {
+pub enum Fd {
     Cached(Arc<Entry<OpenFile>>),
     Own(OwnedFd),
 }
 
+impl AsFd for Fd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Self::Cached(entry) => entry.fd.as_fd(),
+            Self::Own(fd) => fd.as_fd(),
+        }
+    }
+}
+
+impl From<OwnedFd> for Fd {
+    fn from(fd: OwnedFd) -> Self {
+        Self::Own(fd)
+    }
+}
+
 impl AsFd for IoFile {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        match &self.held {
-            Held::Cached(entry) => entry.fd.as_fd(),
-            Held::Own(fd) => fd.as_fd(),
-        }
+        self.held.as_fd()
     }
 }
 
 impl IoFile {
     /// After an UNSTABLE write: the data must be synced before the descriptor closes.
     pub(crate) fn mark_unstable(&self) {
-        if let Held::Cached(entry) = &self.held {
+        if let Fd::Cached(entry) = &self.held {
             if !entry.unstable.load(Ordering::Relaxed) {
                 entry.unstable.store(true, Ordering::Release);
             }
@@ -107,8 +122,8 @@ impl IoFile {
     /// again after its own `pwrite`). Returns whether it was set, for [`Self::restore`].
     pub(crate) fn take_unstable(&self) -> bool {
         match &self.held {
-            Held::Cached(entry) => entry.unstable.swap(false, Ordering::AcqRel),
-            Held::Own(_) => false,
+            Fd::Cached(entry) => entry.unstable.swap(false, Ordering::AcqRel),
+            Fd::Own(_) => false,
         }
     }
 
@@ -140,7 +155,7 @@ impl HostFs {
             let opened = self.open(id, access)?;
             self.io.opens.fetch_add(1, Ordering::Relaxed);
             return Ok(IoFile {
-                held: Held::Own(opened.fd),
+                held: Fd::Own(opened.fd),
                 st: Some(opened.st),
             });
         };
@@ -156,7 +171,44 @@ impl HostFs {
             })
         })?;
         Ok(IoFile {
-            held: Held::Cached(entry),
+            held: Fd::Cached(entry),
+            st,
+        })
+    }
+
+    /// A directory's `O_PATH` descriptor from the open-file cache (key: inode, `Path`).
+    /// A miss opens it as [`HostFs::open`] does (handle, verification, the "still beneath
+    /// the root" check). A hit skips `open_by_handle_at` and `close` but still takes a
+    /// fresh `statx` (a directory a local process removed has no link left: `Stale`, and
+    /// its entry is dropped) and checks again that the directory is beneath the export
+    /// root, since a local process may have moved it out since it was opened.
+    pub(crate) fn cached_dir(&self, cache: &Cache, dir: FileId) -> FsResult<OpenDir> {
+        let mut st = None;
+        let entry = cache.get_or_open(&dir.0, CacheAccess::Path, || {
+            let d = self.open_dir_uncached(dir)?;
+            st = Some(d.st);
+            Ok::<_, FsError>(OpenFile {
+                fd: d.fd,
+                unstable: AtomicBool::new(false),
+                counters: Arc::clone(&self.io),
+            })
+        })?;
+        let st = match st {
+            Some(st) => st,
+            None => {
+                let st = stat_fd(&entry.fd)?;
+                if st.stx_nlink == 0 {
+                    self.forget_open(dir);
+                    return Err(FsError::Stale);
+                }
+                if dir != self.root_id() {
+                    self.check_beneath(entry.fd.as_fd(), dir.0)?;
+                }
+                st
+            }
+        };
+        Ok(OpenDir {
+            fd: Fd::Cached(entry),
             st,
         })
     }

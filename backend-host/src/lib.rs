@@ -79,7 +79,7 @@ use rustix::fs::{Mode, OFlags, ResolveFlags, Statx};
 use rustix::io::Errno;
 use vfs::{FileId, FsError, FsResult};
 
-use crate::attr::{device, generation, kind_bits, stat_fd};
+use crate::attr::{device, generation, kind_bits, stat_at, stat_fd};
 use crate::errno::fs_err;
 pub use crate::files::{IoFile, OpenFile};
 use crate::index::{Index, Record};
@@ -167,6 +167,14 @@ impl Access {
 #[derive(Debug)]
 pub struct Opened {
     pub fd: OwnedFd,
+    pub st: Statx,
+}
+
+/// A directory a call works in (`O_PATH`, possibly shared from the open-file cache) and
+/// its attributes, taken after the call locked it where it changes entries.
+#[derive(Debug)]
+pub(crate) struct OpenDir {
+    pub fd: files::Fd,
     pub st: Statx,
 }
 
@@ -259,7 +267,7 @@ impl HostFs {
         self.kernel_handles
     }
 
-    fn root_id(&self) -> FileId {
+    pub(crate) fn root_id(&self) -> FileId {
         FileId(self.root_ino)
     }
 
@@ -282,7 +290,7 @@ impl HostFs {
                 Ok(fd) => {
                     let opened = self.verified(fd, id, Some(rec.generation))?;
                     if u32::from(rec.kind) == libc::S_IFDIR {
-                        self.check_beneath(&opened)?;
+                        self.check_beneath(opened.fd.as_fd(), opened.st.stx_ino)?;
                     }
                     return Ok(opened);
                 }
@@ -331,25 +339,41 @@ impl HostFs {
 
     /// A directory found by kernel handle must still be beneath the export root: a local
     /// process may have moved it elsewhere on the same file system.
-    fn check_beneath(&self, dir: &Opened) -> FsResult<()> {
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let mut cur_ino = dir.st.stx_ino;
-        let mut cur: Option<OwnedFd> = None;
+    ///
+    /// Climbs with one `statx` per level, of `..`, `../..`, … relative to the directory
+    /// (an `openat` + `statx` + `close` per level cost three times the system calls on
+    /// every directory operation), and continues from a descriptor of the ancestor every
+    /// [`limits::CLIMB_HOP_LEVELS`] levels so the path stays short. Each `statx` sees one
+    /// instant: the answer "beneath" means the root was that ancestor when it was asked,
+    /// as with a walk of descriptors.
+    pub(crate) fn check_beneath(&self, dir: BorrowedFd<'_>, ino: u64) -> FsResult<()> {
+        let mut below_ino = ino;
+        let mut base: Option<OwnedFd> = None;
+        let mut up = Vec::with_capacity(3 * limits::CLIMB_HOP_LEVELS);
         for _ in 0..limits::MAX_WALK_DEPTH {
-            if cur_ino == self.root_ino {
+            if below_ino == self.root_ino {
                 return Ok(());
             }
-            let from = cur.as_ref().map_or(dir.fd.as_fd(), AsFd::as_fd);
-            let up = rustix::fs::openat(from, "..", flags, Mode::empty()).map_err(fs_err)?;
-            let st = stat_fd(&up)?;
-            if st.stx_ino == cur_ino || device(&st) != self.dev {
+            let from = base.as_ref().map_or(dir, AsFd::as_fd);
+            if up.len() >= 3 * limits::CLIMB_HOP_LEVELS - 1 {
+                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                base =
+                    Some(rustix::fs::openat(from, os(&up), flags, Mode::empty()).map_err(fs_err)?);
+                up.clear();
+                continue;
+            }
+            if !up.is_empty() {
+                up.push(b'/');
+            }
+            up.extend_from_slice(b"..");
+            let st = stat_at(from, os(&up))?;
+            if st.stx_ino == below_ino || device(&st) != self.dev {
                 break;
             }
-            cur_ino = st.stx_ino;
-            cur = Some(up);
+            below_ino = st.stx_ino;
         }
         tracing::warn!(
-            ino = dir.st.stx_ino,
+            ino,
             "a directory handle names a directory moved out of the export; refused as stale"
         );
         Err(FsError::Stale)

@@ -5,6 +5,10 @@
 /// `PATH_MAX` of 4096 bytes allows at most 2048 components; real trees are far shallower.
 pub const MAX_WALK_DEPTH: usize = 2048;
 
+/// Levels the "still beneath the root" check climbs with one path (`../../…`) before it
+/// continues from a descriptor of the ancestor reached: 64 levels are 191 bytes of path.
+pub const CLIMB_HOP_LEVELS: usize = 64;
+
 /// getdents64 buffer of one READDIR page: 32 KiB holds about 1000 typical entries, more
 /// than one NFS READDIR reply (`nfsd` caps replies at 1 MiB / ~24 bytes per entry, but
 /// pages are refilled as needed).

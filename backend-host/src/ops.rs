@@ -12,7 +12,7 @@ use vfs::{
 
 use crate::attr::{stat_fd, to_attr};
 use crate::errno::fs_err;
-use crate::{limits, os, Access, HostFs, Opened};
+use crate::{limits, os, Access, HostFs, OpenDir, Opened};
 
 /// An exclusive create stores its verifier in the new file's times (as Linux nfsd does):
 /// mtime seconds = first half, atime seconds = second half. The client's SETATTR that
@@ -107,7 +107,7 @@ impl HostFs {
     pub(crate) fn finish_new(
         &self,
         dir: FileId,
-        d: &Opened,
+        d: &OpenDir,
         made: Made<'_>,
         owner: Owner,
         attrs: &SetAttr,
@@ -241,13 +241,11 @@ impl HostFs {
         if dir.0 == self.root_ino {
             return Ok(self.root_ino);
         }
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let up = rustix::fs::openat(fd, "..", flags, Mode::empty()).map_err(fs_err)?;
-        Ok(stat_fd(&up)?.stx_ino)
+        Ok(crate::attr::stat_at(fd, "..".as_ref())?.stx_ino)
     }
 
     /// `link(2)` of the file open as `src` to `name` in `dirfd`.
-    pub(crate) fn link_fd(&self, src: &OwnedFd, dirfd: &OwnedFd, name: &[u8]) -> FsResult<()> {
+    pub(crate) fn link_fd(&self, src: &OwnedFd, dirfd: &impl AsFd, name: &[u8]) -> FsResult<()> {
         let r = if self.kernel_handles {
             // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which kernel handles imply.
             rustix::fs::linkat(src, "", dirfd, os(name), AtFlags::EMPTY_PATH)

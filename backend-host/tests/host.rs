@@ -253,6 +253,81 @@ fn a_file_removed_and_recreated_under_the_same_name_is_stale() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A directory a local process moves out of the export (same file system) stops being
+/// usable through its handle: nothing is made, listed or looked up outside the root. At
+/// depths 2 and 150, so the "still beneath" check climbs in one and in several hops, with
+/// the open-file cache (which keeps the directory's descriptor: a hit) and without.
+#[test]
+fn directories_moved_out_of_the_export_are_stale() {
+    let cache_on = HostConfig::new("/").open_files;
+    for (depth, open_files) in [(2, cache_on), (150, cache_on), (2, 0), (150, 0)] {
+        let dir = scratch(&format!("moved-out-{depth}-{open_files}"));
+        let mut c = HostConfig::new(dir.join("root"));
+        c.index_path = Some(dir.join("index"));
+        c.open_files = open_files;
+        let fs = HostFs::new(&c).unwrap();
+        let mut id = fs.root();
+        let mut path = dir.join("root");
+        for _ in 0..depth {
+            id = mkdir(&fs, id, "d");
+            path.push("d");
+        }
+        create(&fs, id, "inside");
+        assert_eq!(
+            lookup(&fs, id, "inside").map(|_| ()),
+            Ok(()),
+            "depth {depth}"
+        );
+        // Move the top of the chain out of the root, beside it.
+        std::fs::rename(dir.join("root/d"), dir.join("outside")).unwrap();
+        let made = fs.create(
+            id,
+            &n("escaped"),
+            &CreateMode::Guarded(SetAttr::default()),
+            &t(),
+        );
+        let found = lookup(&fs, id, "inside");
+        let listed = fs.readdir(id, Cookie::START, 16, &t()).map(|_| ());
+        if fs.uses_kernel_handles() {
+            assert_eq!(
+                made.map(|_| ()),
+                Err(FsError::Stale),
+                "depth {depth}: create"
+            );
+            assert_eq!(found, Err(FsError::Stale), "depth {depth}: lookup");
+            assert_eq!(listed, Err(FsError::Stale), "depth {depth}: readdir");
+        } else {
+            // The path re-walk cannot find it beneath the root at all.
+            assert!(
+                made.is_err() && found.is_err() && listed.is_err(),
+                "depth {depth}"
+            );
+        }
+        let moved = dir
+            .join("outside")
+            .join(path.strip_prefix(dir.join("root/d")).unwrap());
+        assert!(
+            moved.join("inside").exists(),
+            "depth {depth}: the tree moved whole"
+        );
+        assert!(
+            !moved.join("escaped").exists(),
+            "depth {depth}: created outside the root"
+        );
+        // Moved back, it is usable again: the handle named the same directory all along.
+        std::fs::rename(dir.join("outside"), dir.join("root/d")).unwrap();
+        if fs.uses_kernel_handles() {
+            assert_eq!(
+                lookup(&fs, id, "inside").map(|_| ()),
+                Ok(()),
+                "depth {depth}"
+            );
+        }
+        drop(fs);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 #[test]
 fn symlinks_are_never_followed_and_names_never_leave_the_root() {
     let dir = scratch("links");

@@ -1,6 +1,8 @@
 //! Seed 004's open-file cache in the host backend: hits make no open, concurrent misses
 //! open once, aging closes idle descriptors, removing a file's last name releases its
-//! descriptor, UNSTABLE data is synced before a close, and the bound holds.
+//! descriptor, UNSTABLE data is synced before a close, and the bound holds. The cache also
+//! keeps the `O_PATH` descriptors of directories that calls work in; the file tests leave
+//! the root directory's out of their counts ([`held_files`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
@@ -37,10 +39,21 @@ fn n(s: &str) -> Name {
 
 fn create(fs: &HostFs, name: &str) -> FileId {
     let mode = CreateMode::Guarded(SetAttr::default());
-    fs.create(fs.root(), &n(name), &mode, &t())
+    let id = fs
+        .create(fs.root(), &n(name), &mode, &t())
         .unwrap()
         .attr
-        .fileid
+        .fileid;
+    // CREATE cached the root directory's descriptor: these tests count the files' own.
+    fs.forget_open(fs.root());
+    id
+}
+
+/// Cached descriptors of files: the root directory's (which CREATE, LINK, REMOVE and
+/// RENAME cache) is dropped first.
+fn held_files(fs: &HostFs) -> usize {
+    fs.forget_open(fs.root());
+    fs.open_files_held()
 }
 
 fn write(fs: &HostFs, id: FileId, stable: Stability) {
@@ -77,7 +90,8 @@ fn hits_make_no_open_and_off_opens_every_call() {
         assert_eq!(opens, expected_opens, "open_files {open_files}");
         if open_files > 0 {
             let stats = fs.open_file_stats().unwrap();
-            assert_eq!((stats.misses, stats.hits), (2, 18));
+            // Two files' misses and the root directory's, which the CREATE opened.
+            assert_eq!((stats.misses, stats.hits), (2 + 1, 18));
             // Both descriptors are held between calls: no close happened either.
             assert_eq!(fds_naming(&dir.join("f")), 2);
         } else {
@@ -171,9 +185,9 @@ fn removing_the_last_name_releases_the_descriptor() {
     // A second name keeps the file: its descriptors stay.
     fs.link(id, fs.root(), &n("f2"), &t()).unwrap();
     fs.remove(fs.root(), &n("f"), &t()).unwrap();
-    assert_eq!(fs.open_files_held(), 2);
+    assert_eq!(held_files(&fs), 2);
     fs.remove(fs.root(), &n("f2"), &t()).unwrap();
-    assert_eq!(fs.open_files_held(), 0, "last name gone: dropped at once");
+    assert_eq!(held_files(&fs), 0, "last name gone: dropped at once");
     assert_eq!(
         fds_naming(&dir.join("f")),
         0,
@@ -184,7 +198,7 @@ fn removing_the_last_name_releases_the_descriptor() {
     let third = create(&fs, "h");
     fs.rename(fs.root(), &n("h"), fs.root(), &n("g"), &t())
         .unwrap();
-    assert_eq!(fs.open_files_held(), 0);
+    assert_eq!(held_files(&fs), 0);
     assert_eq!(read(&fs, other), Err(FsError::Stale));
     assert!(read(&fs, third).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
@@ -243,5 +257,63 @@ fn the_bound_holds_and_overflow_opens_per_call() {
         "the overflow open was closed"
     );
     assert_eq!(fs.open_file_stats().unwrap().overflows, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Directories: LOOKUP and entry changes in one directory open it once and then hit; the
+/// descriptor is `O_PATH` (it reads nothing), checked on every hit, and dropped when the
+/// directory goes, through granary or a local process.
+#[test]
+fn directory_descriptors_are_cached_and_dropped_when_the_directory_goes() {
+    let dir = scratch("dirs");
+    let fs = fs_with(&dir, 16);
+    let sub = fs
+        .mkdir(fs.root(), &n("d"), &SetAttr::default(), &t())
+        .unwrap()
+        .attr
+        .fileid;
+    let mode = CreateMode::Guarded(SetAttr::default());
+    fs.create(sub, &n("f"), &mode, &t()).unwrap();
+    let before = fs.open_file_stats().unwrap();
+    for _ in 0..10 {
+        assert!(fs.lookup(sub, &n("f"), &t()).is_ok());
+    }
+    let after = fs.open_file_stats().unwrap();
+    assert_eq!(
+        (after.misses - before.misses, after.hits - before.hits),
+        (0, 10),
+        "ten LOOKUPs in a directory the CREATE opened: all hits"
+    );
+    assert_eq!(
+        fds_naming(&dir.join("d")),
+        1,
+        "one descriptor, held between calls"
+    );
+    // Removed through granary: the entry goes with it.
+    fs.remove(sub, &n("f"), &t()).unwrap();
+    fs.rmdir(fs.root(), &n("d"), &t()).unwrap();
+    assert_eq!(
+        fds_naming(&dir.join("d")),
+        0,
+        "RMDIR dropped the descriptor"
+    );
+    // Removed by a local process: the next call finds it gone, and drops it.
+    let again = fs
+        .mkdir(fs.root(), &n("e"), &SetAttr::default(), &t())
+        .unwrap()
+        .attr
+        .fileid;
+    fs.create(again, &n("f"), &mode, &t()).unwrap();
+    assert_eq!(fds_naming(&dir.join("e")), 1);
+    std::fs::remove_dir_all(dir.join("e")).unwrap();
+    assert_eq!(
+        fs.lookup(again, &n("f"), &t()).map(|_| ()),
+        Err(FsError::Stale)
+    );
+    assert_eq!(
+        fds_naming(&dir.join("e")),
+        0,
+        "the stale directory's descriptor closed"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -45,6 +45,13 @@ use crate::prim::{
 pub enum Access {
     Read,
     Write,
+    /// A descriptor that names the file without reading or writing it (`O_PATH`): a
+    /// directory that calls look names up in and change entries of.
+    Path,
+}
+
+impl Access {
+    const ALL: [Self; 3] = [Self::Read, Self::Write, Self::Path];
 }
 
 const REFERENCED: u8 = 1;
@@ -393,7 +400,7 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
         let mut removed = Vec::new();
         {
             let mut map = write(self.shard(key));
-            for access in [Access::Read, Access::Write] {
+            for access in Access::ALL {
                 if let Some(slot) = map.remove(&(key.clone(), access)) {
                     removed.push(slot);
                 }

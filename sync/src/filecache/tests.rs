@@ -57,24 +57,21 @@ impl Opener {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Get(u8, bool),
-    Fail(u8, bool),
+    Get(u8, u8),
+    Fail(u8, u8),
     Forget(u8),
     Age,
 }
 
-fn access(write: bool) -> Access {
-    if write {
-        Access::Write
-    } else {
-        Access::Read
-    }
+/// Every access mode, picked by a number.
+fn access(pick: u8) -> Access {
+    [Access::Read, Access::Write, Access::Path][usize::from(pick) % 3]
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0u8..6, any::<bool>()).prop_map(|(k, w)| Op::Get(k, w)),
-        1 => (0u8..6, any::<bool>()).prop_map(|(k, w)| Op::Fail(k, w)),
+        6 => (0u8..6, 0u8..3).prop_map(|(k, a)| Op::Get(k, a)),
+        1 => (0u8..6, 0u8..3).prop_map(|(k, a)| Op::Fail(k, a)),
         1 => (0u8..6).prop_map(Op::Forget),
         2 => Just(Op::Age),
     ]
@@ -105,8 +102,9 @@ impl Reference {
 
     fn forget(&self, key: u8) {
         let mut map = self.map.lock().unwrap();
-        map.remove(&(key, Access::Read));
-        map.remove(&(key, Access::Write));
+        for pick in 0..3 {
+            map.remove(&(key, access(pick)));
+        }
     }
 
     fn age(&self) {
@@ -245,7 +243,8 @@ fn concurrent_random_operations_keep_the_bound_and_leak_nothing() {
                         1 => drop(cache.age()),
                         2 => drop(cache.get_or_open(&k, Access::Read, || Err::<Fd, _>("EIO"))),
                         _ => {
-                            let fd = cache.get_or_open(&k, access(rng & 1 == 0), || opener.open());
+                            let fd =
+                                cache.get_or_open(&k, access((rng % 3) as u8), || opener.open());
                             assert!(fd.unwrap().id > 0);
                         }
                     }

@@ -16,10 +16,11 @@ fi
 
 # The flags cargo-fuzz 0.13 passes for `cargo fuzz build -O` (libFuzzer's coverage
 # instrumentation and AddressSanitizer), built with cargo directly: installing cargo-fuzz
-# on a fresh machine compiles it from source, minutes of every CI run. Unlike cargo-fuzz
-# this keeps cargo's default codegen units (cargo-fuzz forces 1): the build takes about
-# 145 s instead of about 260 s here, and runs as fast (rpc_call: 64k executions in 5 s
-# either way). `cargo +nightly fuzz run TARGET` still works for anyone who has cargo-fuzz.
+# on a fresh machine compiles it from source, minutes of every CI run. This keeps cargo's
+# default codegen units (cargo-fuzz forces 1, which serialises each crate's code
+# generation); alone on this 2-core machine the build took 145 s, and the targets run as
+# fast (rpc_call: 64k executions in 5 s either way). `cargo +nightly fuzz run TARGET`
+# still works for anyone who has cargo-fuzz.
 triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \

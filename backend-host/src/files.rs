@@ -164,16 +164,21 @@ impl HostFs {
             let opened = self.open(id, access)?;
             self.io.opens.fetch_add(1, Ordering::Relaxed);
             st = Some(opened.st);
-            Ok::<_, FsError>(OpenFile {
-                fd: opened.fd,
-                unstable: AtomicBool::new(false),
-                counters: Arc::clone(&self.io),
-            })
+            Ok::<_, FsError>(self.cached(opened.fd))
         })?;
         Ok(IoFile {
             held: Fd::Cached(entry),
             st,
         })
+    }
+
+    /// A descriptor as the cache keeps it, with no UNSTABLE writes yet.
+    fn cached(&self, fd: OwnedFd) -> OpenFile {
+        OpenFile {
+            fd,
+            unstable: AtomicBool::new(false),
+            counters: Arc::clone(&self.io),
+        }
     }
 
     /// A directory's `O_PATH` descriptor from the open-file cache (key: inode, `Path`).
@@ -187,11 +192,7 @@ impl HostFs {
         let entry = cache.get_or_open(&dir.0, CacheAccess::Path, || {
             let d = self.open_dir_uncached(dir)?;
             st = Some(d.st);
-            Ok::<_, FsError>(OpenFile {
-                fd: d.fd,
-                unstable: AtomicBool::new(false),
-                counters: Arc::clone(&self.io),
-            })
+            Ok::<_, FsError>(self.cached(d.fd))
         })?;
         let st = match st {
             Some(st) => st,

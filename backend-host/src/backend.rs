@@ -23,7 +23,7 @@ use vfs::{
 use crate::attr::{stat_fd, to_attr};
 use crate::entries::New;
 use crate::errno::fs_err;
-use crate::{os, sys, Access, HostFs};
+use crate::{lock, os, sys, Access, HostFs};
 use crate::{OpenDir, Opened};
 
 impl Backend for HostFs {
@@ -370,8 +370,7 @@ impl Backend for HostFs {
 
     /// Under the directory's lock: the check, `linkat`, the attributes after.
     fn link(&self, id: FileId, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Linked> {
-        let _dir = self.dirs.one(dir.0);
-        let d = self.open_dir(dir)?;
+        let (_dir, d) = self.lock_dir(dir)?;
         let before = to_attr(&d.st);
         checks.may_change_entries(&before)?;
         let f = self.open(id, Access::Path)?;
@@ -408,18 +407,42 @@ impl Backend for HostFs {
 
 impl HostFs {
     /// A directory, opened `O_PATH` (`NotDir` for anything else), with attributes taken
-    /// now. Calls that change its entries lock it first, so these are the attributes
-    /// before their change. With the open-file cache on, the descriptor comes from it (see
-    /// [`HostFs::cached_dir`]).
+    /// now. With the open-file cache on, the descriptor comes from it (see
+    /// [`HostFs::find_dir`]).
     pub(crate) fn open_dir(&self, dir: FileId) -> FsResult<OpenDir> {
-        if let Some(cache) = &self.open_files {
-            return self.cached_dir(cache, dir);
-        }
-        let d = self.open_dir_uncached(dir)?;
-        Ok(OpenDir {
-            fd: d.fd.into(),
-            st: d.st,
-        })
+        let (fd, st) = self.find_dir(dir)?;
+        let st = match st {
+            Some(st) => st,
+            None => self.dir_attrs(dir, &fd)?,
+        };
+        Ok(OpenDir { fd, st })
+    }
+
+    /// A directory a call changes the entries of: found first (the cache or an open, and
+    /// the check that it is beneath the root, outside the lock), then locked, then its
+    /// attributes taken under the lock: the before-attributes of the change.
+    pub(crate) fn lock_dir(&self, dir: FileId) -> FsResult<(lock::Guard<'_>, OpenDir)> {
+        let (fd, _) = self.find_dir(dir)?;
+        let guard = self.dirs.one(dir.0);
+        let st = self.dir_attrs(dir, &fd)?;
+        Ok((guard, OpenDir { fd, st }))
+    }
+
+    /// RENAME's two directories, as [`Self::lock_dir`] does for one.
+    pub(crate) fn lock_dirs(
+        &self,
+        a: FileId,
+        b: FileId,
+    ) -> FsResult<((lock::Guard<'_>, Option<lock::Guard<'_>>), OpenDir, OpenDir)> {
+        let ((fa, _), (fb, _)) = (self.find_dir(a)?, self.find_dir(b)?);
+        let guards = self.dirs.two(a.0, b.0);
+        let sa = self.dir_attrs(a, &fa)?;
+        let sb = self.dir_attrs(b, &fb)?;
+        Ok((
+            guards,
+            OpenDir { fd: fa, st: sa },
+            OpenDir { fd: fb, st: sb },
+        ))
     }
 
     pub(crate) fn open_dir_uncached(&self, dir: FileId) -> FsResult<Opened> {

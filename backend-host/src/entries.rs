@@ -53,8 +53,7 @@ impl HostFs {
         checks: &dyn Checks,
         make: impl FnOnce(BorrowedFd<'_>, &OsStr, Mode) -> Result<(), Errno>,
     ) -> FsResult<Created> {
-        let _dir = self.dirs.one(dir.0);
-        let d = self.open_dir(dir)?;
+        let (_dir, d) = self.lock_dir(dir)?;
         let before = to_attr(&d.st);
         checks.may_change_entries(&before)?;
         let (owner, attrs) = checks.new_file(&before, new.kind, new.attrs);
@@ -76,8 +75,7 @@ impl HostFs {
         mode: &CreateMode,
         checks: &dyn Checks,
     ) -> FsResult<Created> {
-        let _dir = self.dirs.one(dir.0);
-        let d = self.open_dir(dir)?;
+        let (_dir, d) = self.lock_dir(dir)?;
         let before = to_attr(&d.st);
         checks.may_change_entries(&before)?;
         let unchanged = |attr| Created {
@@ -181,8 +179,7 @@ impl HostFs {
         rmdir: bool,
         checks: &dyn Checks,
     ) -> FsResult<Change> {
-        let _dir = self.dirs.one(dir.0);
-        let d = self.open_dir(dir)?;
+        let (_dir, d) = self.lock_dir(dir)?;
         let before = to_attr(&d.st);
         checks.may_change_entries(&before)?;
         let victim = self.entry_attr(&d.fd, name)?.ok_or(FsError::NoEnt)?;
@@ -211,9 +208,7 @@ impl HostFs {
         to: &Name,
         checks: &dyn Checks,
     ) -> FsResult<Renamed> {
-        let _dirs = self.dirs.two(from_dir.0, to_dir.0);
-        let a = self.open_dir(from_dir)?;
-        let b = self.open_dir(to_dir)?;
+        let (_dirs, a, b) = self.lock_dirs(from_dir, to_dir)?;
         let one_dir = from_dir == to_dir;
         let from_before = to_attr(&a.st);
         let to_before = to_attr(&b.st);

@@ -1,5 +1,5 @@
 //! Descriptors for READ, WRITE and COMMIT, and of directories that calls work in (seed
-//! 004's open-file cache; directories: [`HostFs::cached_dir`]).
+//! 004's open-file cache; directories: [`HostFs::find_dir`]).
 //!
 //! [`HostFs::io_file`] is the one way the data path gets a descriptor. With the cache off
 //! (`--fhcache off`, `HostConfig::open_files == 0`) it opens the file by id
@@ -34,7 +34,7 @@ use sync::filecache::{Access as CacheAccess, Entry, Evicted, FileCache, FileCach
 use vfs::{Attr, Checks, FileId, FsError, FsResult};
 
 use crate::attr::{stat_fd, to_attr};
-use crate::{Access, HostFs, OpenDir};
+use crate::{Access, HostFs};
 
 /// Counters of the data path's descriptors (tests and the lab read them).
 #[derive(Debug, Default)]
@@ -181,37 +181,43 @@ impl HostFs {
         }
     }
 
-    /// A directory's `O_PATH` descriptor from the open-file cache (key: inode, `Path`).
-    /// A miss opens it as [`HostFs::open`] does (handle, verification, the "still beneath
-    /// the root" check). A hit skips `open_by_handle_at` and `close` but still takes a
-    /// fresh `statx` (a directory a local process removed has no link left: `Stale`, and
-    /// its entry is dropped) and checks again that the directory is beneath the export
-    /// root, since a local process may have moved it out since it was opened.
-    pub(crate) fn cached_dir(&self, cache: &Cache, dir: FileId) -> FsResult<OpenDir> {
+    /// A directory's `O_PATH` descriptor, with the attributes its open took (`None` when
+    /// it came from the cache). With the cache on (key: inode, `Path`), a miss opens it as
+    /// [`HostFs::open`] does (handle, verification, the "still beneath the root" check); a
+    /// hit skips `open_by_handle_at` and `close` but checks again that the directory is
+    /// beneath the root, since a local process may have moved it out since it was opened.
+    /// A hit on a directory a local process removed fails that check; it is then `Stale`
+    /// and its entry is dropped. The caller takes the attributes ([`Self::dir_attrs`]).
+    pub(crate) fn find_dir(&self, dir: FileId) -> FsResult<(Fd, Option<Statx>)> {
+        let Some(cache) = &self.open_files else {
+            let d = self.open_dir_uncached(dir)?;
+            return Ok((d.fd.into(), Some(d.st)));
+        };
         let mut st = None;
         let entry = cache.get_or_open(&dir.0, CacheAccess::Path, || {
             let d = self.open_dir_uncached(dir)?;
             st = Some(d.st);
             Ok::<_, FsError>(self.cached(d.fd))
         })?;
-        let st = match st {
-            Some(st) => st,
-            None => {
-                let st = stat_fd(&entry.fd)?;
-                if st.stx_nlink == 0 {
-                    self.forget_open(dir);
-                    return Err(FsError::Stale);
-                }
-                if dir != self.root_id() {
-                    self.check_beneath(entry.fd.as_fd(), dir.0)?;
-                }
-                st
+        let fd = Fd::Cached(entry);
+        if st.is_none() && dir != self.root_id() {
+            if let Err(e) = self.check_beneath(fd.as_fd(), dir.0) {
+                self.dir_attrs(dir, &fd)?;
+                return Err(e);
             }
-        };
-        Ok(OpenDir {
-            fd: Fd::Cached(entry),
-            st,
-        })
+        }
+        Ok((fd, st))
+    }
+
+    /// A fresh `statx` of a directory's descriptor; one with no link left (removed, by a
+    /// local process or another call) is `Stale`, and its cached descriptor is dropped.
+    pub(crate) fn dir_attrs(&self, dir: FileId, fd: &Fd) -> FsResult<Statx> {
+        let st = stat_fd(fd)?;
+        if st.stx_nlink == 0 {
+            self.forget_open(dir);
+            return Err(FsError::Stale);
+        }
+        Ok(st)
     }
 
     /// The attributes of an I/O descriptor: those its open took, or a fresh `statx` on a

@@ -23,8 +23,7 @@ use vfs::{
 use crate::attr::{stat_fd, to_attr};
 use crate::entries::New;
 use crate::errno::fs_err;
-use crate::{lock, os, sys, Access, HostFs};
-use crate::{OpenDir, Opened};
+use crate::{lock, os, sys, Access, HostFs, OpenDir, Opened};
 
 impl Backend for HostFs {
     fn kind(&self) -> &'static str {
@@ -413,7 +412,7 @@ impl HostFs {
         let (fd, st) = self.find_dir(dir)?;
         let st = match st {
             Some(st) => st,
-            None => self.dir_attrs(dir, &fd)?,
+            None => self.linked_attrs(dir, &fd)?,
         };
         Ok(OpenDir { fd, st })
     }
@@ -424,7 +423,7 @@ impl HostFs {
     pub(crate) fn lock_dir(&self, dir: FileId) -> FsResult<(lock::Guard<'_>, OpenDir)> {
         let (fd, _) = self.find_dir(dir)?;
         let guard = self.dirs.one(dir.0);
-        let st = self.dir_attrs(dir, &fd)?;
+        let st = self.linked_attrs(dir, &fd)?;
         Ok((guard, OpenDir { fd, st }))
     }
 
@@ -436,8 +435,8 @@ impl HostFs {
     ) -> FsResult<((lock::Guard<'_>, Option<lock::Guard<'_>>), OpenDir, OpenDir)> {
         let ((fa, _), (fb, _)) = (self.find_dir(a)?, self.find_dir(b)?);
         let guards = self.dirs.two(a.0, b.0);
-        let sa = self.dir_attrs(a, &fa)?;
-        let sb = self.dir_attrs(b, &fb)?;
+        let sa = self.linked_attrs(a, &fa)?;
+        let sb = self.linked_attrs(b, &fb)?;
         Ok((
             guards,
             OpenDir { fd: fa, st: sa },

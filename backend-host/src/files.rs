@@ -187,7 +187,7 @@ impl HostFs {
     /// hit skips `open_by_handle_at` and `close` but checks again that the directory is
     /// beneath the root, since a local process may have moved it out since it was opened.
     /// A hit on a directory a local process removed fails that check; it is then `Stale`
-    /// and its entry is dropped. The caller takes the attributes ([`Self::dir_attrs`]).
+    /// and its entry is dropped. The caller takes the attributes ([`Self::linked_attrs`]).
     pub(crate) fn find_dir(&self, dir: FileId) -> FsResult<(Fd, Option<Statx>)> {
         let Some(cache) = &self.open_files else {
             let d = self.open_dir_uncached(dir)?;
@@ -202,19 +202,19 @@ impl HostFs {
         let fd = Fd::Cached(entry);
         if st.is_none() && dir != self.root_id() {
             if let Err(e) = self.check_beneath(fd.as_fd(), dir.0) {
-                self.dir_attrs(dir, &fd)?;
+                self.linked_attrs(dir, &fd)?;
                 return Err(e);
             }
         }
         Ok((fd, st))
     }
 
-    /// A fresh `statx` of a directory's descriptor; one with no link left (removed, by a
-    /// local process or another call) is `Stale`, and its cached descriptor is dropped.
-    pub(crate) fn dir_attrs(&self, dir: FileId, fd: &Fd) -> FsResult<Statx> {
+    /// A fresh `statx` of a descriptor of `id`; a file with no link left (removed, by a
+    /// local process or another call) is `Stale`, and its cached descriptors are dropped.
+    pub(crate) fn linked_attrs(&self, id: FileId, fd: &impl AsFd) -> FsResult<Statx> {
         let st = stat_fd(fd)?;
         if st.stx_nlink == 0 {
-            self.forget_open(dir);
+            self.forget_open(id);
             return Err(FsError::Stale);
         }
         Ok(st)
@@ -246,12 +246,10 @@ impl HostFs {
     /// A fresh `statx` of an I/O descriptor (WRITE and COMMIT take it under the file's
     /// lock); a cached descriptor whose file lost its last name is `Stale`.
     pub(crate) fn io_attr_fresh(&self, id: FileId, file: &IoFile) -> FsResult<Statx> {
-        let st = stat_fd(file)?;
-        if file.st.is_none() && st.stx_nlink == 0 {
-            self.forget_open(id);
-            return Err(FsError::Stale);
+        match file.st {
+            Some(_) => stat_fd(file),
+            None => self.linked_attrs(id, file),
         }
-        Ok(st)
     }
 
     /// Syncs an I/O descriptor with `sync` (`fsync` or `fdatasync`): the UNSTABLE mark is

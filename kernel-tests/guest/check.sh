@@ -19,6 +19,22 @@
 set -u
 export LC_ALL=C
 
+# rpc_calls: this context's NFSv3 calls so far, one "procedure count" line each: those of
+# its mount (/proc/self/mountstats counts per mount) plus those of the mounts reload
+# replaced, saved in $KT_RPC_SAVED before each umount. suite.sh runs a group's contexts
+# at the same time, each on its own mount, so the client-wide /proc/net/rpc/nfs would mix
+# them. The reference (no mount) has none.
+KT_RPC_SAVED=/tmp/kt-rpc-saved${KT_MNT//\//-}
+mount_calls() {
+    [ -n "${KT_MNT:-}" ] || return 0
+    awk -v m="$KT_MNT" '$1 == "device" { on = ($5 == m) }
+        on && $1 ~ /^[A-Z]+:$/ && $2 ~ /^[0-9]+$/ { print tolower(substr($1, 1, length($1) - 1)), $2 }' /proc/self/mountstats
+}
+rpc_calls() {
+    { cat "$KT_RPC_SAVED" 2>/dev/null; mount_calls; } |
+        awk '!($1 in n) { order[++k] = $1 } { n[$1] += $2 } END { for (i = 1; i <= k; i++) print order[i], n[order[i]] }'
+}
+
 # reload: make what follows read from the server, not from the client's caches. On
 # NFS that is umount + mount (which also writes back dirty data), so no file on the
 # mount may be open and no process may have its cwd there. On the reference tmpfs
@@ -26,26 +42,28 @@ export LC_ALL=C
 reload() {
     cd / || return 1
     [ "$KT_KIND" = nfs ] || return 0
+    local calls
+    calls=$(mount_calls)
     umount "$KT_MNT" || { echo "reload: umount $KT_MNT failed"; fuser -vm "$KT_MNT" 2>&1; return 1; }
+    echo "$calls" >>"$KT_RPC_SAVED"
     $KT_MOUNT || { echo "reload: mount failed: $KT_MOUNT"; return 1; }
 }
-export -f reload
-export KT_RELOAD=reload KT_KIND KT_MNT KT_MOUNT
+export -f reload mount_calls
+export KT_RELOAD=reload KT_KIND KT_MNT KT_MOUNT KT_RPC_SAVED
 
 sha() { sha256sum | cut -c1-16; }
 
-# step NAME: a note with the time since the previous step (or the start) and the
-# client's NFSv3 calls in between, by procedure (/proc/net/rpc/nfs counts calls of all
-# mounts; suite.sh runs one context at a time, so they are this group's).
+# step NAME: a note with the time since the previous step (or the start) and this
+# context's NFSv3 calls in between, by procedure (rpc_calls above).
 KT_STEP_T=${EPOCHREALTIME/./}
-KT_STEP_RPC=$(grep '^proc3' /proc/net/rpc/nfs 2>/dev/null)
+KT_STEP_RPC=$(rpc_calls)
 step() {
     local now=${EPOCHREALTIME/./} rpc
-    rpc=$(grep '^proc3' /proc/net/rpc/nfs 2>/dev/null)
+    rpc=$(rpc_calls)
     echo "note: step $1: $(( (now - KT_STEP_T) / 1000 )) ms; calls: $(awk -v a="$KT_STEP_RPC" -v b="$rpc" 'BEGIN {
-        split("null getattr setattr lookup access readlink read write create mkdir symlink mknod remove rmdir rename link readdir readdirplus fsstat fsinfo pathconf commit", n, " ")
-        split(a, x, " "); split(b, y, " "); s = ""
-        for (i = 1; i <= 22; i++) { d = y[i + 2] - x[i + 2]; if (d) s = s " " n[i] "=" d }
+        n = split(a, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); before[f[1]] = f[2] }
+        n = split(b, y, "\n"); s = ""
+        for (i = 1; i <= n; i++) { split(y[i], f, " "); d = f[2] - before[f[1]]; if (d) s = s " " f[1] "=" d }
         print s == "" ? " none" : s }')"
     KT_STEP_T=$now KT_STEP_RPC=$rpc
 }

@@ -100,7 +100,8 @@ phase "loom model checks (range lock, open-file cache, timer groups, multigrain 
     CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo test --quiet --release \
     -p granary-sync -p granary-time --lib --target-dir target/loom-sync loom
 # The guest suite runs a release build of granary. It compiles while the fuzzer runs
-# (each fuzz target keeps one core busy for its time).
+# (each fuzz target keeps one core busy for its time), and the suite's own build step
+# (which honours CARGO_TARGET_DIR) then finds it done.
 cargo build --release -p granary --quiet >target/release-build.log 2>&1 &
 release_build=$!
 wait_job "$nightly_install" target/nightly-install.log "rustup toolchain install nightly"
@@ -113,5 +114,5 @@ wait_job "$vm_build" target/vm-build.log "vm.sh build (the Debian guest image)"
 # 2.4 times slower and slowed them as much: a guest whose virtual CPUs lose the host's
 # cores to other work wastes time waiting on the one that was descheduled.
 phase "Linux kernel NFS client in a Debian guest, granary and knfsd side by side (kernel-tests/)" \
-    env KT_GRANARY_BIN="$PWD/target/release/granary" kernel-tests/run.sh
+    kernel-tests/run.sh
 log "all tests passed in $(( $(date +%s) - start )) s"

@@ -246,11 +246,11 @@ SERIAL_GROUPS='^(erofs|restart)$'
 # each has its own mount (or tmpfs), server and directories. Under TCG one context at a
 # time kept qemu at 110-140% of the host's two cores, since a context mostly waits for
 # its server's replies; at once, 190-198%, and the whole suite took 552 s instead of
-# 709 s (2026-11-24, the same binary, one boot each).
+# 709 s (2026-11-24, the same binary, one boot each; bench/results/*-kernel-tests-contexts).
 run_group() {
-    local group=$1 limit=$2 sq=${3:-} t any= targets=() pids=()
-    for t in "${TARGETS[@]}"; do runs_on "$t" "$group" && any=1 && targets+=("$t"); done
-    [ -n "$any" ] || return 0
+    local group=$1 limit=$2 sq=${3:-} t targets=() pids=()
+    for t in "${TARGETS[@]}"; do runs_on "$t" "$group" && targets+=("$t"); done
+    [ ${#targets[@]} -gt 0 ] || return 0
     if [[ $group =~ $SERIAL_GROUPS ]]; then
         say "group $group: reference (guest tmpfs${sq:+, as nobody}), then ${targets[*]}, one at a time"
         run_ctx ref "$group" "$limit" "$sq"

@@ -67,13 +67,18 @@ knfsd_start_both() {
 }
 
 # host_start_both: granary's host backend on two guest tmpfs directories (like knfsd's),
-# each with its own state directory (the restart group restarts the first).
+# each with its own state directory (the restart group restarts the first). The tmpfs
+# pair sends large READs with sendfile (`--sendfile always`); the ext4 pair keeps the
+# default, which copies them for a loopback client, so the kernel client reads through
+# both paths.
 host_start_both() {
     mkdir -p /export-host /export-host-sq || return 1
     mount -t tmpfs -o size=3G tmpfs /export-host || return 1
     mount -t tmpfs -o size=512M,mode=0777 tmpfs /export-host-sq || return 1
-    granary_start "$HOST_PORT" none /tmp/granary-host.log /export-host --state-dir /var/lib/granary-kt &&
-        granary_start "$HOST_SQ_PORT" root /tmp/granary-host-sq.log /export-host-sq --state-dir /var/lib/granary-kt-sq
+    granary_start "$HOST_PORT" none /tmp/granary-host.log /export-host --state-dir /var/lib/granary-kt \
+        --sendfile always &&
+        granary_start "$HOST_SQ_PORT" root /tmp/granary-host-sq.log /export-host-sq \
+            --state-dir /var/lib/granary-kt-sq --sendfile always
 }
 
 # ext4_start_both: granary's host backend on two directories of an ext4 file system made

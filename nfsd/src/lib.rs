@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use rpc::{Dispatcher, Service};
 
-pub use state::NfsState;
+pub use state::{NfsState, SendfileMode};
 
 /// Registers NFS v3 and MOUNT v3 on `dispatcher`, both served from `state`.
 pub fn register(dispatcher: &mut Dispatcher, state: &Arc<NfsState>) {

@@ -172,7 +172,8 @@ const READ_REPLY_HEAD_BYTES: usize = 4 + POST_OP_ATTR_BYTES + 4 + 4 + 4;
 
 /// READ encodes its own reply so that the file's bytes go from the backend straight into
 /// the reply buffer (one copy; through a `ReadOk` they were copied twice). A large READ
-/// from a backend that can hand over the file (host) copies nothing: the reply ends with
+/// from a backend that can hand over the file (host), for a peer `--sendfile` allows
+/// ([`crate::SendfileMode`]), copies nothing: the reply ends with
 /// the file's range, which the connection sends with `sendfile` (see `rpc::reply`). The
 /// attributes are the ones the permission check took just before the read: their slot
 /// is reserved and filled once the read is done. The buffer grows by what this READ can
@@ -193,7 +194,7 @@ fn read(
         }
     };
     let count = a.count.min(s.max_io_bytes);
-    if count >= ZERO_COPY_READ_MIN_BYTES {
+    if count >= ZERO_COPY_READ_MIN_BYTES && s.sendfile.applies_to(ctx.peer.ip()) {
         match t.export.read_slice(&t.cred, t.id, a.offset, count) {
             Ok(Some(slice)) => {
                 let ReadSlice {

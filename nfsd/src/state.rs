@@ -24,6 +24,57 @@ pub struct NfsState {
     /// Seed 004's credential cache: the mapped credential per (export, sent credential),
     /// `None` with `--fhcache off` (then every call maps its credential afresh).
     creds: Option<CredCache>,
+    /// When a large READ is sent from the file with `sendfile` (`--sendfile`).
+    pub sendfile: SendfileMode,
+}
+
+/// When a READ of at least [`vfs::limits::ZERO_COPY_READ_MIN_BYTES`] from a backend that
+/// can hand over the file (host) is sent with `sendfile` instead of being copied into
+/// the reply.
+///
+/// `sendfile` saves the server a copy, but over loopback no network card reads the
+/// pages: the client's own copy out of its socket does, and pages of the page cache are
+/// cold in the CPU's caches where a server's copy would have left them warm. The client
+/// then does the work of both copies on its one core. So `auto` copies for peers on a
+/// loopback address and uses `sendfile` for every other peer (measured in
+/// `bench/results/2026-11-25-sendfile-loopback/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SendfileMode {
+    /// `sendfile` for peers that are not on a loopback address (the default).
+    #[default]
+    Auto,
+    /// `sendfile` for every peer.
+    Always,
+    /// Every READ is copied into the reply.
+    Never,
+}
+
+impl SendfileMode {
+    /// Whether a large READ for `peer` is sent from the file.
+    #[must_use]
+    pub fn applies_to(self, peer: std::net::IpAddr) -> bool {
+        match self {
+            Self::Auto => !peer.to_canonical().is_loopback(),
+            Self::Always => true,
+            Self::Never => false,
+        }
+    }
+}
+
+impl std::str::FromStr for SendfileMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "always" => Ok(Self::Always),
+            "never" => Ok(Self::Never),
+            _ => Err(format!(
+                "unknown sendfile setting {s:?}; use \"auto\" (the default: not for \
+                 loopback clients), \"always\" or \"never\""
+            )),
+        }
+    }
 }
 
 /// One MNT, remembered for MOUNT DUMP.
@@ -61,7 +112,15 @@ impl NfsState {
             max_io_bytes,
             mounts: Mutex::new(VecDeque::new()),
             creds: Some(CredCache::new()),
+            sendfile: SendfileMode::default(),
         }
+    }
+
+    /// Sets when large READs are sent with `sendfile` (`--sendfile`).
+    #[must_use]
+    pub fn with_sendfile(mut self, mode: SendfileMode) -> Self {
+        self.sendfile = mode;
+        self
     }
 
     /// Turns the credential cache on (the default) or off (`--fhcache off`: every call
@@ -214,5 +273,26 @@ pub fn sent_cred(auth: &Auth) -> Option<Cred> {
             gid: sys.gid,
             groups: sys.gids.clone(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SendfileMode;
+
+    #[test]
+    fn sendfile_auto_copies_only_for_loopback_peers() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        for local in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] {
+            assert!(!SendfileMode::Auto.applies_to(ip(local)), "{local}");
+            assert!(SendfileMode::Always.applies_to(ip(local)), "{local}");
+        }
+        for remote in ["10.0.0.7", "192.168.1.2", "2001:db8::1", "::ffff:10.0.0.7"] {
+            assert!(SendfileMode::Auto.applies_to(ip(remote)), "{remote}");
+            assert!(!SendfileMode::Never.applies_to(ip(remote)), "{remote}");
+        }
+        assert_eq!("always".parse(), Ok(SendfileMode::Always));
+        let e = "on".parse::<SendfileMode>().unwrap_err();
+        assert!(e.contains("\"auto\""), "{e}");
     }
 }

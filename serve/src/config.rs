@@ -40,6 +40,9 @@ pub struct ServerConfig {
     /// (default) or off (every call maps its credential, and a host export opens and
     /// closes the file for every READ and WRITE).
     pub fhcache: bool,
+    /// When large READs of host exports are sent with `sendfile`: auto (default: not to
+    /// loopback peers), always or never.
+    pub sendfile: nfsd::SendfileMode,
 }
 
 /// Connection limits (defaults in `rpc::limits`).
@@ -155,6 +158,7 @@ struct FileConfig {
     state_dir: Option<PathBuf>,
     decode: Option<Spanned<String>>,
     fhcache: Option<Spanned<String>>,
+    sendfile: Option<Spanned<String>>,
     #[serde(default)]
     limits: FileLimits,
     #[serde(default, rename = "export")]
@@ -241,6 +245,9 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
     }
     if let Some(f) = &file.fhcache {
         config.fhcache = parse_fhcache(f.get_ref()).map_err(|m| at(&f.span(), m))?;
+    }
+    if let Some(f) = &file.sendfile {
+        config.sendfile = f.get_ref().parse().map_err(|m| at(&f.span(), m))?;
     }
     if let Some(d) = &file.decode {
         config.decode = d.get_ref().parse().map_err(|m| at(&d.span(), m))?;
@@ -429,6 +436,7 @@ impl ServerConfig {
             decode: runtime::decode::DecodeMode::default(),
             erofs_cache_bytes: backend_erofs::default_cache_bytes(),
             fhcache: true,
+            sendfile: nfsd::SendfileMode::default(),
         }
     }
 }
@@ -720,6 +728,16 @@ capacity_bytes = 4096
             (Ok(true), Ok(false))
         );
         assert!(parse_fhcache("yes").is_err());
+        assert_eq!(c.sendfile, nfsd::SendfileMode::Auto);
+        let c = parse("sendfile = \"never\"\n[[export]]\npath = \"/\"\n", "t.toml").unwrap();
+        assert_eq!(c.sendfile, nfsd::SendfileMode::Never);
+        let e = parse("sendfile = \"yes\"\n[[export]]\npath = \"/\"\n", "t.toml")
+            .unwrap_err()
+            .0;
+        assert!(
+            e.starts_with("t.toml: line 1: unknown sendfile setting"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -76,8 +76,11 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         fhcache = config.fhcache,
         "credential and open-file caches (seed 004)"
     );
+    tracing::info!(sendfile = ?config.sendfile, "large READs of host exports sent with sendfile");
     let state = Arc::new(
-        nfsd::NfsState::new(exports, rand::random(), max_io_bytes).with_cred_cache(config.fhcache),
+        nfsd::NfsState::new(exports, rand::random(), max_io_bytes)
+            .with_cred_cache(config.fhcache)
+            .with_sendfile(config.sendfile),
     );
     let mut dispatcher = Dispatcher::new();
     nfsd::register(&mut dispatcher, &state);

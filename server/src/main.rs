@@ -150,6 +150,12 @@ struct ServeArgs {
     #[arg(long, value_name = "on|off")]
     fhcache: Option<String>,
 
+    /// When READs of 64 KiB and more from a host export are sent from the file with
+    /// sendfile: auto (default: for every client not on a loopback address; a local
+    /// client is faster when the server copies), always or never.
+    #[arg(long, value_name = "auto|always|never")]
+    sendfile: Option<String>,
+
     /// Where EROFS decompression runs (seed 001): percore (pinned per-core workers at raised
     /// priority, fed by the core that read the data; default), pool (one shared queue, the
     /// design the seed replaced) or inline (on the network worker).
@@ -260,6 +266,9 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     }
     if let Some(f) = &args.fhcache {
         c.fhcache = config::parse_fhcache(f).map_err(|m| format!("--fhcache: {m}"))?;
+    }
+    if let Some(m) = &args.sendfile {
+        c.sendfile = m.parse().map_err(|m| format!("--sendfile: {m}"))?;
     }
     if let Some(r) = &args.rangelock {
         c.rangelock = config::parse_rangelock(r).map_err(|m| format!("--rangelock: {m}"))?;

@@ -3,7 +3,8 @@
 
 `granary bench` drives a server from one thread. For 1 MiB READs that thread is the bound
 on a 2-core machine: it copies every byte out of its socket and checks it, while granary's
-host backend sends the file with `sendfile` and needs a quarter of a core. This harness
+host backend sends the file with `sendfile` (`--sendfile always`, this harness's default:
+the servers' own default copies for loopback clients) and needs a quarter of a core. This harness
 runs N bench processes at once against each server (granary's host backend and nfs-ganesha
 FSAL VFS, each on its own fresh tmpfs directory), interleaved round by round, and reports
 the summed throughput and the server's CPU time per unit of work (from /proc/PID/stat over
@@ -52,13 +53,14 @@ def steal_percent(seconds):
     return 100.0 * (s1 - s0) / max(1, t1 - t0)
 
 
-def start_servers(binary, work):
+def start_servers(binary, work, sendfile):
     gdir, sdir = work / "granary-export", work / "ganesha-export"
     for d in (gdir, sdir):
         d.mkdir(parents=True)
     granary = subprocess.Popen(
         [binary, "serve", str(gdir), "--listen", f"127.0.0.1:{GRANARY_PORT}",
-         "--no-portmap", "--squash", "none", "--state-dir", str(work / "granary-state")],
+         "--no-portmap", "--squash", "none", "--state-dir", str(work / "granary-state"),
+         "--sendfile", sendfile],
         stdout=open(work / "granary.log", "w"), stderr=subprocess.STDOUT,
         start_new_session=True)
     subprocess.run([PEERS / "ganesha.sh", "start", "dir", str(sdir)], check=True,
@@ -111,6 +113,10 @@ def main():
     ap.add_argument("--phases", default="read1m",
                     help="host suite phases, comma-separated (read1m, write1m, read4k, ...)")
     ap.add_argument("--duration", type=int, default=6)
+    # The bench clients are on loopback, where granary's default (auto) copies large
+    # READs; this harness measures the sendfile path unless told otherwise.
+    ap.add_argument("--sendfile", default="always", choices=["always", "auto", "never"],
+                    help="granary's --sendfile (default: always)")
     ap.add_argument("--binary", default=str(REPO / "target" / "release" / "granary"))
     ap.add_argument("--out", default=str(REPO / "bench" / "results" /
                                          f"{datetime.date.today()}-capacity"))
@@ -120,7 +126,7 @@ def main():
     raw.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="granary-capacity-", dir="/dev/shm"))
-    servers, granary = start_servers(a.binary, work)
+    servers, granary = start_servers(a.binary, work, a.sendfile)
     runs = []
     try:
         for r in range(a.rounds):

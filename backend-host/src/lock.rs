@@ -6,7 +6,9 @@
 //! of one directory (create, remove, rename, link), `files` serialises attribute and data
 //! changes of one file (setattr, write, commit, the truncation of an UNCHECKED CREATE).
 //! Lock order, which rules out deadlock: directory locks before file locks; at most two
-//! directory locks, taken in shard order; at most one file lock.
+//! directory locks, taken in shard order; at most one file lock. A worker that finds a
+//! lock taken spins, then yields, before it sleeps (`limits::SPIN_ROUNDS`): the holder is
+//! another worker a few system calls from unlocking, and waking a sleeper costs it more.
 //!
 //! What they cannot do: a local process outside granary changing the same files is not
 //! stopped, and may interleave between the attributes before and after (as with Linux

@@ -30,7 +30,7 @@ pub const LOCK_SHARDS: usize = 256;
 
 const _: () = assert!(LOCK_SHARDS.is_power_of_two() && LOCK_SHARDS >= 16);
 
-/// A worker that finds a lock of `lock` taken spins before it sleeps: the holder is
+/// A worker that finds one of `lock`'s locks taken spins before it sleeps: the holder is
 /// another worker inside a few system calls (a CREATE holds its directory for about
 /// 5 µs), and a worker put to sleep on the futex costs the holder a wake-up of an idle
 /// CPU at unlock (`try_to_wake_up` was 16% of the workers' time in a CREATE load). Up to

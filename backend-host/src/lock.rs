@@ -88,8 +88,9 @@ mod tests {
         assert!(b.is_some() || Locks::shard(1) == Locks::shard(2));
     }
 
-    /// Spinning, yielding and sleeping waiters all exclude each other: a counter bumped
-    /// with a read, a yield and a write under the lock loses no increment.
+    /// Spinning, yielding and sleeping waiters all exclude each other: a counter bumped by
+    /// a separate read and write under the lock (sometimes with a sleep between them)
+    /// loses no increment.
     #[test]
     fn waiters_exclude_each_other() {
         use std::sync::atomic::{AtomicU64, Ordering};

@@ -72,8 +72,9 @@ impl CallKey {
 
     /// The shard: from the xid and the client's port, which differ between the calls of
     /// one client and between its connections. Not a defence against a client choosing
-    /// its xids: a client can crowd one shard with its own calls, as it can fill the whole
-    /// cache; the map inside each shard keeps std's keyed hash.
+    /// its xids: such a client can crowd one shard and push other clients' entries out of
+    /// it early, as any client can by filling the whole cache (the shard hash was unkeyed
+    /// before too); the map inside each shard keeps std's keyed hash.
     fn shard(&self) -> usize {
         let mixed = (u64::from(self.xid) | u64::from(self.client.port()) << 32)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);

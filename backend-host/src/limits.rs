@@ -31,11 +31,14 @@ pub const LOCK_SHARDS: usize = 256;
 const _: () = assert!(LOCK_SHARDS.is_power_of_two() && LOCK_SHARDS >= 16);
 
 /// A worker that finds one of `lock`'s locks taken spins before it sleeps: the holder is
-/// another worker inside a few system calls (a CREATE holds its directory for about
-/// 5 µs), and a worker put to sleep on the futex costs the holder a wake-up of an idle
-/// CPU at unlock (`try_to_wake_up` was 16% of the workers' time in a CREATE load). Up to
-/// `SPIN_ROUNDS` × `SPINS_PER_ROUND` pause instructions (a few µs), then `YIELD_ROUNDS`
-/// yields of the CPU (the holder may have been preempted), then it sleeps.
+/// another worker inside a handful of system calls (a CREATE holds its directory across
+/// the directory's `statx`, `openat2`, the new file's `statx` and kernel handle, and the
+/// directory's `statx` again), and a worker put to sleep on the futex costs the holder a
+/// wake-up of an idle CPU at unlock (`try_to_wake_up` was 16% of the workers' time in a
+/// CREATE load). Up to `SPIN_ROUNDS` × `SPINS_PER_ROUND` = 1,024 pause instructions (not
+/// timed: roughly 5 to 50 µs, as a pause takes tens to about 140 cycles depending on the
+/// CPU), then `YIELD_ROUNDS` yields of the CPU (the holder may have been preempted), then
+/// it sleeps.
 pub const SPIN_ROUNDS: u32 = 64;
 pub const SPINS_PER_ROUND: u32 = 16;
 pub const YIELD_ROUNDS: u32 = 4;

@@ -23,7 +23,6 @@
 //! RFC field names are kept (`obj_attributes`, `dir_wcc`, ...); `where` is `where_`.
 #![forbid(unsafe_code)]
 
-mod codec;
 pub mod limits;
 pub mod mount;
 pub mod nfs;

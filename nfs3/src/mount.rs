@@ -8,7 +8,7 @@
 
 use xdr::{xdr_enum, xdr_struct, Decode, DecodeError, Decoder, Encode, Encoder};
 
-use crate::codec::{bounded_opaque, decode_list, encode_list};
+use xdr::{bounded_opaque, decode_list, encode_list};
 use crate::limits::{
     MAX_AUTH_FLAVORS, MAX_EXPORTS, MAX_EXPORT_GROUPS, MAX_MOUNT_LIST, MNTNAMLEN, MNTPATHLEN,
 };

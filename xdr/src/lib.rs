@@ -15,6 +15,12 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+/// Re-exported for the macros of [`shapes`], which name `Bytes` from the caller's crate.
+pub use bytes;
+
+pub mod shapes;
+pub use shapes::{bad_discriminant, decode_array, decode_list, encode_array, encode_list};
+
 /// Why a byte string could not be decoded. Permanent for that request: the client sent
 /// bytes that do not match the procedure's argument layout, and sees `GARBAGE_ARGS`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,552 @@
+//! NFSv4.1 server state (RFC 8881 sections 2.4, 2.10, 8, 9): client records, sessions
+//! and their reply slots, open stateids with share reservations, leases and the grace
+//! period after a restart. Protocol-level and storage-neutral: files are a key `K` the
+//! server chooses (export and file id), time is a monotonic `Duration` the caller passes
+//! in (tests drive it by hand), and nothing here does I/O or arms timers — the server
+//! asks [`State::lease_deadline`] and [`State::expire`] from its timers.
+//!
+//! # What it promises
+//!
+//! - **Exactly once.** A request admitted on a slot runs once; its retransmission gets the
+//!   kept reply or `NFS4ERR_RETRY_UNCACHED_REP`, never a second run ([`session`]).
+//! - **The RFC's record rules.** EXCHANGE_ID and CREATE_SESSION follow RFC 8881 sections
+//!   18.35.5 and 18.36.4 case by case ([`client`]): a rebooted client gets a new record
+//!   that replaces the old one (and drops its state) only when confirmed; another
+//!   principal cannot take over a record with state.
+//! - **Share reservations** are enforced between every open of every client ([`open`]);
+//!   stateids are checked for owner, file, version (`OLD_STATEID`) and mode.
+//! - **Leases.** A client that stops renewing (SEQUENCE) for a lease loses its sessions,
+//!   opens and record at the next [`State::expire`]; nothing else removes state behind a
+//!   live client's back.
+//! - **Grace.** After a restart with clients recorded by the previous boot, new opens get
+//!   `NFS4ERR_GRACE` until those clients reclaimed (RECLAIM_COMPLETE) or the grace period
+//!   ended; reclaims are refused outside it (`NFS4ERR_NO_GRACE`) and from clients that
+//!   had no state before (`NFS4ERR_RECLAIM_BAD`).
+//! - **Bounded**: every table has a limit in [`limits`].
+//!
+//! Locking: one mutex over clients, opens and grace (operations that change state are a
+//! small part of the traffic), a read-mostly map of sessions, and one mutex per session's
+//! slot table, so SEQUENCE of different sessions does not contend.
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod limits;
+pub mod open;
+pub mod session;
+
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use nfs4::ops::{session_flags, CreateSessionArgs, SequenceArgs};
+use nfs4::results::CreateSessionOk;
+use nfs4::types::{ChannelAttrs4, Sessionid4, Verifier4};
+use nfs4::{Nfsstat4, Stateid4};
+
+pub use client::{Client, Clients, Exchanged, Principal};
+pub use open::{Closed, Granted, IoStateid, Open, Opens};
+pub use session::{Admission, Session, Ticket};
+
+/// A client id (`clientid4`).
+pub type ClientId = u64;
+
+/// How a server's NFSv4 state is set up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The lease clients must renew within.
+    pub lease: Duration,
+    /// This boot of the server: the high half of client ids and the first word of stateids.
+    pub epoch: u32,
+    /// Owners of the clients the previous boot had confirmed (from the state directory):
+    /// they may reclaim during the grace period.
+    pub previous_owners: Vec<Bytes>,
+    /// How long the grace period lasts at most (normally one lease).
+    pub grace: Duration,
+    /// Most client records.
+    pub max_clients: usize,
+}
+
+impl Config {
+    /// Defaults from [`limits`] for a server of boot `epoch` with no previous clients.
+    #[must_use]
+    pub fn new(epoch: u32) -> Self {
+        let lease = Duration::from_secs(u64::from(limits::DEFAULT_LEASE_SECS));
+        Self {
+            lease,
+            epoch,
+            previous_owners: Vec::new(),
+            grace: lease,
+            max_clients: limits::MAX_CLIENTS,
+        }
+    }
+}
+
+/// What an OPEN asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenRequest<K> {
+    /// The open-owner (`open_owner4.owner`).
+    pub owner: Bytes,
+    pub file: K,
+    /// OPEN4_SHARE_ACCESS_* (1..=3).
+    pub access: u32,
+    /// OPEN4_SHARE_DENY_* (0..=3).
+    pub deny: u32,
+    /// CLAIM_PREVIOUS: a reclaim after a server restart.
+    pub reclaim: bool,
+}
+
+/// State released when a client went away: the files whose opens it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Released<K> {
+    pub client: ClientId,
+    pub closed: Vec<Closed<K>>,
+}
+
+#[derive(Debug)]
+struct Grace {
+    ends: Duration,
+    /// Previous-boot owners that have not sent RECLAIM_COMPLETE yet.
+    pending: HashSet<Bytes>,
+}
+
+impl Grace {
+    fn active(&self, now: Duration) -> bool {
+        now < self.ends && !self.pending.is_empty()
+    }
+}
+
+#[derive(Debug)]
+struct Inner<K> {
+    clients: Clients,
+    opens: Opens<K>,
+    grace: Grace,
+}
+
+/// The NFSv4 state of one server.
+#[derive(Debug)]
+pub struct State<K> {
+    config: Config,
+    inner: Mutex<Inner<K>>,
+    sessions: RwLock<HashMap<Sessionid4, Arc<Session>>>,
+}
+
+/// The server's grant for a channel: the client's ask, capped by the server's limits.
+fn fore_channel(ask: &ChannelAttrs4) -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        ca_headerpadsize: 0,
+        ca_maxrequestsize: ask.ca_maxrequestsize.min(limits::MAX_REQUEST_BYTES),
+        ca_maxresponsesize: ask.ca_maxresponsesize.min(limits::MAX_RESPONSE_BYTES),
+        ca_maxresponsesize_cached: ask
+            .ca_maxresponsesize_cached
+            .min(limits::MAX_CACHED_REPLY_BYTES),
+        ca_maxoperations: ask.ca_maxoperations.min(limits::MAX_OPERATIONS),
+        ca_maxrequests: ask.ca_maxrequests.clamp(1, limits::MAX_SLOTS),
+        ca_rdma_ird: None,
+    }
+}
+
+fn back_channel(ask: &ChannelAttrs4) -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        ca_maxrequests: ask.ca_maxrequests.clamp(1, limits::MAX_BACK_SLOTS),
+        ca_rdma_ird: None,
+        ..*ask
+    }
+}
+
+/// The smallest fore channel a session can work with: one COMPOUND of a SEQUENCE, a
+/// PUTFH and a GETATTR each way. Asks below it get `NFS4ERR_TOOSMALL`.
+const MIN_CHANNEL_BYTES: u32 = 512;
+
+impl<K: Clone + Eq + Hash> State<K> {
+    #[must_use]
+    pub fn new(config: Config, now: Duration) -> Self {
+        let grace = Grace {
+            ends: now + config.grace,
+            pending: config.previous_owners.iter().cloned().collect(),
+        };
+        Self {
+            inner: Mutex::new(Inner {
+                clients: Clients::new(config.epoch),
+                opens: Opens::new(config.epoch),
+                grace,
+            }),
+            sessions: RwLock::new(HashMap::new()),
+            config,
+        }
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner<K>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lease time clients are told (`lease_time` attribute).
+    #[must_use]
+    pub fn lease(&self) -> Duration {
+        self.config.lease
+    }
+
+    /// EXCHANGE_ID.
+    ///
+    /// # Errors
+    /// See [`Clients::exchange_id`].
+    pub fn exchange_id(
+        &self,
+        owner: &Bytes,
+        verifier: Verifier4,
+        flags: u32,
+        principal: Principal,
+        now: Duration,
+    ) -> Result<Exchanged, Nfsstat4> {
+        let mut g = self.inner();
+        // Records that hold state another principal must not take over.
+        let busy: HashSet<ClientId> = g
+            .clients
+            .iter()
+            .filter(|c| !c.sessions.is_empty() || g.opens.count_client(c.id) > 0)
+            .map(|c| c.id)
+            .collect();
+        let max = self.config.max_clients;
+        g.clients
+            .exchange_id(owner, verifier, flags, principal, now, max, |id| {
+                busy.contains(&id)
+            })
+    }
+
+    /// CREATE_SESSION: confirms the record if needed (dropping the state of the record it
+    /// replaces, returned) and makes a session. A retransmission gets the first reply.
+    ///
+    /// # Errors
+    /// `NFS4ERR_STALE_CLIENTID`, `NFS4ERR_SEQ_MISORDERED`, `NFS4ERR_CLID_INUSE`,
+    /// `NFS4ERR_TOOSMALL`, `NFS4ERR_INVAL` (RDMA), `NFS4ERR_RESOURCE`.
+    pub fn create_session(
+        &self,
+        args: &CreateSessionArgs,
+        principal: Principal,
+        now: Duration,
+    ) -> Result<(CreateSessionOk, Option<Released<K>>), Nfsstat4> {
+        let mut g = self.inner();
+        if let Some(replay) =
+            g.clients
+                .check_create_session(args.csa_clientid, args.csa_sequence, principal)?
+        {
+            return Ok((replay, None));
+        }
+        if args.csa_flags & session_flags::CONN_RDMA != 0 {
+            return Err(Nfsstat4::Inval);
+        }
+        let fore = fore_channel(&args.csa_fore_chan_attrs);
+        if fore.ca_maxrequestsize < MIN_CHANNEL_BYTES || fore.ca_maxresponsesize < MIN_CHANNEL_BYTES
+        {
+            return Err(Nfsstat4::Toosmall);
+        }
+        let sessions_now = g
+            .clients
+            .get(args.csa_clientid)
+            .map_or(0, |c| c.sessions.len());
+        if sessions_now >= limits::MAX_SESSIONS_PER_CLIENT {
+            return Err(Nfsstat4::Resource);
+        }
+        let replaced = g
+            .clients
+            .confirm(args.csa_clientid)
+            .map(|old| self.purge(&mut g, old));
+        let id = new_session_id(args.csa_clientid);
+        let flags = args.csa_flags & session_flags::CONN_BACK_CHAN;
+        let back = back_channel(&args.csa_back_chan_attrs);
+        let session = Arc::new(Session::new(
+            id,
+            args.csa_clientid,
+            fore,
+            back,
+            args.csa_cb_program,
+            flags,
+        ));
+        let ok = CreateSessionOk {
+            csr_sessionid: id,
+            csr_sequence: args.csa_sequence,
+            csr_flags: flags,
+            csr_fore_chan_attrs: fore,
+            csr_back_chan_attrs: back,
+        };
+        let c = g
+            .clients
+            .get_mut(args.csa_clientid)
+            .ok_or(Nfsstat4::Serverfault)?;
+        c.sessions.push(id);
+        c.next_cs_sequence = c.next_cs_sequence.wrapping_add(1);
+        c.last_cs = Some(ok.clone());
+        c.renewed = now;
+        self.sessions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, session);
+        Ok((ok, replaced))
+    }
+
+    /// The session a SEQUENCE (or BIND_CONN_TO_SESSION) names.
+    ///
+    /// # Errors
+    /// `NFS4ERR_BADSESSION`.
+    pub fn session(&self, id: &Sessionid4) -> Result<Arc<Session>, Nfsstat4> {
+        self.sessions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()
+            .ok_or(Nfsstat4::Badsession)
+    }
+
+    /// SEQUENCE: admits the request on its slot and renews the client's lease.
+    ///
+    /// # Errors
+    /// `NFS4ERR_BADSESSION` and the slot errors of [`Session::admit`].
+    pub fn sequence(
+        &self,
+        args: &SequenceArgs,
+        now: Duration,
+    ) -> Result<(Arc<Session>, Admission), Nfsstat4> {
+        let session = self.session(&args.sa_sessionid)?;
+        let admission = session.admit(args.sa_slotid, args.sa_sequenceid)?;
+        if let Some(c) = self.inner().clients.get_mut(session.client) {
+            c.renewed = now;
+        }
+        Ok((session, admission))
+    }
+
+    /// DESTROY_SESSION.
+    ///
+    /// # Errors
+    /// `NFS4ERR_BADSESSION`.
+    pub fn destroy_session(&self, id: &Sessionid4) -> Result<(), Nfsstat4> {
+        let removed = self
+            .sessions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        let session = removed.ok_or(Nfsstat4::Badsession)?;
+        if let Some(c) = self.inner().clients.get_mut(session.client) {
+            c.sessions.retain(|s| s != id);
+        }
+        Ok(())
+    }
+
+    /// DESTROY_CLIENTID: only a client with no sessions and no opens.
+    ///
+    /// # Errors
+    /// `NFS4ERR_STALE_CLIENTID`, `NFS4ERR_CLIENTID_BUSY`.
+    pub fn destroy_clientid(&self, id: ClientId) -> Result<(), Nfsstat4> {
+        let mut g = self.inner();
+        let c = g.clients.get(id).ok_or(Nfsstat4::StaleClientid)?;
+        if !c.sessions.is_empty() || g.opens.count_client(id) > 0 {
+            return Err(Nfsstat4::ClientidBusy);
+        }
+        g.clients.remove(id);
+        Ok(())
+    }
+
+    /// RECLAIM_COMPLETE of `client` (once).
+    ///
+    /// # Errors
+    /// `NFS4ERR_COMPLETE_ALREADY`, `NFS4ERR_STALE_CLIENTID`.
+    pub fn reclaim_complete(&self, client: ClientId) -> Result<(), Nfsstat4> {
+        let mut g = self.inner();
+        let c = g.clients.get_mut(client).ok_or(Nfsstat4::StaleClientid)?;
+        if c.reclaim_complete {
+            return Err(Nfsstat4::CompleteAlready);
+        }
+        c.reclaim_complete = true;
+        let owner = c.owner.clone();
+        g.grace.pending.remove(&owner);
+        Ok(())
+    }
+
+    /// Whether the grace period is on.
+    #[must_use]
+    pub fn in_grace(&self, now: Duration) -> bool {
+        self.inner().grace.active(now)
+    }
+
+    /// OPEN of `req.file` by an open-owner of `client`.
+    ///
+    /// # Errors
+    /// `NFS4ERR_GRACE` (a new open during grace), `NFS4ERR_NO_GRACE` (a reclaim after
+    /// it), `NFS4ERR_RECLAIM_BAD` (a reclaim from a client with nothing to reclaim), and
+    /// those of [`Opens::open`].
+    pub fn open(
+        &self,
+        client: ClientId,
+        req: &OpenRequest<K>,
+        now: Duration,
+    ) -> Result<Granted, Nfsstat4> {
+        let mut g = self.inner();
+        let c = g.clients.get(client).ok_or(Nfsstat4::StaleClientid)?;
+        let grace = g.grace.active(now);
+        if req.reclaim {
+            if !grace {
+                return Err(Nfsstat4::NoGrace);
+            }
+            if c.reclaim_complete || !g.grace.pending.contains(&c.owner) {
+                return Err(Nfsstat4::ReclaimBad);
+            }
+        } else if grace {
+            return Err(Nfsstat4::Grace);
+        }
+        if g.opens.count_client(client) >= limits::MAX_OPENS_PER_CLIENT {
+            return Err(Nfsstat4::Resource);
+        }
+        g.opens.open(
+            client,
+            &req.owner,
+            &req.file,
+            req.access,
+            req.deny,
+            limits::MAX_OPENS,
+        )
+    }
+
+    /// OPEN_DOWNGRADE.
+    ///
+    /// # Errors
+    /// See [`Opens::downgrade`].
+    pub fn open_downgrade(
+        &self,
+        client: ClientId,
+        sid: &Stateid4,
+        access: u32,
+        deny: u32,
+    ) -> Result<Stateid4, Nfsstat4> {
+        self.inner().opens.downgrade(client, sid, access, deny)
+    }
+
+    /// CLOSE.
+    ///
+    /// # Errors
+    /// Stateid errors.
+    pub fn close(&self, client: ClientId, sid: &Stateid4) -> Result<Closed<K>, Nfsstat4> {
+        self.inner().opens.close(client, sid)
+    }
+
+    /// The file an open stateid of `client` is for.
+    ///
+    /// # Errors
+    /// Stateid errors.
+    pub fn open_file(&self, client: ClientId, sid: &Stateid4) -> Result<K, Nfsstat4> {
+        self.inner().opens.get(client, sid).map(|o| o.file.clone())
+    }
+
+    /// Checks an I/O stateid (see [`Opens::check_io`]).
+    ///
+    /// # Errors
+    /// See [`Opens::check_io`].
+    pub fn check_io(
+        &self,
+        client: ClientId,
+        sid: &Stateid4,
+        file: &K,
+        write: bool,
+    ) -> Result<IoStateid, Nfsstat4> {
+        self.inner().opens.check_io(client, sid, file, write)
+    }
+
+    /// TEST_STATEID.
+    #[must_use]
+    pub fn test_stateids(&self, client: ClientId, sids: &[Stateid4]) -> Vec<Nfsstat4> {
+        let g = self.inner();
+        sids.iter().map(|s| g.opens.test(client, s)).collect()
+    }
+
+    /// FREE_STATEID: an open stateid is freed by CLOSE, not here (`NFS4ERR_LOCKS_HELD`,
+    /// as knfsd answers); an unknown one is `NFS4ERR_BAD_STATEID`.
+    ///
+    /// # Errors
+    /// As above.
+    pub fn free_stateid(&self, client: ClientId, sid: &Stateid4) -> Result<(), Nfsstat4> {
+        match self.inner().opens.get(client, sid) {
+            Ok(_) => Err(Nfsstat4::LocksHeld),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether any client has `file` open (a removed file's data stays until then).
+    #[must_use]
+    pub fn is_open(&self, file: &K) -> bool {
+        self.inner().opens.is_open(file)
+    }
+
+    /// When `client`'s lease runs out, if it has a record.
+    #[must_use]
+    pub fn lease_deadline(&self, client: ClientId) -> Option<Duration> {
+        self.inner()
+            .clients
+            .get(client)
+            .map(|c| c.renewed + self.config.lease)
+    }
+
+    /// Removes every client whose lease ran out by `now`, with its sessions and opens.
+    pub fn expire(&self, now: Duration) -> Vec<Released<K>> {
+        let mut g = self.inner();
+        let lease = self.config.lease;
+        let dead: Vec<ClientId> = g
+            .clients
+            .iter()
+            .filter(|c| c.renewed + lease <= now)
+            .map(|c| c.id)
+            .collect();
+        dead.into_iter().map(|id| self.purge(&mut g, id)).collect()
+    }
+
+    fn purge(&self, g: &mut Inner<K>, id: ClientId) -> Released<K> {
+        let closed = g.opens.remove_client(id);
+        if let Some(c) = g.clients.remove(id) {
+            let mut sessions = self
+                .sessions
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            for s in &c.sessions {
+                sessions.remove(s);
+            }
+        }
+        Released { client: id, closed }
+    }
+
+    /// Owners of the confirmed clients, for the state directory (they may reclaim after
+    /// the next restart).
+    #[must_use]
+    pub fn confirmed_owners(&self) -> Vec<Bytes> {
+        self.inner()
+            .clients
+            .iter()
+            .filter(|c| c.confirmed)
+            .map(|c| c.owner.clone())
+            .collect()
+    }
+
+    /// Counts for metrics and the memory bound: (clients, sessions, opens).
+    #[must_use]
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let g = self.inner();
+        let sessions = self
+            .sessions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        (g.clients.len(), sessions, g.opens.len())
+    }
+
+    /// The record of `client`, if any (a copy).
+    #[must_use]
+    pub fn client(&self, client: ClientId) -> Option<Client> {
+        self.inner().clients.get(client).cloned()
+    }
+}
+
+/// A session id: the client id (so a session is traced to its client in a packet
+/// capture) and 8 random bytes (so one cannot be guessed from another).
+fn new_session_id(client: ClientId) -> Sessionid4 {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&client.to_be_bytes());
+    id[8..].copy_from_slice(&rand::random::<u64>().to_ne_bytes());
+    id
+}

@@ -1,0 +1,373 @@
+//! Open stateids and share reservations (RFC 8881 sections 8.2, 9.7, 18.16, 18.18,
+//! 18.2): one open stateid per (client, open-owner, file), its share access and deny,
+//! and the checks of every stateid a READ, WRITE, SETATTR or CLOSE carries.
+//!
+//! A stateid's `other` is the server's boot epoch (4 bytes) and a counter (8 bytes), so
+//! stateids are never reused within a boot and never mistaken for another boot's.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use bytes::Bytes;
+use nfs4::ops::share;
+use nfs4::{Nfsstat4, Stateid4};
+
+use crate::ClientId;
+
+/// The `other` part of a stateid.
+pub type Other = [u8; 12];
+
+/// One open stateid.
+#[derive(Debug, Clone)]
+pub struct Open<K> {
+    pub other: Other,
+    pub seqid: u32,
+    pub client: ClientId,
+    pub owner: Bytes,
+    pub file: K,
+    /// OPEN4_SHARE_ACCESS_* currently held (1, 2 or 3).
+    pub access: u32,
+    /// OPEN4_SHARE_DENY_* currently held (0..=3).
+    pub deny: u32,
+    /// Bit `a` set when access value `a` was granted by an OPEN (what OPEN_DOWNGRADE may
+    /// go back to).
+    access_bmap: u8,
+    deny_bmap: u8,
+}
+
+impl<K> Open<K> {
+    #[must_use]
+    pub fn stateid(&self) -> Stateid4 {
+        Stateid4 {
+            seqid: self.seqid,
+            other: self.other,
+        }
+    }
+
+    fn bump(&mut self) {
+        // Seqid 0 is reserved for "any version" (RFC 8881 section 8.2.2).
+        self.seqid = self.seqid.checked_add(1).unwrap_or(1);
+    }
+}
+
+/// What OPEN did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Granted {
+    pub stateid: Stateid4,
+    /// The owner already had this file open: the access and deny were added to it.
+    pub upgraded: bool,
+}
+
+/// What CLOSE released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closed<K> {
+    pub file: K,
+    /// No open of any client is left on the file.
+    pub last: bool,
+}
+
+/// What an I/O stateid authorises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoStateid {
+    /// The anonymous or bypass stateid: I/O outside any open.
+    Special,
+    /// An open stateid of the caller on this file.
+    Open(Stateid4),
+}
+
+/// Every open stateid of a server.
+#[derive(Debug)]
+pub struct Opens<K> {
+    epoch: u32,
+    next: u64,
+    by_other: HashMap<Other, Open<K>>,
+    by_owner: HashMap<(ClientId, Bytes, K), Other>,
+    by_file: HashMap<K, Vec<Other>>,
+}
+
+/// The 4.1 seqid rule: 0 matches any version; an older one is `OLD_STATEID`; a newer one
+/// was never given out (`BAD_STATEID`).
+pub fn check_seqid(asked: u32, current: u32) -> Result<(), Nfsstat4> {
+    if asked == 0 || asked == current {
+        Ok(())
+    } else if asked < current {
+        Err(Nfsstat4::OldStateid)
+    } else {
+        Err(Nfsstat4::BadStateid)
+    }
+}
+
+fn valid_share(access: u32, deny: u32) -> Result<(), Nfsstat4> {
+    if (share::ACCESS_READ..=share::ACCESS_BOTH).contains(&access) && deny <= share::DENY_BOTH {
+        Ok(())
+    } else {
+        Err(Nfsstat4::Inval)
+    }
+}
+
+impl<K: Clone + Eq + Hash> Opens<K> {
+    #[must_use]
+    pub fn new(epoch: u32) -> Self {
+        Self {
+            epoch,
+            next: 1,
+            by_other: HashMap::new(),
+            by_owner: HashMap::new(),
+            by_file: HashMap::new(),
+        }
+    }
+
+    /// Open stateids in total.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.by_other.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.by_other.is_empty()
+    }
+
+    fn new_other(&mut self) -> Other {
+        let mut o = [0u8; 12];
+        o[..4].copy_from_slice(&self.epoch.to_be_bytes());
+        o[4..].copy_from_slice(&self.next.to_be_bytes());
+        self.next += 1;
+        o
+    }
+
+    /// Whether another open (not `except`) on `file` conflicts with `access`/`deny`.
+    fn conflicts(&self, file: &K, access: u32, deny: u32, except: Option<&Other>) -> bool {
+        self.by_file.get(file).is_some_and(|list| {
+            list.iter().filter(|o| Some(*o) != except).any(|o| {
+                self.by_other
+                    .get(o)
+                    .is_some_and(|e| e.access & deny != 0 || e.deny & access != 0)
+            })
+        })
+    }
+
+    /// OPEN: a new open stateid for (client, owner, file), or the owner's existing one
+    /// with `access` and `deny` added (an upgrade, seqid + 1).
+    ///
+    /// # Errors
+    /// `NFS4ERR_INVAL` (share values), `NFS4ERR_SHARE_DENIED` (another open's deny or
+    /// access conflicts), `NFS4ERR_RESOURCE` at `max_total` opens.
+    pub fn open(
+        &mut self,
+        client: ClientId,
+        owner: &Bytes,
+        file: &K,
+        access: u32,
+        deny: u32,
+        max_total: usize,
+    ) -> Result<Granted, Nfsstat4> {
+        valid_share(access, deny)?;
+        let key = (client, owner.clone(), file.clone());
+        if let Some(other) = self.by_owner.get(&key).copied() {
+            let e = self.by_other.get(&other).ok_or(Nfsstat4::Serverfault)?;
+            let (na, nd) = (e.access | access, e.deny | deny);
+            if self.conflicts(file, na, nd, Some(&other)) {
+                return Err(Nfsstat4::ShareDenied);
+            }
+            let e = self.by_other.get_mut(&other).ok_or(Nfsstat4::Serverfault)?;
+            e.access = na;
+            e.deny = nd;
+            e.access_bmap |= 1 << access;
+            e.deny_bmap |= 1 << deny;
+            e.bump();
+            return Ok(Granted {
+                stateid: e.stateid(),
+                upgraded: true,
+            });
+        }
+        if self.conflicts(file, access, deny, None) {
+            return Err(Nfsstat4::ShareDenied);
+        }
+        if self.by_other.len() >= max_total {
+            return Err(Nfsstat4::Resource);
+        }
+        let other = self.new_other();
+        let e = Open {
+            other,
+            seqid: 1,
+            client,
+            owner: owner.clone(),
+            file: file.clone(),
+            access,
+            deny,
+            access_bmap: 1 << access,
+            deny_bmap: 1 << deny,
+        };
+        let stateid = e.stateid();
+        self.by_other.insert(other, e);
+        self.by_owner.insert(key, other);
+        self.by_file.entry(file.clone()).or_default().push(other);
+        Ok(Granted {
+            stateid,
+            upgraded: false,
+        })
+    }
+
+    /// Finds the caller's open stateid, checking its seqid.
+    fn find_mut(&mut self, client: ClientId, sid: &Stateid4) -> Result<&mut Open<K>, Nfsstat4> {
+        let e = self
+            .by_other
+            .get_mut(&sid.other)
+            .ok_or(Nfsstat4::BadStateid)?;
+        if e.client != client {
+            return Err(Nfsstat4::BadStateid);
+        }
+        check_seqid(sid.seqid, e.seqid)?;
+        Ok(e)
+    }
+
+    /// The open a stateid names, if it is the caller's and current.
+    ///
+    /// # Errors
+    /// `NFS4ERR_BAD_STATEID`, `NFS4ERR_OLD_STATEID`.
+    pub fn get(&self, client: ClientId, sid: &Stateid4) -> Result<&Open<K>, Nfsstat4> {
+        let e = self.by_other.get(&sid.other).ok_or(Nfsstat4::BadStateid)?;
+        if e.client != client {
+            return Err(Nfsstat4::BadStateid);
+        }
+        check_seqid(sid.seqid, e.seqid)?;
+        Ok(e)
+    }
+
+    /// OPEN_DOWNGRADE: back to an access and deny the owner was granted before.
+    ///
+    /// # Errors
+    /// Stateid errors; `NFS4ERR_INVAL` when the new values are not a subset of the
+    /// current ones or were never granted by an OPEN.
+    pub fn downgrade(
+        &mut self,
+        client: ClientId,
+        sid: &Stateid4,
+        access: u32,
+        deny: u32,
+    ) -> Result<Stateid4, Nfsstat4> {
+        valid_share(access, deny)?;
+        let e = self.find_mut(client, sid)?;
+        let subset = access & !e.access == 0 && deny & !e.deny == 0;
+        if !subset || e.access_bmap & (1 << access) == 0 || e.deny_bmap & (1 << deny) == 0 {
+            return Err(Nfsstat4::Inval);
+        }
+        e.access = access;
+        e.deny = deny;
+        // Only values within the new ones stay reachable by a later downgrade.
+        e.access_bmap &= (0..4u32)
+            .filter(|a| a & !access == 0)
+            .fold(0, |m, a| m | 1 << a);
+        e.deny_bmap &= (0..4u32)
+            .filter(|d| d & !deny == 0)
+            .fold(0, |m, d| m | 1 << d);
+        e.bump();
+        Ok(e.stateid())
+    }
+
+    /// CLOSE: removes the open.
+    ///
+    /// # Errors
+    /// Stateid errors.
+    pub fn close(&mut self, client: ClientId, sid: &Stateid4) -> Result<Closed<K>, Nfsstat4> {
+        let other = self.find_mut(client, sid)?.other;
+        self.remove(&other).ok_or(Nfsstat4::Serverfault)
+    }
+
+    fn remove(&mut self, other: &Other) -> Option<Closed<K>> {
+        let e = self.by_other.remove(other)?;
+        self.by_owner
+            .remove(&(e.client, e.owner.clone(), e.file.clone()));
+        let mut last = true;
+        if let Some(list) = self.by_file.get_mut(&e.file) {
+            list.retain(|o| o != other);
+            last = list.is_empty();
+            if last {
+                self.by_file.remove(&e.file);
+            }
+        }
+        Some(Closed { file: e.file, last })
+    }
+
+    /// Removes every open of `client` (lease expiry, DESTROY_CLIENTID, a confirmed
+    /// reboot of the client); returns what was released.
+    pub fn remove_client(&mut self, client: ClientId) -> Vec<Closed<K>> {
+        let others: Vec<Other> = self
+            .by_other
+            .values()
+            .filter(|e| e.client == client)
+            .map(|e| e.other)
+            .collect();
+        others.iter().filter_map(|o| self.remove(o)).collect()
+    }
+
+    /// How many opens `client` holds.
+    #[must_use]
+    pub fn count_client(&self, client: ClientId) -> usize {
+        self.by_other
+            .values()
+            .filter(|e| e.client == client)
+            .count()
+    }
+
+    /// Checks the stateid of a READ (`write == false`) or WRITE/SETATTR-size on `file`.
+    ///
+    /// The anonymous stateid (and the bypass stateid for WRITE) does I/O outside any open
+    /// and is refused `NFS4ERR_LOCKED` when another open denies that access; the bypass
+    /// stateid reads past deny reservations. An open stateid must be the caller's, on
+    /// this file, current, and for WRITE opened with write access (`NFS4ERR_OPENMODE`);
+    /// a READ is allowed through a write-only open, as knfsd and most servers do.
+    ///
+    /// # Errors
+    /// As above, and stateid errors.
+    pub fn check_io(
+        &self,
+        client: ClientId,
+        sid: &Stateid4,
+        file: &K,
+        write: bool,
+    ) -> Result<IoStateid, Nfsstat4> {
+        let bypass = *sid == Stateid4::BYPASS;
+        if *sid == Stateid4::ANONYMOUS || bypass {
+            let deny = if write {
+                share::DENY_WRITE
+            } else {
+                share::DENY_READ
+            };
+            let denied = (write || !bypass)
+                && self.by_file.get(file).is_some_and(|l| {
+                    l.iter()
+                        .any(|o| self.by_other.get(o).is_some_and(|e| e.deny & deny != 0))
+                });
+            return if denied {
+                Err(Nfsstat4::Locked)
+            } else {
+                Ok(IoStateid::Special)
+            };
+        }
+        let e = self.get(client, sid)?;
+        if e.file != *file {
+            return Err(Nfsstat4::BadStateid);
+        }
+        if write && e.access & share::ACCESS_WRITE == 0 {
+            return Err(Nfsstat4::Openmode);
+        }
+        Ok(IoStateid::Open(e.stateid()))
+    }
+
+    /// TEST_STATEID's answer for one stateid of `client`.
+    #[must_use]
+    pub fn test(&self, client: ClientId, sid: &Stateid4) -> Nfsstat4 {
+        match self.get(client, sid) {
+            Ok(_) => Nfsstat4::Ok,
+            Err(s) => s,
+        }
+    }
+
+    /// Whether any open exists on `file` (an unlinked file stays until the last close).
+    #[must_use]
+    pub fn is_open(&self, file: &K) -> bool {
+        self.by_file.contains_key(file)
+    }
+}

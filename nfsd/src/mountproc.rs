@@ -50,7 +50,23 @@ fn host_of(ctx: &CallContext) -> String {
 
 fn mnt(s: &NfsState, ctx: &CallContext, path: DirPath) -> MntRes {
     let shown = String::from_utf8_lossy(path.as_bytes()).into_owned();
-    match resolve_mount(s, ctx, path.as_bytes()) {
+    let refused = |e: FsError| {
+        tracing::info!(peer = %ctx.peer, path = %shown, error = %e, "mount refused");
+        MntRes::Fail(mount_status(e))
+    };
+    let (export, below) = match s.exports.by_mount_path(path.as_bytes()) {
+        Ok(found) => found,
+        Err(e) => return refused(e),
+    };
+    if !export.options.allows(ctx.peer.ip()) {
+        rpc::warn_limited!(
+            rpc::ratelog::Kind::Handle,
+            peer = %ctx.peer, path = %shown, export = %export.path,
+            "mount refused: client not allowed by the export's clients list"
+        );
+        return MntRes::Fail(Mountstat3::Acces);
+    }
+    match resolve_mount(s, ctx, export, below, path.as_bytes()) {
         Ok((fhandle, canonical)) => {
             tracing::info!(peer = %ctx.peer, path = %shown, "mounted");
             s.add_mount(MountEntry {
@@ -62,10 +78,7 @@ fn mnt(s: &NfsState, ctx: &CallContext, path: DirPath) -> MntRes {
                 auth_flavors: vec![AUTH_SYS, AUTH_NONE],
             }
         }
-        Err(e) => {
-            tracing::info!(peer = %ctx.peer, path = %shown, error = %e, "mount refused");
-            MntRes::Fail(mount_status(e))
-        }
+        Err(e) => refused(e),
     }
 }
 
@@ -91,17 +104,16 @@ fn xdr_string_bytes(len: usize) -> usize {
     4 + len.div_ceil(4) * 4
 }
 
-/// The handle of a mount path: an export path, or a directory below one reached by
-/// ordinary lookups as the caller (so permissions apply and `..` never climbs out).
+/// The handle of a mount path: an export path, or a directory below one (`below`, its
+/// components) reached by ordinary lookups as the caller (so permissions apply and `..`
+/// never climbs out). The caller has checked the export's clients list.
 fn resolve_mount(
     s: &NfsState,
     ctx: &CallContext,
+    export: &vfs::Export,
+    below: Vec<&[u8]>,
     path: &[u8],
 ) -> Result<(NfsFh3, String), FsError> {
-    let (export, below) = s.exports.by_mount_path(path)?;
-    if !export.options.allows(ctx.peer.ip()) {
-        return Err(FsError::Access);
-    }
     let cred = s.cred(export, &ctx.auth);
     let mut attr = export.getattr(export.root())?;
     for component in below {

@@ -136,6 +136,10 @@ pub struct ExportConfig {
     pub path: String,
     pub backend: BackendConfig,
     pub options: vfs::ExportOptions,
+    /// Whether a client list was given (`clients =` in the file, `--clients` on the
+    /// command line). Without one `options.clients` is every address, which
+    /// [`check_exposure`] refuses on a listen address beyond loopback.
+    pub clients_given: bool,
 }
 
 /// Default size cap of a mem export.
@@ -405,6 +409,7 @@ fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigE
         path,
         backend,
         options,
+        clients_given: export.clients.is_some(),
     })
 }
 
@@ -426,6 +431,7 @@ impl ServerConfig {
                     capacity_bytes: DEFAULT_MEM_CAPACITY_BYTES,
                 },
                 options: vfs::ExportOptions::default(),
+                clients_given: false,
             }],
             portmap: true,
             metrics: None,
@@ -585,6 +591,59 @@ fn check_export_path(p: &str) -> Result<String, String> {
     }
 }
 
+/// Refuses exports open to every address when the server listens where other hosts can
+/// reach it (as knfsd needs a client in /etc/exports and nfs-ganesha's default
+/// `Access_Type` is `None`). On a loopback address only local processes connect, so the
+/// default of every address stays.
+///
+/// # Errors
+/// The listen address is not loopback and an export has no client list; the message
+/// names `--clients` and the `clients` key of `[[export]]`.
+pub fn check_exposure(config: &ServerConfig) -> Result<(), String> {
+    if is_loopback(config.listen.ip()) {
+        return Ok(());
+    }
+    let open: Vec<String> = config
+        .exports
+        .iter()
+        .filter(|e| !e.clients_given)
+        .map(|e| format!("{:?}", e.path))
+        .collect();
+    if open.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "listening on {} reaches other hosts, and export {} has no client list, so every \
+         address could use it; name the clients allowed: --clients 192.168.1.0/24[,CIDR...] \
+         for the export given on the command line, or clients = [\"192.168.1.0/24\"] in \
+         each [[export]] of a --config file (docs/CONFIG.md); --clients 0.0.0.0/0,::/0 \
+         opens it to every address on purpose",
+        config.listen,
+        open.join(", ")
+    ))
+}
+
+/// Loopback, IPv4-mapped loopback (`::ffff:127.0.0.1`) included.
+fn is_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+    }
+}
+
+/// Parses `--clients CIDR[,CIDR...]` (each a CIDR or an address).
+///
+/// # Errors
+/// An empty list or a bad entry, with examples.
+pub fn parse_clients(list: &[String]) -> Result<Vec<IpNet>, String> {
+    if list.iter().all(|c| c.trim().is_empty()) {
+        return Err("give at least one client network, e.g. --clients 192.168.1.0/24".into());
+    }
+    list.iter().map(|c| parse_client(c.trim())).collect()
+}
+
 /// Parses a client network: a CIDR (`10.0.0.0/8`) or a single address.
 ///
 /// # Errors
@@ -738,6 +797,61 @@ capacity_bytes = 4096
             e.starts_with("t.toml: line 1: unknown sendfile setting"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn listening_beyond_loopback_needs_a_client_list_per_export() {
+        let text = "[[export]]\npath = \"/a\"\nclients = [\"10.0.0.0/8\"]\n\
+                    [[export]]\npath = \"/b\"\n";
+        let mut c = parse(text, "t.toml").unwrap();
+        assert!(c.exports[0].clients_given && !c.exports[1].clients_given);
+        for loopback in [
+            "127.0.0.1:2049",
+            "127.3.4.5:0",
+            "[::1]:2049",
+            "[::ffff:127.0.0.1]:1",
+        ] {
+            c.listen = loopback.parse().unwrap();
+            assert_eq!(check_exposure(&c), Ok(()), "{loopback}");
+        }
+        for open in [
+            "0.0.0.0:2049",
+            "[::]:2049",
+            "192.168.1.5:2049",
+            "[::ffff:10.0.0.1]:1",
+        ] {
+            c.listen = open.parse().unwrap();
+            let e = check_exposure(&c).unwrap_err();
+            assert!(e.contains("export \"/b\" has no client list"), "{e}");
+            assert!(!e.contains("\"/a\""), "{e}");
+            assert!(e.contains("--clients") && e.contains("clients = ["), "{e}");
+        }
+        c.exports[1].clients_given = true;
+        assert_eq!(check_exposure(&c), Ok(()));
+        let mut d = ServerConfig::defaults();
+        d.listen = "0.0.0.0:2049".parse().unwrap();
+        assert!(
+            check_exposure(&d).is_err(),
+            "the default export has no list"
+        );
+    }
+
+    #[test]
+    fn the_clients_flag_parses_cidrs_and_addresses() {
+        let list = [
+            "192.168.1.0/24".to_string(),
+            " 10.0.0.7".to_string(),
+            "::1".to_string(),
+        ];
+        let nets = parse_clients(&list).unwrap();
+        let shown: Vec<String> = nets.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["192.168.1.0/24", "10.0.0.7/32", "::1/128"]);
+        assert!(parse_clients(&[String::new()])
+            .unwrap_err()
+            .contains("at least one"));
+        assert!(parse_clients(&["10.0.0.0/33".into()])
+            .unwrap_err()
+            .contains("invalid client network"));
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub enum ServeError {
 /// # Errors
 /// Start-up failures; see [`ServeError`].
 pub fn run(config: ServerConfig) -> Result<(), ServeError> {
+    crate::config::check_exposure(&config).map_err(ServeError::Config)?;
     // One system clock: wall time for file stamps, monotonic time for the reply cache,
     // timers and connection watchdogs.
     let clock = gtime::SystemClock::shared();
@@ -491,10 +492,7 @@ fn bind(addr: SocketAddr, max_connections: usize) -> Result<TcpListener, ServeEr
 }
 
 fn announce(local: SocketAddr, config: &ServerConfig) {
-    let host = match local.ip() {
-        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
-        std::net::IpAddr::V4(ip) => ip.to_string(),
-    };
+    let hosts = reachable_hosts(local.ip());
     let port = local.port();
     tracing::info!(%local, workers = config.workers, "serving NFSv3 and MOUNT v3 over TCP");
     println!(
@@ -503,25 +501,104 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
     );
     for e in &config.exports {
         let mode = if e.options.read_only { "ro" } else { "rw" };
+        let clients = if e.clients_given {
+            let nets: Vec<String> = e.options.clients.iter().map(ToString::to_string).collect();
+            format!(", clients {}", nets.join(" "))
+        } else {
+            String::new()
+        };
         match &e.backend {
             BackendConfig::Mem { capacity_bytes } => println!(
-                "  export {} (mem, {} MiB cap, {mode})",
+                "  export {} (mem, {} MiB cap, {mode}{clients})",
                 e.path,
                 capacity_bytes >> 20
             ),
             BackendConfig::Host { dir } => {
-                println!("  export {} (host {}, {mode})", e.path, dir.display());
+                println!(
+                    "  export {} (host {}, {mode}{clients})",
+                    e.path,
+                    dir.display()
+                );
             }
             BackendConfig::Erofs { image } => println!(
-                "  export {} (erofs image {}, decode {:?}, {mode})",
+                "  export {} (erofs image {}, decode {:?}, {mode}{clients})",
                 e.path,
                 image.display(),
                 config.decode
             ),
         }
-        println!("    {}", client_url(&host, port, &e.path));
+        for host in &hosts.names {
+            println!("    {}", client_url(host, port, &e.path));
+        }
     }
-    println!("  kernel client: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {host}:{} /mnt", config.exports[0].path);
+    let first = &hosts.names[0];
+    println!("  kernel client: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {first}:{} /mnt", config.exports[0].path);
+    if let Some(note) = hosts.note {
+        println!("  {note}");
+    }
+}
+
+/// Most host addresses printed for a wildcard listen address (a host with many
+/// interfaces, e.g. container bridges, would otherwise print a page of URLs).
+const MAX_ANNOUNCED_HOSTS: usize = 4;
+
+/// Placeholder printed when a wildcard listen address has no address to name.
+const HOST_PLACEHOLDER: &str = "SERVER-ADDRESS";
+
+/// The host names to print in URLs and the mount line, and a note about them.
+struct Hosts {
+    /// Never empty.
+    names: Vec<String>,
+    note: Option<String>,
+}
+
+/// Addresses a client can use to reach a server listening on `ip`: `ip` itself, or for a
+/// wildcard (0.0.0.0, `::`) this host's non-loopback addresses (IPv4 for 0.0.0.0, both
+/// families for `::`, link-local IPv6 left out since it needs a zone), or a placeholder
+/// with a note when it has none. Never the wildcard itself, which no client can connect to.
+fn reachable_hosts(ip: std::net::IpAddr) -> Hosts {
+    if !ip.is_unspecified() {
+        return Hosts {
+            names: vec![url_host(ip)],
+            note: None,
+        };
+    }
+    let mut found: Vec<std::net::IpAddr> = if_addrs::get_if_addrs()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| i.ip())
+        .filter(|a| !a.is_loopback() && (ip.is_ipv6() || a.is_ipv4()))
+        .collect();
+    // IPv4 first: the address people usually type.
+    found.sort_by_key(std::net::IpAddr::is_ipv6);
+    found.dedup();
+    let more = found.len().saturating_sub(MAX_ANNOUNCED_HOSTS);
+    found.truncate(MAX_ANNOUNCED_HOSTS);
+    if found.is_empty() {
+        return Hosts {
+            names: vec![HOST_PLACEHOLDER.to_string()],
+            note: Some(format!(
+                "listening on every address of this host, but none besides loopback was \
+                 found: replace {HOST_PLACEHOLDER} with a name or address of this host that \
+                 the client reaches"
+            )),
+        };
+    }
+    let note = (more > 0).then(|| {
+        format!("({more} more addresses of this host also reach the server; listed: the first {MAX_ANNOUNCED_HOSTS})")
+    });
+    Hosts {
+        names: found.into_iter().map(url_host).collect(),
+        note,
+    }
+}
+
+/// An address as the host part of a URL (IPv6 in brackets).
+fn url_host(ip: std::net::IpAddr) -> String {
+    match ip {
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+    }
 }
 
 /// The libnfs URL of an export. `auto-traverse-mounts=0` because libnfs (4.x) otherwise
@@ -604,5 +681,35 @@ impl Acceptor<'_> {
                 serve_connection(stream, ticket, dispatcher, limits, budget, stop).await;
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_hosts_are_never_the_wildcard() {
+        let one = reachable_hosts("192.0.2.7".parse().unwrap());
+        assert_eq!((one.names, one.note), (vec!["192.0.2.7".to_string()], None));
+        let v6 = reachable_hosts("2001:db8::1".parse().unwrap());
+        assert_eq!(v6.names, ["[2001:db8::1]"]);
+        for wildcard in ["0.0.0.0", "::"] {
+            let hosts = reachable_hosts(wildcard.parse().unwrap());
+            assert!(!hosts.names.is_empty() && hosts.names.len() <= MAX_ANNOUNCED_HOSTS);
+            for name in &hosts.names {
+                if name == HOST_PLACEHOLDER {
+                    assert!(hosts
+                        .note
+                        .as_deref()
+                        .unwrap_or("")
+                        .contains(HOST_PLACEHOLDER));
+                    continue;
+                }
+                let ip: std::net::IpAddr = name.trim_matches(['[', ']']).parse().unwrap();
+                assert!(!ip.is_unspecified() && !ip.is_loopback(), "{name}");
+                assert!(wildcard == "::" || ip.is_ipv4(), "{name} for {wildcard}");
+            }
+        }
     }
 }

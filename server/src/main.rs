@@ -30,6 +30,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process; boxing the serve arguments would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve exports over NFSv3. With no arguments: an empty in-memory export "/" on
@@ -56,8 +58,17 @@ struct ServeArgs {
     state_dir: Option<PathBuf>,
 
     /// Address and port for NFS and MOUNT (both on the same port). Port 0 picks a free one.
+    /// An address beyond loopback (e.g. 0.0.0.0:2049) needs --clients (or clients = [...]
+    /// in each [[export]] of --config): without a client list the server does not start.
     #[arg(long, value_name = "ADDR:PORT")]
     listen: Option<String>,
+
+    /// Client addresses allowed to mount and use the export given on the command line:
+    /// CIDRs or addresses, comma-separated (e.g. 192.168.1.0/24,10.0.0.7). Default: every
+    /// address, which only a loopback --listen accepts. With --config, set clients = [...]
+    /// in each [[export]] instead.
+    #[arg(long, value_name = "CIDR[,CIDR...]", value_delimiter = ',')]
+    clients: Option<Vec<String>>,
 
     /// TOML file with exports and limits (see docs/CONFIG.md). Flags override it.
     #[arg(long, value_name = "FILE")]
@@ -219,8 +230,16 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     if args.config.is_some() && args.source.is_some() {
         return Err("give either a PATH to export or --config FILE, not both (a config file names its exports' directories with dir = ... and images with image = ...)".to_string());
     }
+    if args.config.is_some() && args.clients.is_some() {
+        return Err("--clients sets the clients of the export given on the command line; with --config, set clients = [\"CIDR\", ...] in each [[export]] of the file (docs/CONFIG.md)".to_string());
+    }
     if args.config.is_none() {
         let export = &mut c.exports[0];
+        if let Some(list) = &args.clients {
+            export.options.clients =
+                config::parse_clients(list).map_err(|m| format!("--clients: {m}"))?;
+            export.clients_given = true;
+        }
         if let Some(bytes) = args.mem_capacity_bytes {
             export.backend = config::BackendConfig::Mem {
                 capacity_bytes: bytes,

@@ -1,10 +1,11 @@
-# Sourced on the HOST by run.sh and perf.sh: find vm.sh, build granary and the guest,
-# stage what the guest needs, boot it. Every failure here is fatal: the suite never skips.
+# Sourced on the HOST by run.sh and perf.sh: build granary and the guest, stage what the
+# guest needs, boot it. Every failure here is fatal: the suite never skips.
 
 KT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# CI checks the repository out at some path X with ../shared beside it.
 REPO=$(git -C "$KT_DIR" rev-parse --show-toplevel 2>/dev/null || (cd "$KT_DIR/.." && pwd))
-VM_SH=${VM_SH:-$REPO/../shared/vm/vm.sh}
+# The repository's guest (kernel-tests/vm/vm.sh). VM_SH=PATH uses other tooling with the
+# same `build` and `run [--mem --cpus --timeout --share] -- CMD` interface.
+VM_SH=${VM_SH:-$KT_DIR/vm/vm.sh}
 
 kt_die() {
     echo "kernel-tests: FAIL: $*" >&2
@@ -15,14 +16,14 @@ kt_log() { printf '\n== %s\n' "$*" >&2; }
 
 # kt_prepare: build granary (release; KT_GRANARY_BIN=PATH uses that binary instead)
 # and the guest image (cached by vm.sh), then copy
-# the binary, the guest scripts and ../shared/vm/guest-lib.sh into a fresh staging
-# directory, $KT_STAGE, that the guest sees at the same path.
+# the binary, the guest scripts and vm/guest-lib.sh into a fresh staging directory,
+# $KT_STAGE, that the guest sees at the same path.
 kt_prepare() {
-    [ -x "$VM_SH" ] || kt_die "no guest tooling: $VM_SH is missing (expected ../shared/vm/vm.sh beside the repository)"
+    [ -x "$VM_SH" ] || kt_die "no guest tooling: $VM_SH is not an executable (unset VM_SH for kernel-tests/vm/vm.sh)"
     local tool
-    for tool in qemu-system-x86_64 mmdebstrap cpio; do
+    for tool in qemu-system-x86_64 mmdebstrap cpio mke2fs; do
         command -v "$tool" >/dev/null ||
-            kt_die "$tool not found: apt-get install qemu-system-x86 mmdebstrap cpio (scripts/test-all.sh installs them)"
+            kt_die "$tool not found: apt-get install qemu-system-x86 mmdebstrap cpio e2fsprogs (scripts/test-all.sh installs them)"
     done
     local bin=${KT_GRANARY_BIN:-}
     if [ -z "$bin" ]; then
@@ -37,7 +38,7 @@ kt_prepare() {
     chmod 755 "$KT_STAGE"
     cp "$bin" "$KT_STAGE/granary"
     cp -r "$KT_DIR/guest" "$KT_STAGE/guest"
-    cp "$(dirname "$VM_SH")/guest-lib.sh" "$KT_STAGE/guest/guest-lib.sh"
+    cp "$KT_DIR/vm/guest-lib.sh" "$KT_STAGE/guest/guest-lib.sh"
     mkdir -p "$KT_STAGE/out"
     # The erofs group's images (mkfs.erofs runs here: the guest has no erofs-utils).
     if [ -z "${KT_CHECKS:-}" ] || [[ erofs =~ $KT_CHECKS ]]; then

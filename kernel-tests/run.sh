@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The kernel-client suite: granary mounted by the Linux NFSv3 client in a Debian guest
-# (../shared/vm/vm.sh), side by side with kernel nfsd on a tmpfs in the same boot.
+# (kernel-tests/vm/vm.sh), side by side with kernel nfsd on a tmpfs in the same boot.
 #
 #   kernel-tests/run.sh                       # build, boot, run every check on both
 #   KT_CHECKS='^posix-' kernel-tests/run.sh   # only the checks whose names match

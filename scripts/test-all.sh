@@ -8,9 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # libnfs: the host's real NFS clients; rpcbind: registration test; qemu, mmdebstrap,
-# cpio: the Debian guest with the Linux kernel NFS client (kernel-tests/); erofs-utils:
-# mkfs.erofs and fsck.erofs for the erofs differential tests.
-packages=(libnfs-utils libnfs-dev rpcbind qemu-system-x86 mmdebstrap cpio erofs-utils)
+# cpio, e2fsprogs: the Debian guest with the Linux kernel NFS client (kernel-tests/vm/vm.sh);
+# erofs-utils: mkfs.erofs and fsck.erofs for the erofs differential tests.
+packages=(libnfs-utils libnfs-dev rpcbind qemu-system-x86 mmdebstrap cpio e2fsprogs erofs-utils)
 
 log() { printf '\n== %s\n' "$*"; }
 
@@ -60,8 +60,9 @@ wait_job() {
 
 # What a fresh machine would otherwise wait for runs beside the first phases, which need
 # none of it: the apt packages (as root; a sudo password prompt needs the foreground),
-# then the Debian guest image for the kernel-client suite (vm.sh build: mmdebstrap, about
-# a minute the first time, cached after), and the nightly toolchain of the fuzz targets.
+# then the Debian guest image for the kernel-client suite (kernel-tests/vm/vm.sh build:
+# mmdebstrap, 2.5-3 minutes the first time, cached after), and the nightly toolchain of
+# the fuzz targets.
 # Each is waited for before the first phase that needs it.
 install_job=
 if [ "${GRANARY_SKIP_INSTALL:-0}" != 1 ]; then
@@ -72,9 +73,9 @@ if [ "${GRANARY_SKIP_INSTALL:-0}" != 1 ]; then
         install_packages
     fi
 fi
-VM_SH=${VM_SH:-../shared/vm/vm.sh}
+VM_SH=${VM_SH:-kernel-tests/vm/vm.sh}
 vm_build=
-if [ -x "$VM_SH" ]; then # otherwise kernel-tests/run.sh says what is missing
+if [ -x "$VM_SH" ]; then # otherwise kernel-tests/run.sh says what is wrong
     (
         while [ -n "$install_job" ] && kill -0 "$install_job" 2>/dev/null; do sleep 1; done
         exec "$VM_SH" build

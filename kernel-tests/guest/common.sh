@@ -1,6 +1,6 @@
 # Sourced INSIDE the vm.sh guest by suite.sh and perf.sh: start and mount the NFS
 # servers under test. Expects KT_STAGE (the shared staging directory, which holds the
-# granary binary and a copy of ../shared/vm/guest-lib.sh next to these scripts).
+# granary binary and a copy of kernel-tests/vm/guest-lib.sh next to these scripts).
 
 KT_GUEST=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=/dev/null

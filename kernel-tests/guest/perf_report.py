@@ -69,7 +69,7 @@ def main():
                  "mean nothing outside this run; only the ratios between servers measured "
                  "in the same guest boot do." if accel == "tcg" else
                  "Servers measured in the same guest boot; compare ratios."),
-        "client": "Linux 6.1 kernel NFS client (Debian 12 guest of ../shared/vm/vm.sh), "
+        "client": "Linux 6.1 kernel NFS client (Debian 12 guest of kernel-tests/vm/vm.sh), "
                   "NFSv3 over TCP on the guest's loopback, nolock",
         "servers": {
             "granary": "granary serve --squash none --no-portmap (mem backend), 2 workers",

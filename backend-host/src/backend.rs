@@ -67,15 +67,16 @@ impl Backend for HostFs {
     }
 
     /// From the handle index, without a syscall: the file itself is checked against the
-    /// same generation when the call that uses the handle opens it.
+    /// same generation when the call that uses the handle opens it. A file the index does
+    /// not hold (evicted at its bound) costs one search of the export (see `search`).
     fn generation(&self, id: FileId) -> FsResult<u32> {
         if id == self.root_id() {
             return Ok(self.root_generation);
         }
-        self.index
-            .get(id.0)
-            .map(|r| r.generation)
-            .ok_or(FsError::Stale)
+        match self.index.generation(id.0) {
+            Some(generation) => Ok(generation),
+            None => self.record(id).map(|r| r.generation),
+        }
     }
 
     /// Failed syncs since start (see [`HostFs::writeback_errors`]).
@@ -504,7 +505,7 @@ impl HostFs {
     /// name of its file.
     pub(crate) fn forget_if_last(&self, attr: &Attr) {
         if attr.is_dir() || attr.nlink <= 1 {
-            self.index.forget(attr.fileid.0);
+            self.index.forget(attr.fileid.0, attr.generation);
             // The open-file cache must not keep the removed file's space (seed 004).
             self.forget_open(attr.fileid);
         }

@@ -23,6 +23,13 @@
 //!   capability (containers usually lack it), a file whose recorded path a local process
 //!   changed is found again by one breadth-first scan of the export ([`search`]), bounded
 //!   by `limits::MAX_SEARCH_ENTRIES`.
+//! - **A bounded index.** A file's record goes when its last name is removed through
+//!   granary or when a handle of it finds it removed, and the index's log is compacted as
+//!   files come and go, so neither memory, nor the state directory, nor the time to start
+//!   grows with the number of files ever created. The index holds at most
+//!   [`HostConfig::index`] records and bytes; past them it evicts records (unused files
+//!   first, see [`index`]), and an evicted file's handle is resolved by the same search,
+//!   which records it again.
 //! - **Durable.** `FileSync` writes are `fsync`ed and `DataSync` writes `fdatasync`ed before
 //!   the call returns; `commit` runs `fdatasync` (and syncs the handle index). A failed
 //!   sync is reported to the client as an error and counted in
@@ -98,6 +105,8 @@ pub struct HostConfig {
     /// Bound of the open-file cache (seed 004; see `files`); 0 turns it off, so READ,
     /// WRITE and COMMIT open and close the file on every call (`--fhcache off`).
     pub open_files: usize,
+    /// Bound of the handle index (`--index-entries`, `--index-bytes`; see [`index`]).
+    pub index: index::IndexLimits,
 }
 
 impl HostConfig {
@@ -108,6 +117,7 @@ impl HostConfig {
             index_path: None,
             kernel_handles: true,
             open_files: sync::limits::FILECACHE_DEFAULT_ENTRIES,
+            index: index::IndexLimits::default(),
         }
     }
 }
@@ -199,8 +209,8 @@ pub struct HostFs {
     dirs: lock::Locks,
     /// Attribute and data changes of one file (see `lock`).
     files: lock::Locks,
-    /// Files a search did not find (see `search`).
-    negative: std::sync::Mutex<std::collections::VecDeque<u64>>,
+    /// Held by the one search that runs at a time (see `search`).
+    searching: std::sync::Mutex<()>,
     /// Seed 004's open-file cache (`None` when `open_files` is 0; see `files`).
     open_files: Option<files::Cache>,
     /// Counters of the data path's descriptors.
@@ -217,13 +227,13 @@ impl HostFs {
         let st = stat_fd(&root)
             .map_err(|e| HostError(format!("cannot stat {}: {e}", config.root.display())))?;
         let index = match &config.index_path {
-            Some(p) => Index::open(p).map_err(|e| {
+            Some(p) => Index::open(p, config.index).map_err(|e| {
                 HostError(format!(
                     "cannot open the handle index {}: {e}; check that the state directory is writable (--state-dir)",
                     p.display()
                 ))
             })?,
-            None => Index::in_memory(),
+            None => Index::in_memory(config.index),
         };
         let openat2 = probe_openat2(&root);
         let kernel_handles = config.kernel_handles && probe_kernel_handles(&root, &mount);
@@ -247,7 +257,7 @@ impl HostFs {
             writeback_errors: AtomicU64::new(0),
             dirs: lock::Locks::new(),
             files: lock::Locks::new(),
-            negative: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            searching: std::sync::Mutex::new(()),
             open_files: (config.open_files > 0)
                 .then(|| sync::filecache::FileCache::new(config.open_files)),
             io: std::sync::Arc::default(),
@@ -283,7 +293,7 @@ impl HostFs {
             let fd = self.beneath(self.root.as_fd(), b".", access.flags(), Mode::empty());
             return self.verified(fd.map_err(fs_err)?, id, None);
         }
-        let rec = self.index.get(id.0).ok_or(FsError::Stale)?;
+        let rec = self.record(id)?;
         access.check(rec.kind)?;
         if let (true, Some(kh)) = (self.kernel_handles, &rec.kernel) {
             match sys::open_by_handle(&self.mount, kh, access.flags()) {
@@ -294,17 +304,45 @@ impl HostFs {
                     }
                     return Ok(opened);
                 }
-                Err(Errno::STALE | Errno::NOENT) => return Err(FsError::Stale),
+                Err(Errno::STALE | Errno::NOENT) => {
+                    // Removed by a local process: the record goes.
+                    self.index.forget_record(id.0, &rec);
+                    return Err(FsError::Stale);
+                }
                 Err(e) => tracing::debug!(errno = %e, "open_by_handle_at failed; re-walking"),
             }
         }
         match self.walk(id, &rec, access.flags(), 0) {
-            Err(FsError::Stale) if self.search(id, rec.generation) => {
+            Err(FsError::Stale) if self.search(id, Some(rec.generation)) => {
                 let rec = self.index.get(id.0).ok_or(FsError::Stale)?;
                 self.walk(id, &rec, access.flags(), 0)
             }
+            Err(FsError::Stale) => {
+                // Neither where it was recorded nor anywhere a search reaches: gone.
+                self.index.forget_record(id.0, &rec);
+                Err(FsError::Stale)
+            }
             r => r,
         }
+    }
+
+    /// What the handle index knows of `id`, or, for a file it does not hold (evicted at
+    /// its bound, or never seen since the index was lost), what one search of the export
+    /// finds (see `search`); `Stale` if neither knows it.
+    pub(crate) fn record(&self, id: FileId) -> FsResult<Record> {
+        if let Some(rec) = self.index.get(id.0) {
+            return Ok(rec);
+        }
+        if self.search(id, None) {
+            return self.index.get(id.0).ok_or(FsError::Stale);
+        }
+        Err(FsError::Stale)
+    }
+
+    /// The handle index's size now (entries, charged bytes, log bytes).
+    #[must_use]
+    pub fn index_stats(&self) -> index::IndexStats {
+        self.index.stats()
     }
 
     /// Re-walks the recorded parent chain down from the root.

@@ -15,14 +15,56 @@ pub const CLIMB_HOP_LEVELS: usize = 64;
 pub const DIRENT_BUFFER_BYTES: usize = 32 << 10;
 
 const _: () = assert!(DIRENT_BUFFER_BYTES >= 4096);
+const _: () = assert!(MIN_INDEX_ENTRIES <= DEFAULT_INDEX_ENTRIES);
+const _: () = assert!(MIN_INDEX_BYTES <= DEFAULT_INDEX_BYTES);
+const _: () = assert!(COMPACT_FACTOR >= 2);
 const _: () = assert!(MAX_WALK_DEPTH >= vfs::limits::MAX_PATH_BYTES / 2);
 
 /// Entries one search for a lost file reads at most (see `search`): a tree of a million
 /// entries takes well under a second to list on a local disk.
 pub const MAX_SEARCH_ENTRIES: usize = 1_000_000;
 
-/// Lost files remembered as not found, so a truly stale handle costs one search.
-pub const NEGATIVE_ENTRIES: usize = 4096;
+/// Inode numbers the handle index remembers as gone (removed through granary, or not
+/// found by a search), so a handle of a removed file is `Stale` at once instead of costing
+/// a search of the export: about 50 bytes each (set and queue), 3 MiB in all; a few
+/// seconds of the fastest REMOVE load measured here (~30,000/s), and handles of files
+/// removed longer ago cost one search each.
+pub const NEGATIVE_ENTRIES: usize = 65_536;
+
+/// Default bound of the handle index's records (`--index-entries`): half a million files
+/// is a large working set for one export (nfs-ganesha's metadata cache keeps 100,000
+/// entries by default, `Entries_HWMark`), and a file beyond it costs one bounded search
+/// when its handle is used again. At [`RECORD_CHARGE_BYTES`] plus a typical 20-byte name
+/// and 8-byte kernel handle, that many records are charged about 214 MiB, under
+/// [`DEFAULT_INDEX_BYTES`].
+pub const DEFAULT_INDEX_ENTRIES: usize = 1 << 19;
+
+/// Default bound of the memory the handle index's records are charged (`--index-bytes`):
+/// 256 MiB, so long names and kernel handles cannot take the index much past what the
+/// default number of typical records takes.
+pub const DEFAULT_INDEX_BYTES: usize = 256 << 20;
+
+/// Smallest bounds the configuration accepts: below a few hundred records, directories
+/// that every walk needs would be evicted and searched for again and again.
+pub const MIN_INDEX_ENTRIES: usize = 256;
+pub const MIN_INDEX_BYTES: usize = MIN_INDEX_ENTRIES * RECORD_CHARGE_BYTES;
+
+/// What one handle-index record is charged besides its name and kernel handle: its map
+/// slot (a 72-byte key and value, at the hash table's lowest load of 7/16 right after it
+/// grows, with its control byte: up to 167 bytes), the old table still held while it
+/// grows (83 bytes at 7/8 load), and the smallest blocks of the name, the kernel handle's
+/// `Arc` and its bytes (about 120 bytes with glibc's allocator), rounded up.
+/// `tests/index_memory.rs` counts the allocator's bytes while an index fills and checks
+/// them against this charge.
+pub const RECORD_CHARGE_BYTES: usize = 400;
+
+/// The handle index's log is compacted when it is this many times what its records take
+/// (amortized: the rewrite costs what the appends since the last one cost).
+pub const COMPACT_FACTOR: u64 = 2;
+
+/// ... and at least this long: compacting a log of a few records after every few appends
+/// would cost a file rewrite and an fsync per handful of CREATEs.
+pub const COMPACT_MIN_LOG_BYTES: u64 = 4 << 20;
 
 /// Shards of each lock table (`lock`): enough that unrelated files rarely share one on a
 /// few cores with hundreds of requests in flight, small enough to allocate at start.

@@ -144,6 +144,7 @@ impl HostFs {
             return Ok(to_attr(&st));
         }
         let is_dir = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFDIR;
+        let generation = crate::attr::generation(&st);
         self.apply_setattr(id, &Opened { fd, st }, &set)
             .inspect_err(|e| {
                 tracing::warn!(%name, error = %e, "could not finish a new file; removing it");
@@ -153,7 +154,7 @@ impl HostFs {
                     AtFlags::empty()
                 };
                 let _ = rustix::fs::unlinkat(&d.fd, os(name.as_bytes()), flags);
-                self.index.forget(id.0);
+                self.index.forget(id.0, generation);
             })
     }
 

@@ -1,11 +1,24 @@
-//! The last resort of handle resolution without kernel handles: when the recorded parent
-//! chain no longer leads to a file (a local process renamed it or a directory above it),
-//! scan the export breadth-first for its inode number, using only the inode numbers
-//! getdents64 returns (no stat per entry), and record the path where it was found.
+//! The slower path of handle resolution: when the handle index holds no record of a file
+//! (evicted at the index's bound, see `index`) or the recorded parent chain no longer
+//! leads to it (a local process renamed it or a directory above it, and no kernel handle
+//! found it), scan the export breadth-first for its inode number, using only the inode
+//! numbers getdents64 returns (no stat per entry), and record the path where it was
+//! found, every directory on it included. The handle's generation is then checked as for
+//! any record, so a removed-and-recreated file's old handle stays `Stale`.
 //!
-//! Cost: one scan of up to `MAX_SEARCH_ENTRIES` entries per handle that went astray,
-//! then the re-walk is fast again. A file not found is remembered (the last
-//! `NEGATIVE_ENTRIES` of them), so a truly stale handle costs one scan, not one per RPC.
+//! Why a search and not a bigger handle: granary's handles are 32 bytes with no room for
+//! a kernel handle (knfsd carries one, but needs `CAP_DAC_READ_SEARCH`, which a container
+//! rarely has), and a re-walk needs the record that was evicted. A scan needs neither,
+//! only `openat2` (Linux 5.6+; without it an evicted file's handle is `Stale` until a
+//! LOOKUP or READDIR finds the file again).
+//!
+//! Cost: one scan of up to `MAX_SEARCH_ENTRIES` entries per handle that went astray
+//! (a million entries take well under a second on a local disk), then the re-walk is fast
+//! again. One search runs at a time (a second waits, then finds the record the first one
+//! made if it looked for the same file), so searches hold at most one worker each. A file
+//! not found, or removed through granary, is remembered as gone (the last
+//! `NEGATIVE_ENTRIES` of them, see `index`), so a truly stale handle costs one scan, not
+//! one per RPC.
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -15,36 +28,33 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, ResolveFlags};
 use vfs::FileId;
 
 use crate::attr::{generation, stat_fd, WANT};
-use crate::limits::{DIRENT_BUFFER_BYTES, MAX_SEARCH_ENTRIES, NEGATIVE_ENTRIES};
+use crate::limits::{DIRENT_BUFFER_BYTES, MAX_SEARCH_ENTRIES};
 use crate::{os, HostFs};
 
 impl HostFs {
-    /// True if a scan found `id` with generation `gen` and recorded where.
-    pub(crate) fn search(&self, id: FileId, gen: u32) -> bool {
-        if !self.openat2 || self.is_negative(id.0) {
+    /// True if a scan found `id` (with generation `gen`, when given) and recorded where.
+    pub(crate) fn search(&self, id: FileId, gen: Option<u32>) -> bool {
+        if !self.openat2 || self.index.is_gone(id.0) {
             return false;
+        }
+        let _one = self
+            .searching
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if gen.is_none() && self.index.get(id.0).is_some() {
+            // Recorded by the search this one waited for.
+            return true;
         }
         let found = self.scan(id.0, gen);
         if !found {
-            let mut neg = self.negative.lock().unwrap_or_else(PoisonError::into_inner);
-            if neg.len() == NEGATIVE_ENTRIES {
-                neg.pop_front();
-            }
-            neg.push_back(id.0);
+            self.index.mark_gone(id.0);
         }
         tracing::info!(
             ino = id.0,
             found,
-            "searched the export for a file whose recorded path is gone"
+            "searched the export for a file the handle index does not hold or whose recorded path is gone"
         );
         found
-    }
-
-    fn is_negative(&self, ino: u64) -> bool {
-        self.negative
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(&ino)
     }
 
     fn open_rel(&self, path: &[u8], flags: OFlags) -> Option<OwnedFd> {
@@ -57,7 +67,7 @@ impl HostFs {
         rustix::fs::openat2(&self.root, os(path), flags, Mode::empty(), how).ok()
     }
 
-    fn scan(&self, target: u64, gen: u32) -> bool {
+    fn scan(&self, target: u64, gen: Option<u32>) -> bool {
         let mut queue: VecDeque<Vec<u8>> = VecDeque::from([Vec::new()]);
         let mut scanned = 0usize;
         let mut buf = Vec::with_capacity(DIRENT_BUFFER_BYTES);
@@ -96,8 +106,8 @@ impl HostFs {
     }
 
     /// Records every component of `path` (the target last) if the target still has
-    /// generation `gen`.
-    fn record_path(&self, path: &[u8], gen: u32) -> bool {
+    /// generation `gen` (any, when `None`).
+    fn record_path(&self, path: &[u8], gen: Option<u32>) -> bool {
         let mut parent = self.root_id();
         let mut prefix = Vec::new();
         let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
@@ -111,7 +121,7 @@ impl HostFs {
                 return false;
             };
             let Ok(st) = stat_fd(&fd) else { return false };
-            if i + 1 == parts.len() && generation(&st) != gen {
+            if i + 1 == parts.len() && gen.is_some_and(|g| g != generation(&st)) {
                 return false;
             }
             self.note(parent, name, Some(&fd), &st);

@@ -64,6 +64,10 @@ pub struct Limits {
     pub conn_budget_bytes: usize,
     /// Memory budget of all connections together, bytes.
     pub server_budget_bytes: usize,
+    /// Records each host export's handle index keeps in memory (`backend_host::index`).
+    pub index_entries: usize,
+    /// Bytes each host export's handle index may charge its records.
+    pub index_bytes: usize,
 }
 
 impl Default for Limits {
@@ -81,6 +85,8 @@ impl Default for Limits {
             write_timeout: conn.write_timeout,
             conn_budget_bytes: conn.budget_bytes,
             server_budget_bytes: rpc::limits::DEFAULT_SERVER_BUDGET_BYTES,
+            index_entries: backend_host::limits::DEFAULT_INDEX_ENTRIES,
+            index_bytes: backend_host::limits::DEFAULT_INDEX_BYTES,
         }
     }
 }
@@ -183,6 +189,8 @@ struct FileLimits {
     write_timeout_secs: Option<Spanned<u64>>,
     conn_budget_bytes: Option<Spanned<usize>>,
     server_budget_bytes: Option<Spanned<usize>>,
+    index_entries: Option<Spanned<usize>>,
+    index_bytes: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -337,7 +345,41 @@ fn apply_budget_limits(
     if let Some(v) = &file.server_budget_bytes {
         limits.server_budget_bytes = usize_of(v, "server_budget_bytes")?;
     }
+    if let Some(v) = &file.index_entries {
+        limits.index_entries = check_index_entries(*v.get_ref()).map_err(|m| at(&v.span(), m))?;
+    }
+    if let Some(v) = &file.index_bytes {
+        limits.index_bytes = check_index_bytes(*v.get_ref()).map_err(|m| at(&v.span(), m))?;
+    }
     Ok(())
+}
+
+/// A bound of the host handle index's records, at least `MIN_INDEX_ENTRIES`.
+///
+/// # Errors
+/// Too small, with the smallest accepted value.
+pub fn check_index_entries(n: usize) -> Result<usize, String> {
+    let min = backend_host::limits::MIN_INDEX_ENTRIES;
+    if n < min {
+        return Err(format!(
+            "index_entries = {n} is too small; give at least {min}"
+        ));
+    }
+    Ok(n)
+}
+
+/// A bound of the host handle index's bytes, at least `MIN_INDEX_BYTES`.
+///
+/// # Errors
+/// Too small, with the smallest accepted value.
+pub fn check_index_bytes(n: usize) -> Result<usize, String> {
+    let min = backend_host::limits::MIN_INDEX_BYTES;
+    if n < min {
+        return Err(format!(
+            "index_bytes = {n} is too small; give at least {min}"
+        ));
+    }
+    Ok(n)
 }
 
 fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigError> {

@@ -384,6 +384,10 @@ fn build_exports(
                 let mut host = backend_host::HostConfig::new(dir);
                 host.index_path = Some(crate::state::index_path(state, dir, &c.path));
                 host.open_files = open_files;
+                host.index = backend_host::index::IndexLimits {
+                    max_entries: config.limits.index_entries,
+                    max_bytes: config.limits.index_bytes,
+                };
                 let fs = backend_host::HostFs::new(&host)
                     .map_err(|e| ServeError::Export(e.to_string()))?;
                 let fs = Arc::new(fs);

@@ -36,9 +36,9 @@ struct Cli {
 enum Command {
     /// Serve exports over NFSv3. With no arguments: an empty in-memory export "/" on
     /// 127.0.0.1:2049.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Benchmark granary beside the peer NFS servers and the loopback limit.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Re-run the seed designs' experiments, before and after, on this machine.
     Lab(lab::LabArgs),
 }
@@ -117,6 +117,16 @@ struct ServeArgs {
     #[arg(long, value_name = "BYTES")]
     server_budget_bytes: Option<usize>,
 
+    /// Records each host export's handle index keeps (default 1,048,576); a file beyond
+    /// them is found again by one search of the export when its handle is used.
+    #[arg(long, value_name = "N")]
+    index_entries: Option<usize>,
+
+    /// Bytes each host export's handle index may take (default 256 MiB; 320 per record
+    /// plus its name and kernel handle).
+    #[arg(long, value_name = "BYTES")]
+    index_bytes: Option<usize>,
+
     /// Largest request record in bytes; larger ones close the connection.
     #[arg(long, value_name = "BYTES")]
     max_record_bytes: Option<u32>,
@@ -194,7 +204,7 @@ fn main() -> ExitCode {
     init_logging(cli.log.as_deref());
     let result = match cli.command {
         Command::Serve(args) => {
-            build_config(args).and_then(|c| serve::run(c).map_err(|e| e.to_string()))
+            build_config(*args).and_then(|c| serve::run(c).map_err(|e| e.to_string()))
         }
         Command::Bench(args) => bench::run(&args),
         Command::Lab(args) => lab::run(&args),
@@ -381,6 +391,13 @@ fn apply_budget_flags(l: &mut config::Limits, args: &ServeArgs) -> Result<(), St
     }
     if let Some(n) = args.server_budget_bytes {
         l.server_budget_bytes = size(n, "--server-budget-bytes")?;
+    }
+    if let Some(n) = args.index_entries {
+        l.index_entries =
+            config::check_index_entries(n).map_err(|m| format!("--index-entries: {m}"))?;
+    }
+    if let Some(n) = args.index_bytes {
+        l.index_bytes = config::check_index_bytes(n).map_err(|m| format!("--index-bytes: {m}"))?;
     }
     Ok(())
 }

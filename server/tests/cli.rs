@@ -106,6 +106,8 @@ fn help_describes_serve() {
         "--idle-timeout-secs",
         "--record-timeout-secs",
         "--no-portmap",
+        "--index-entries",
+        "--index-bytes",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }

@@ -14,6 +14,7 @@ pub mod mountproc;
 pub mod nfs3proc;
 pub mod readdir;
 pub mod state;
+pub mod v4;
 
 use std::sync::Arc;
 

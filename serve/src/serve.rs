@@ -85,6 +85,13 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     );
     let mut dispatcher = Dispatcher::new();
     nfsd::register(&mut dispatcher, &state);
+    // NFSv4.1/4.2 on the same port, over the same exports, handles and credentials.
+    let v4 = Arc::new(nfsd::v4::Nfs4State::with_defaults(
+        Arc::clone(&state),
+        Arc::clone(&clock),
+        rand::random(),
+    ));
+    nfsd::v4::register(&mut dispatcher, &v4);
     let reply_cache = Arc::new(ReplyCache::new(
         config.limits.reply_cache_entries,
         rpc::drc::DEFAULT_TTL,

@@ -297,6 +297,16 @@ impl Encoder {
         self.buf.truncate(len);
     }
 
+    /// The bytes written since offset `start` (an earlier [`Encoder::len`]): what a
+    /// reply cache keeps of a result it just encoded.
+    ///
+    /// # Panics
+    /// If `start` is past the end.
+    #[must_use]
+    pub fn written_since(&self, start: usize) -> &[u8] {
+        &self.buf[start..]
+    }
+
     #[must_use]
     pub fn into_bytes(self) -> Bytes {
         self.buf.freeze()

@@ -1,0 +1,273 @@
+//! The COMPOUND procedure (RFC 8881 sections 2.10.6, 15.2, 16.2): operations run in
+//! order over a current (and saved) filehandle and stateid until one fails, and the
+//! reply carries every result up to and including the failed one.
+//!
+//! Session rules: a COMPOUND starts with SEQUENCE, except one that is only EXCHANGE_ID,
+//! CREATE_SESSION, DESTROY_SESSION, BIND_CONN_TO_SESSION or DESTROY_CLIENTID. SEQUENCE
+//! admits the request on its slot: a retransmission gets the slot's kept reply, byte for
+//! byte, and runs nothing. A reply is kept when the client asked (`sa_cachethis`) and it
+//! fits the session's `ca_maxresponsesize_cached`; otherwise a retransmission gets
+//! `NFS4ERR_RETRY_UNCACHED_REP` (granary never runs a request twice).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use nfs4::compound::Stopped;
+use nfs4::ops::{opnum, ArgOp};
+use nfs4::results::{Res4, SequenceOk};
+use nfs4::types::{Stateid4, Tag4};
+use nfs4::{Compound4Args, Compound4Res, Nfsstat4, ResOp};
+use rpc::dispatch::ProcError;
+use rpc::CallContext;
+use state4::{Admission, ClientId, Session, Ticket};
+use vfs::{Cred, Export, FileId};
+use xdr::{Decode, Decoder, Encode, Encoder};
+
+use super::{FileKey, Nfs4State};
+
+/// The current or saved filehandle.
+#[derive(Clone)]
+pub enum Fh {
+    /// A pseudo directory (see [`super::pseudo`]).
+    Pseudo(u32),
+    /// A file of an export, with the handle bytes that name it.
+    File {
+        export: Arc<Export>,
+        id: FileId,
+        raw: Bytes,
+    },
+}
+
+/// What one COMPOUND works with.
+pub struct Cx<'a> {
+    pub s: &'a Nfs4State,
+    pub ctx: &'a CallContext,
+    pub minor: u32,
+    pub cur: Option<Fh>,
+    pub saved: Option<Fh>,
+    pub cur_sid: Option<Stateid4>,
+    pub saved_sid: Option<Stateid4>,
+    pub session: Option<Arc<Session>>,
+    pub now: Duration,
+}
+
+impl Cx<'_> {
+    /// The current filehandle.
+    pub fn cur(&self) -> Result<&Fh, Nfsstat4> {
+        self.cur.as_ref().ok_or(Nfsstat4::Nofilehandle)
+    }
+
+    /// The current filehandle as a file of an export, with the caller's credential there.
+    pub fn file(&self) -> Result<(Arc<Export>, FileId, Arc<Cred>), Nfsstat4> {
+        match self.cur()? {
+            Fh::File { export, id, .. } => {
+                let cred = self.s.core.cred(export, &self.ctx.auth);
+                Ok((Arc::clone(export), *id, cred))
+            }
+            // Pseudo directories are read-only directories.
+            Fh::Pseudo(_) => Err(Nfsstat4::Rofs),
+        }
+    }
+
+    /// The client of this COMPOUND's session.
+    pub fn client(&self) -> Result<ClientId, Nfsstat4> {
+        self.session
+            .as_ref()
+            .map(|s| s.client)
+            .ok_or(Nfsstat4::OpNotInSession)
+    }
+
+    /// A stateid argument, with the "current stateid" replaced (RFC 8881 16.2.3.1.2).
+    pub fn stateid(&self, sid: &Stateid4) -> Result<Stateid4, Nfsstat4> {
+        if *sid == Stateid4::CURRENT {
+            return self.cur_sid.ok_or(Nfsstat4::BadStateid);
+        }
+        Ok(*sid)
+    }
+
+    /// The state key of a file.
+    pub fn key(export: &Export, id: FileId) -> FileKey {
+        (export.id.0, id.0)
+    }
+}
+
+/// Operations that may open a COMPOUND without SEQUENCE, alone.
+fn sessionless(op: &ArgOp) -> bool {
+    matches!(
+        op,
+        ArgOp::ExchangeId(_)
+            | ArgOp::CreateSession(_)
+            | ArgOp::DestroySession(_)
+            | ArgOp::BindConnToSession(_)
+            | ArgOp::DestroyClientid(_)
+    )
+}
+
+/// How the COMPOUND was answered.
+enum Outcome {
+    Fresh(Compound4Res, Option<(Ticket, bool)>),
+    Replay(Bytes),
+}
+
+/// The COMPOUND row's body: decode, run, encode (and keep the reply in its slot).
+pub fn run(
+    s: &Nfs4State,
+    ctx: &CallContext,
+    d: &mut Decoder,
+    e: &mut Encoder,
+) -> Result<(), ProcError> {
+    let args = Compound4Args::decode(d)?;
+    match execute(s, ctx, args) {
+        Outcome::Replay(bytes) => e.fixed_opaque(&bytes),
+        Outcome::Fresh(res, ticket) => {
+            let start = e.len();
+            res.encode(e);
+            if let Some((ticket, cachethis)) = ticket {
+                let reply = e.written_since(start);
+                let limit = ticket.session().fore.ca_maxresponsesize_cached as usize;
+                let keep = cachethis && reply.len() <= limit;
+                ticket.finish(keep.then(|| Bytes::copy_from_slice(reply)));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
+    let tag = args.tag.clone();
+    let done = |status, results| {
+        Outcome::Fresh(
+            Compound4Res {
+                status,
+                tag: tag.clone(),
+                results,
+            },
+            None,
+        )
+    };
+    if !(1..=2).contains(&args.minorversion) {
+        return done(Nfsstat4::MinorVersMismatch, Vec::new());
+    }
+    if let Some(Stopped::TooMany(_)) = args.stopped {
+        return done(Nfsstat4::Resource, Vec::new());
+    }
+    let Some(first) = args.ops.first() else {
+        return done(Nfsstat4::Ok, Vec::new());
+    };
+    let mut cx = Cx {
+        s,
+        ctx,
+        minor: args.minorversion,
+        cur: None,
+        saved: None,
+        cur_sid: None,
+        saved_sid: None,
+        session: None,
+        now: s.now(),
+    };
+    let mut results = Vec::with_capacity(args.ops.len());
+    let mut ticket = None;
+    let mut rest = &args.ops[..];
+    match first {
+        ArgOp::Sequence(sa) => {
+            let r = sequence(&mut cx, sa, args.ops.len());
+            match r {
+                Ok(Admission::Replay(bytes)) => return Outcome::Replay(bytes),
+                Ok(Admission::Run(t)) => {
+                    let session = Arc::clone(t.session());
+                    results.push(ResOp::Sequence(Res4::Ok(sequence_ok(&session, sa))));
+                    cx.session = Some(session);
+                    ticket = Some((t, sa.sa_cachethis));
+                    rest = &args.ops[1..];
+                }
+                Err(status) => {
+                    results.push(ResOp::Sequence(Res4::Err(status)));
+                    return done(status, results);
+                }
+            }
+        }
+        op if sessionless(op) && args.ops.len() > 1 => {
+            results.push(ResOp::Refused {
+                op: op.opnum(),
+                status: Nfsstat4::NotOnlyOp,
+            });
+            return done(Nfsstat4::NotOnlyOp, results);
+        }
+        op if !sessionless(op) && !matches!(op, ArgOp::NotSupported(_) | ArgOp::Illegal(_)) => {
+            results.push(refuse(op, Nfsstat4::OpNotInSession));
+            return done(Nfsstat4::OpNotInSession, results);
+        }
+        _ => {}
+    }
+    let mut status = Nfsstat4::Ok;
+    for op in rest {
+        let r = super::ops_session::dispatch(&mut cx, op);
+        status = r.status();
+        results.push(r);
+        if !status.is_ok() {
+            break;
+        }
+    }
+    if status.is_ok() {
+        if let Some(Stopped::BadXdr {
+            opnum,
+            error,
+            index,
+        }) = &args.stopped
+        {
+            tracing::debug!(peer = %ctx.peer, index, opnum, %error, "COMPOUND operation does not decode");
+            results.push(ResOp::Refused {
+                op: *opnum,
+                status: Nfsstat4::Badxdr,
+            });
+            status = Nfsstat4::Badxdr;
+        }
+    }
+    Outcome::Fresh(
+        Compound4Res {
+            status,
+            tag,
+            results,
+        },
+        ticket,
+    )
+}
+
+/// The error result of `op`, of the right result type for it.
+pub fn refuse(op: &ArgOp, status: Nfsstat4) -> ResOp {
+    let op = match op {
+        ArgOp::Illegal(_) => opnum::ILLEGAL,
+        op => op.opnum(),
+    };
+    // The typed results whose error body is void decode the same as `Refused`; SETATTR's
+    // carries a bitmap and LOCK/LOCKT's a denial, which are never refused this way.
+    ResOp::Refused { op, status }
+}
+
+fn sequence(
+    cx: &mut Cx<'_>,
+    sa: &nfs4::ops::SequenceArgs,
+    ops: usize,
+) -> Result<Admission, Nfsstat4> {
+    let session = cx.s.state.session(&sa.sa_sessionid)?;
+    if ops > session.fore.ca_maxoperations as usize {
+        return Err(Nfsstat4::TooManyOps);
+    }
+    let (_, admission) = cx.s.state.sequence(sa, cx.now)?;
+    Ok(admission)
+}
+
+fn sequence_ok(session: &Session, sa: &nfs4::ops::SequenceArgs) -> SequenceOk {
+    SequenceOk {
+        sr_sessionid: sa.sa_sessionid,
+        sr_sequenceid: sa.sa_sequenceid,
+        sr_slotid: sa.sa_slotid,
+        sr_highest_slotid: session.highest_slot(),
+        sr_target_highest_slotid: session.highest_slot(),
+        sr_status_flags: 0,
+    }
+}
+
+/// The Tag4 type is re-exported for tests building COMPOUNDs.
+pub type Tag = Tag4;

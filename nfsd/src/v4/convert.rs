@@ -1,0 +1,200 @@
+//! vfs ⇄ NFSv4 wire types: the one `FsError` → `nfsstat4` mapping, and a file's
+//! attributes as an NFSv4 attribute set.
+
+use gtime::Timestamp;
+use nfs4::attr::{change_type, Fattr, FsLocations, FH4_PERSISTENT};
+use nfs4::ops::NfsFtype4;
+use nfs4::types::{Bitmap4, Fsid4, NfsFh4, Nfstime4, Specdata4, Utf8Str};
+use nfs4::Nfsstat4;
+use vfs::{Attr, FileType, FsError, FsProperties, FsStat};
+
+/// The status of a failed vfs call. Every variant maps; `NotSync` (an NFSv3 SETATTR
+/// guard) has no v4 meaning and is `NFS4ERR_NOT_SAME`, `Jukebox` is `NFS4ERR_DELAY`.
+#[must_use]
+pub fn status_of(e: FsError) -> Nfsstat4 {
+    match e {
+        FsError::Perm => Nfsstat4::Perm,
+        FsError::NoEnt => Nfsstat4::Noent,
+        FsError::Io => Nfsstat4::Io,
+        FsError::NxIo => Nfsstat4::Nxio,
+        FsError::Access => Nfsstat4::Access,
+        FsError::Exist => Nfsstat4::Exist,
+        FsError::XDev => Nfsstat4::Xdev,
+        FsError::NoDev => Nfsstat4::Nxio,
+        FsError::NotDir => Nfsstat4::Notdir,
+        FsError::IsDir => Nfsstat4::Isdir,
+        FsError::Inval => Nfsstat4::Inval,
+        FsError::FBig => Nfsstat4::Fbig,
+        FsError::NoSpc => Nfsstat4::Nospc,
+        FsError::RoFs => Nfsstat4::Rofs,
+        FsError::MLink => Nfsstat4::Mlink,
+        FsError::NameTooLong => Nfsstat4::Nametoolong,
+        FsError::NotEmpty => Nfsstat4::Notempty,
+        FsError::DQuot => Nfsstat4::Dquot,
+        FsError::Stale => Nfsstat4::Stale,
+        FsError::BadHandle => Nfsstat4::Badhandle,
+        FsError::BadCookie => Nfsstat4::BadCookie,
+        FsError::NotSupp => Nfsstat4::Notsupp,
+        FsError::TooSmall => Nfsstat4::Toosmall,
+        FsError::NotSync => Nfsstat4::NotSame,
+        FsError::ServerFault => Nfsstat4::Serverfault,
+        FsError::Jukebox => Nfsstat4::Delay,
+    }
+}
+
+#[must_use]
+pub fn ftype(t: FileType) -> NfsFtype4 {
+    match t {
+        FileType::Regular => NfsFtype4::Reg,
+        FileType::Directory => NfsFtype4::Dir,
+        FileType::BlockDevice => NfsFtype4::Blk,
+        FileType::CharDevice => NfsFtype4::Chr,
+        FileType::Symlink => NfsFtype4::Lnk,
+        FileType::Socket => NfsFtype4::Sock,
+        FileType::Fifo => NfsFtype4::Fifo,
+    }
+}
+
+#[must_use]
+pub fn nfstime(t: Timestamp) -> Nfstime4 {
+    Nfstime4 {
+        seconds: t.seconds,
+        nseconds: t.nanos,
+    }
+}
+
+/// The change attribute: the ctime as seed 000's multigrain clock stamped it, in
+/// nanoseconds. An observed file gets a fine-grained stamp on its next change, so two
+/// changes a client could tell apart never share a value.
+#[must_use]
+pub fn change_of(attr: &Attr) -> u64 {
+    attr.ctime.as_nanos()
+}
+
+/// The attributes granary reports. `supported_attrs` lists exactly these.
+#[must_use]
+pub fn supported() -> Bitmap4 {
+    let mut all = Fattr::known();
+    // Settable-only attributes are supported (SETATTR takes them) but never reported.
+    all.set(nfs4::attr::num::TIME_ACCESS_SET);
+    all.set(nfs4::attr::num::TIME_MODIFY_SET);
+    all
+}
+
+/// The attributes SETATTR and OPEN/CREATE accept.
+#[must_use]
+pub fn settable() -> Bitmap4 {
+    use nfs4::attr::num;
+    Bitmap4::from_bits(&[
+        num::SIZE,
+        num::MODE,
+        num::OWNER,
+        num::OWNER_GROUP,
+        num::TIME_ACCESS_SET,
+        num::TIME_MODIFY_SET,
+    ])
+}
+
+/// What GETATTR and READDIR need besides the file's own attributes.
+pub struct Context<'a> {
+    pub fh: &'a NfsFh4,
+    pub props: FsProperties,
+    pub stat: Option<FsStat>,
+    pub lease_secs: u32,
+    pub max_io_bytes: u32,
+    /// The fileid this file is mounted on (differs from `attr.fileid` only at an export
+    /// root seen from the pseudo file system).
+    pub mounted_on_fileid: u64,
+}
+
+/// Every attribute of `attr` (and `cx`) in `want` that granary reports.
+#[must_use]
+pub fn fattr(attr: &Attr, want: &Bitmap4, cx: &Context<'_>) -> Fattr {
+    let io = u64::from(cx.max_io_bytes);
+    let stat = cx.stat.unwrap_or_default();
+    let mut f = Fattr {
+        supported_attrs: Some(supported()),
+        ftype: Some(ftype(attr.file_type)),
+        fh_expire_type: Some(FH4_PERSISTENT),
+        change: Some(change_of(attr)),
+        size: Some(attr.size_bytes),
+        link_support: Some(cx.props.supports_hard_links),
+        symlink_support: Some(cx.props.supports_symlinks),
+        named_attr: Some(false),
+        fsid: Some(Fsid4 {
+            major: attr.fsid,
+            minor: 0,
+        }),
+        unique_handles: Some(true),
+        lease_time: Some(cx.lease_secs),
+        rdattr_error: Some(Nfsstat4::Ok),
+        aclsupport: Some(0),
+        cansettime: Some(true),
+        case_insensitive: Some(cx.props.case_insensitive),
+        case_preserving: Some(true),
+        chown_restricted: Some(true),
+        filehandle: Some(cx.fh.clone()),
+        fileid: Some(attr.fileid.0),
+        files_avail: Some(stat.avail_files),
+        files_free: Some(stat.free_files),
+        files_total: Some(stat.total_files),
+        fs_locations: Some(FsLocations::default()),
+        homogeneous: Some(true),
+        maxfilesize: Some(cx.props.max_file_size),
+        maxlink: Some(cx.props.max_links),
+        maxname: Some(cx.props.max_name_bytes),
+        maxread: Some(io),
+        maxwrite: Some(io),
+        mode: Some(attr.mode & 0o7777),
+        no_trunc: Some(true),
+        numlinks: Some(attr.nlink),
+        owner: Some(id_name(attr.uid)),
+        owner_group: Some(id_name(attr.gid)),
+        rawdev: Some(Specdata4 {
+            specdata1: attr.rdev.major,
+            specdata2: attr.rdev.minor,
+        }),
+        space_avail: Some(stat.avail_bytes),
+        space_free: Some(stat.free_bytes),
+        space_total: Some(stat.total_bytes),
+        space_used: Some(attr.used_bytes),
+        time_access: Some(nfstime(attr.atime)),
+        time_access_set: None,
+        time_create: None,
+        time_delta: Some(Nfstime4 {
+            seconds: 0,
+            nseconds: cx.props.time_granularity_ns.max(1),
+        }),
+        time_metadata: Some(nfstime(attr.ctime)),
+        time_modify: Some(nfstime(attr.mtime)),
+        time_modify_set: None,
+        mounted_on_fileid: Some(cx.mounted_on_fileid),
+        suppattr_exclcreat: Some(settable()),
+        clone_blksize: None,
+        change_attr_type: Some(change_type::TIME_METADATA),
+        xattr_support: Some(false),
+    };
+    f.retain(want);
+    f
+}
+
+/// An owner or group as NFSv4 names it: the number as decimal text, as knfsd sends with
+/// `nfs4_disable_idmapping` and the Linux client accepts for AUTH_SYS mounts.
+#[must_use]
+pub fn id_name(id: u32) -> Utf8Str {
+    Utf8Str(bytes::Bytes::from(id.to_string()))
+}
+
+/// Parses an owner or group name: decimal digits, optionally followed by `@domain`
+/// (the domain is ignored: granary does not map names).
+///
+/// # Errors
+/// `NFS4ERR_BADOWNER` for anything else.
+pub fn parse_id(name: &Utf8Str) -> Result<u32, Nfsstat4> {
+    let s = std::str::from_utf8(name.as_bytes()).map_err(|_| Nfsstat4::Badowner)?;
+    let digits = s.split('@').next().unwrap_or_default();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Nfsstat4::Badowner);
+    }
+    digits.parse().map_err(|_| Nfsstat4::Badowner)
+}

@@ -1,0 +1,121 @@
+//! The NFSv4.1 and 4.2 server (RFC 8881, RFC 7862): program 100003 version 4 on the same
+//! port as NFSv3 and MOUNT, over the same core ([`crate::NfsState`]: exports, signed
+//! handles, credentials and their cache, the write verifier).
+//!
+//! - [`compound`]: the COMPOUND loop — session rules, SEQUENCE and the slot reply cache
+//!   (exactly once), the current and saved filehandles and stateids;
+//! - `ops_*`: one file per family of operations (filehandles and names, attributes,
+//!   directories, opens and I/O, clients and sessions);
+//! - [`convert`]: the one `FsError` → `nfsstat4` mapping and the attribute set of a file;
+//! - [`pseudo`]: the pseudo file system that joins the exports' paths.
+//!
+//! State (clients, sessions, opens, leases, grace) is `state4`'s; this module maps
+//! operations onto it and onto the vfs seam. What is not implemented answers
+//! `NFS4ERR_NOTSUPP`, as README's NFSv4 section lists.
+
+pub mod compound;
+pub mod convert;
+mod ops_attr;
+mod ops_dir;
+mod ops_fh;
+mod ops_io;
+mod ops_session;
+pub mod pseudo;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rpc::dispatch::{CacheClass, Procedure};
+use rpc::{Dispatcher, Service};
+use state4::{Config, State};
+
+use crate::NfsState;
+
+/// ONC RPC program and version.
+pub const PROGRAM: u32 = nfs4::limits::NFS_PROGRAM;
+pub const VERSION: u32 = nfs4::limits::NFS_V4;
+
+/// A file as NFSv4 state knows it: export id and file id.
+pub type FileKey = (u32, u64);
+
+/// Everything the NFSv4 server shares between calls.
+pub struct Nfs4State {
+    /// The core shared with NFSv3: exports, handles, credentials, write verifier.
+    pub core: Arc<NfsState>,
+    pub state: State<FileKey>,
+    clock: Arc<dyn gtime::Clock>,
+    /// `eir_server_owner.so_major_id` and `eir_server_scope`: one server, one scope.
+    pub server_owner: Bytes,
+    pub pseudo: pseudo::Pseudo,
+}
+
+impl Nfs4State {
+    /// `epoch` distinguishes this boot's client ids and stateids from any earlier
+    /// boot's (random per start, or from the state directory).
+    #[must_use]
+    pub fn new(core: Arc<NfsState>, clock: Arc<dyn gtime::Clock>, config: Config) -> Self {
+        let pseudo = pseudo::Pseudo::new(&core.exports);
+        let now = clock.monotonic();
+        let server_owner = Bytes::from(format!("granary-{:08x}", config.epoch));
+        Self {
+            state: State::new(config, now),
+            core,
+            clock,
+            server_owner,
+            pseudo,
+        }
+    }
+
+    /// A server with the default lease (90 s) and no clients from an earlier boot.
+    #[must_use]
+    pub fn with_defaults(core: Arc<NfsState>, clock: Arc<dyn gtime::Clock>, epoch: u32) -> Self {
+        Self::new(core, clock, Config::new(epoch))
+    }
+
+    /// Monotonic time for leases.
+    #[must_use]
+    pub fn now(&self) -> Duration {
+        self.clock.monotonic()
+    }
+}
+
+/// The largest COMPOUND reply: a READ of the largest I/O size plus the operations
+/// around it.
+const MAX_REPLY_BYTES: usize = crate::limits::MAX_IO_BYTES as usize + 16 * 1024;
+
+fn null(
+    _: &Nfs4State,
+    _: &rpc::CallContext,
+    _: &mut xdr::Decoder,
+    _: &mut xdr::Encoder,
+) -> Result<(), rpc::dispatch::ProcError> {
+    Ok(())
+}
+
+/// NULL and COMPOUND. COMPOUND bypasses the RPC reply cache (`Idempotent`): sessions
+/// give NFSv4.1 its own exactly-once semantics, per slot.
+pub static PROCEDURES: [Procedure<Nfs4State>; 2] = [
+    Procedure {
+        name: "null",
+        run: null,
+        max_reply_bytes: 0,
+        cache: CacheClass::Idempotent,
+    },
+    Procedure {
+        name: "compound",
+        run: compound::run,
+        max_reply_bytes: MAX_REPLY_BYTES,
+        cache: CacheClass::Idempotent,
+    },
+];
+
+/// Registers NFSv4 on `dispatcher`, served from `state`.
+pub fn register(dispatcher: &mut Dispatcher, state: &Arc<Nfs4State>) {
+    dispatcher.register(Box::new(Service {
+        program: PROGRAM,
+        version: VERSION,
+        procedures: &PROCEDURES,
+        state: Arc::clone(state),
+    }));
+}

@@ -1,0 +1,310 @@
+//! Opens and I/O (RFC 8881 sections 18.2, 18.3, 18.16, 18.18, 18.22, 18.32): OPEN,
+//! CLOSE, OPEN_DOWNGRADE, READ, WRITE and COMMIT, with the stateid checks of `state4`.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use nfs4::ops::{
+    open_result, share, CloseArgs, CommitArgs, Createhow4, OpenArgs, OpenClaim4, OpenDowngradeArgs,
+    Openflag4, ReadArgs, StableHow4, WriteArgs,
+};
+use nfs4::results::{why_no_delegation, OpenDelegation4, OpenOk, ReadOk, WriteOk};
+use nfs4::types::{Bitmap4, ChangeInfo4, Verifier4};
+use nfs4::{Nfsstat4, Stateid4};
+use state4::OpenRequest;
+use vfs::{AccessMask, Attr, CreateMode, Cred, Export, FileId, FileType, SetAttr, Stability};
+
+use super::compound::{Cx, Fh};
+use super::convert::{change_of, status_of};
+use super::ops_attr::setattr_of;
+use super::ops_dir::cinfo;
+use super::ops_fh::check_name;
+
+/// What an OPEN resolved to before its state is taken.
+struct Opened {
+    export: Arc<Export>,
+    attr: Attr,
+    cinfo: ChangeInfo4,
+    attrset: Bitmap4,
+    /// The caller created the file in this OPEN (it may then write it whatever the mode).
+    created: bool,
+}
+
+pub fn open(cx: &mut Cx<'_>, a: &OpenArgs) -> Result<OpenOk, Nfsstat4> {
+    let client = cx.client()?;
+    let access = a.share_access & share::ACCESS_BOTH;
+    let want = a.share_access & !share::ACCESS_BOTH;
+    if want
+        & !(share::WANT_DELEG_MASK
+            | share::WANT_SIGNAL_DELEG_WHEN_RESRC_AVAIL
+            | share::WANT_PUSH_DELEG_WHEN_UNCONTENDED)
+        != 0
+    {
+        return Err(Nfsstat4::Inval);
+    }
+    let (opened, reclaim) = match &a.claim {
+        OpenClaim4::Null(name) => (open_by_name(cx, a, name)?, false),
+        OpenClaim4::Fh => (open_current(cx)?, false),
+        OpenClaim4::Previous(_) => (open_current(cx)?, true),
+        // granary grants no delegations, so there are none to claim.
+        _ => return Err(Nfsstat4::Notsupp),
+    };
+    check_type(&opened.attr)?;
+    let (export, attr) = (&opened.export, &opened.attr);
+    if !opened.created {
+        check_open_access(cx, export, attr, access)?;
+    }
+    let req = OpenRequest {
+        owner: a.owner.owner.0.clone(),
+        file: Cx::key(export, attr.fileid),
+        access,
+        deny: a.share_deny,
+        reclaim,
+    };
+    let granted = cx.s.state.open(client, &req, cx.now)?;
+    let raw = Bytes::copy_from_slice(&cx.s.core.exports.handle(export, attr));
+    cx.cur = Some(Fh::File {
+        export: Arc::clone(export),
+        id: attr.fileid,
+        raw,
+    });
+    cx.cur_sid = Some(granted.stateid);
+    let delegation = if want & share::WANT_DELEG_MASK == 0 {
+        OpenDelegation4::None
+    } else {
+        // Asked for a delegation: refuse with a reason (NONE_EXT is 4.1's way).
+        OpenDelegation4::NoneExt {
+            why: why_no_delegation::NOT_SUPP_FTYPE,
+            will_signal: None,
+        }
+    };
+    Ok(OpenOk {
+        stateid: granted.stateid,
+        cinfo: opened.cinfo,
+        rflags: open_result::LOCKTYPE_POSIX,
+        attrset: opened.attrset,
+        delegation,
+    })
+}
+
+fn check_type(attr: &Attr) -> Result<(), Nfsstat4> {
+    match attr.file_type {
+        FileType::Regular => Ok(()),
+        FileType::Directory => Err(Nfsstat4::Isdir),
+        FileType::Symlink => Err(Nfsstat4::Symlink),
+        _ => Err(Nfsstat4::WrongType),
+    }
+}
+
+/// An open of an existing file needs the permission its share access implies.
+fn check_open_access(
+    cx: &Cx<'_>,
+    export: &Export,
+    attr: &Attr,
+    access: u32,
+) -> Result<(), Nfsstat4> {
+    let cred = cx.s.core.cred(export, &cx.ctx.auth);
+    let mut want = 0;
+    if access & share::ACCESS_READ != 0 {
+        want |= AccessMask::READ;
+    }
+    if access & share::ACCESS_WRITE != 0 {
+        want |= AccessMask::MODIFY;
+    }
+    let (granted, _) = export
+        .access(&cred, attr.fileid, AccessMask(want))
+        .map_err(status_of)?;
+    // Reading needs READ, or EXECUTE (a client reads a program it may run).
+    let read_ok = want & AccessMask::READ == 0
+        || granted.0 & AccessMask::READ != 0
+        || executable(export, &cred, attr);
+    if !read_ok || granted.0 & AccessMask::MODIFY != want & AccessMask::MODIFY {
+        return Err(Nfsstat4::Access);
+    }
+    Ok(())
+}
+
+fn executable(export: &Export, cred: &Cred, attr: &Attr) -> bool {
+    export
+        .access(cred, attr.fileid, AccessMask(AccessMask::EXECUTE))
+        .is_ok_and(|(g, _)| g.0 & AccessMask::EXECUTE != 0)
+}
+
+fn open_current(cx: &Cx<'_>) -> Result<Opened, Nfsstat4> {
+    let (export, id, _) = cx.file()?;
+    let attr = export.getattr(id).map_err(status_of)?;
+    let c = change_of(&attr);
+    Ok(Opened {
+        export,
+        attr,
+        cinfo: ChangeInfo4 {
+            atomic: true,
+            before: c,
+            after: c,
+        },
+        attrset: Bitmap4::default(),
+        created: false,
+    })
+}
+
+fn open_by_name(
+    cx: &Cx<'_>,
+    a: &OpenArgs,
+    name: &nfs4::types::Component4,
+) -> Result<Opened, Nfsstat4> {
+    let (export, dir, cred) = cx.file()?;
+    let raw = check_name(name)?;
+    let name = vfs::Name::new(Bytes::copy_from_slice(raw)).map_err(status_of)?;
+    let Openflag4::Create(how) = &a.openhow else {
+        let found = export
+            .lookup(&cred, dir, name.as_bytes())
+            .map_err(status_of)?;
+        let c = change_of(&found.dir);
+        return Ok(Opened {
+            export,
+            attr: found.attr,
+            cinfo: ChangeInfo4 {
+                atomic: true,
+                before: c,
+                after: c,
+            },
+            attrset: Bitmap4::default(),
+            created: false,
+        });
+    };
+    let (mode, attrset, extra) = create_mode(how)?;
+    let made = export.create(&cred, dir, &name, &mode).map_err(status_of)?;
+    let created = made
+        .dir
+        .before
+        .as_ref()
+        .is_some_and(|b| b.ctime != made.dir.after.ctime);
+    let mut attr = made.attr;
+    if let Some(set) = extra.filter(|s| !s.is_empty()) {
+        attr = export
+            .setattr(&cred, attr.fileid, &set, None)
+            .map_err(status_of)?
+            .after;
+    }
+    Ok(Opened {
+        export,
+        attr,
+        cinfo: cinfo(&made.dir),
+        attrset,
+        created,
+    })
+}
+
+/// The vfs create mode of an OPEN4_CREATE, the attributes it sets, and attributes to
+/// set after an EXCLUSIVE4_1 create (whose verifier takes the place of the times).
+fn create_mode(how: &Createhow4) -> Result<(CreateMode, Bitmap4, Option<SetAttr>), Nfsstat4> {
+    Ok(match how {
+        Createhow4::Unchecked(f) => {
+            let (set, mask) = setattr_of(f)?;
+            (CreateMode::Unchecked(set), mask, None)
+        }
+        Createhow4::Guarded(f) => {
+            let (set, mask) = setattr_of(f)?;
+            (CreateMode::Guarded(set), mask, None)
+        }
+        Createhow4::Exclusive(verf) => (CreateMode::Exclusive(*verf), Bitmap4::default(), None),
+        Createhow4::Exclusive41(c) => {
+            let (set, mask) = setattr_of(&c.cva_attrs)?;
+            if set.atime != vfs::SetTime::DontChange || set.mtime != vfs::SetTime::DontChange {
+                // The verifier lives in the times: the client may not set them here.
+                return Err(Nfsstat4::Inval);
+            }
+            (CreateMode::Exclusive(c.cva_verf), mask, Some(set))
+        }
+    })
+}
+
+pub fn close(cx: &mut Cx<'_>, a: &CloseArgs) -> Result<Stateid4, Nfsstat4> {
+    let client = cx.client()?;
+    let sid = cx.stateid(&a.open_stateid)?;
+    cx.s.state.close(client, &sid)?;
+    // RFC 8881 section 18.2.4: a 4.1 server answers with the invalid stateid.
+    cx.cur_sid = None;
+    Ok(Stateid4::INVALID)
+}
+
+pub fn open_downgrade(cx: &mut Cx<'_>, a: &OpenDowngradeArgs) -> Result<Stateid4, Nfsstat4> {
+    let client = cx.client()?;
+    let sid = cx.stateid(&a.open_stateid)?;
+    let new = cx.s.state.open_downgrade(
+        client,
+        &sid,
+        a.share_access & share::ACCESS_BOTH,
+        a.share_deny,
+    )?;
+    cx.cur_sid = Some(new);
+    Ok(new)
+}
+
+/// The current file, checked as the target of I/O with stateid `sid`.
+fn io_target(
+    cx: &Cx<'_>,
+    sid: &Stateid4,
+    write: bool,
+) -> Result<(Arc<Export>, FileId, Arc<Cred>), Nfsstat4> {
+    let (export, id, cred) = cx.file()?;
+    let client = cx.client()?;
+    let sid = cx.stateid(sid)?;
+    cx.s.state
+        .check_io(client, &sid, &Cx::key(&export, id), write)?;
+    Ok((export, id, cred))
+}
+
+pub fn read(cx: &mut Cx<'_>, a: &ReadArgs) -> Result<ReadOk, Nfsstat4> {
+    let (export, id, cred) = io_target(cx, &a.stateid, false)?;
+    let count = a.count.min(cx.s.core.max_io_bytes);
+    let mut buf = BytesMut::with_capacity(count as usize);
+    let done = export
+        .read_into(&cred, id, a.offset, count, &mut buf)
+        .map_err(status_of)?;
+    Ok(ReadOk {
+        eof: done.eof,
+        data: buf.freeze(),
+    })
+}
+
+fn stability(s: StableHow4) -> Stability {
+    match s {
+        StableHow4::Unstable => Stability::Unstable,
+        StableHow4::DataSync => Stability::DataSync,
+        StableHow4::FileSync => Stability::FileSync,
+    }
+}
+
+fn stable_how(s: Stability) -> StableHow4 {
+    match s {
+        Stability::Unstable => StableHow4::Unstable,
+        Stability::DataSync => StableHow4::DataSync,
+        Stability::FileSync => StableHow4::FileSync,
+    }
+}
+
+fn verifier(cx: &Cx<'_>, export: &Export) -> Verifier4 {
+    cx.s.core.write_verifier_for(export)
+}
+
+pub fn write(cx: &mut Cx<'_>, a: &WriteArgs) -> Result<WriteOk, Nfsstat4> {
+    let (export, id, cred) = io_target(cx, &a.stateid, true)?;
+    if a.data.len() > cx.s.core.max_io_bytes as usize {
+        return Err(Nfsstat4::Inval);
+    }
+    let w = export
+        .write(&cred, id, a.offset, &a.data, stability(a.stable))
+        .map_err(status_of)?;
+    Ok(WriteOk {
+        count: w.count,
+        committed: stable_how(w.committed),
+        writeverf: verifier(cx, &export),
+    })
+}
+
+pub fn commit(cx: &mut Cx<'_>, a: &CommitArgs) -> Result<Verifier4, Nfsstat4> {
+    let (export, id, _) = cx.file()?;
+    export.commit(id, a.offset, a.count).map_err(status_of)?;
+    Ok(verifier(cx, &export))
+}

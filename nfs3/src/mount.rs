@@ -8,11 +8,11 @@
 
 use xdr::{xdr_enum, xdr_struct, Decode, DecodeError, Decoder, Encode, Encoder};
 
-use xdr::{bounded_opaque, decode_list, encode_list};
 use crate::limits::{
     MAX_AUTH_FLAVORS, MAX_EXPORTS, MAX_EXPORT_GROUPS, MAX_MOUNT_LIST, MNTNAMLEN, MNTPATHLEN,
 };
 pub use crate::nfs::{NfsFh3, Void};
+use xdr::{bounded_opaque, decode_list, encode_list};
 
 xdr_enum! {
     /// `mountstat3`: the status of MNT.

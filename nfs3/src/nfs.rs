@@ -20,8 +20,8 @@
 use bytes::Bytes;
 use xdr::{padded, xdr_enum, xdr_struct, Decode, DecodeError, Decoder, Encode, Encoder};
 
-use xdr::{bad_discriminant, bounded_opaque, decode_list, encode_list, option_newtype};
 use crate::limits::{FHSIZE3, MAX_DATA, MAX_DIR_ENTRIES, MAX_NAME_WIRE, MAX_PATH_WIRE};
+use xdr::{bad_discriminant, bounded_opaque, decode_list, encode_list, option_newtype};
 
 // ---------------------------------------------------------------------------------------
 // Basic data types (RFC 1813 section 2.5)

@@ -3,14 +3,18 @@
 //!
 //! File ids are inode nids, so handles stay valid across restarts for the same image
 //! (generation 0: an image never reuses an nid). Every change is `RoFs`. A compressed
-//! extent is read on the calling network worker, decoded by the decode workers of
-//! `runtime::decode` (seed 001: the worker pinned to the caller's core, or the pool, or
-//! inline) and kept in a bounded cache of decoded extents. A corrupt or unsupported part of
-//! the image fails only the request that touches it: `FsError::Io` and one log line.
+//! extent is kept, once decoded, in a bounded cache of decoded extents; a READ that
+//! misses it reads the compressed bytes and hands their decoding to the [`DecodeRunner`]
+//! it was given (the server gives seed 001's decode workers, `runtime::decode`: the worker
+//! pinned to the caller's core, or the pool, or inline). Both the read and the wait for
+//! the decode job may sleep, so on a thread that may not block (`sync::blocking`: a
+//! network worker's event loop) such a READ answers `WouldBlock` before either, and the
+//! server runs it again on the worker's blocking pool; a READ the cache answers stays on
+//! the loop. A corrupt or unsupported part of the image fails only the request that
+//! touches it: `FsError::Io` and one log line.
 #![forbid(unsafe_code)]
 
 pub mod cache;
-pub mod experiment;
 mod read;
 
 use std::path::Path;
@@ -19,7 +23,6 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use erofs::{ErofsError, Image, Inode};
 use gtime::Timestamp;
-use runtime::decode::DecodeWorkers;
 use vfs::{
     Attr, Backend, Change, Checks, Cookie, CreateMode, Created, DeviceNumber, DirEntry, DirPage,
     FileId, FileType, Found, FsError, FsProperties, FsResult, FsStat, Linked, Name, ReadDone,
@@ -27,6 +30,26 @@ use vfs::{
 };
 
 pub use cache::ExtentCache;
+
+/// A job for a [`DecodeRunner`].
+pub type DecodeJob = Box<dyn FnOnce() + Send + 'static>;
+
+/// Where decode jobs run. The server injects seed 001's decode workers; this crate does
+/// not know how they are scheduled.
+pub trait DecodeRunner: Send + Sync {
+    /// Runs `job` and returns once it has run (on this thread or another).
+    fn run(&self, job: DecodeJob);
+}
+
+/// Decodes on the calling thread (tools, tests).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct InlineDecode;
+
+impl DecodeRunner for InlineDecode {
+    fn run(&self, job: DecodeJob) {
+        job();
+    }
+}
 
 /// Smallest default size of the decoded-extent cache.
 pub const MIN_DEFAULT_CACHE_BYTES: u64 = 64 << 20;
@@ -60,7 +83,7 @@ const COOKIE_INDEX_BITS: u32 = 16;
 /// A read-only EROFS image served as a backend.
 pub struct ErofsBackend {
     image: Arc<Image>,
-    decode: Arc<DecodeWorkers>,
+    decode: Arc<dyn DecodeRunner>,
     cache: ExtentCache,
 }
 
@@ -72,7 +95,7 @@ impl ErofsBackend {
     /// (the message names it).
     pub fn open(
         path: &Path,
-        decode: Arc<DecodeWorkers>,
+        decode: Arc<dyn DecodeRunner>,
         cache_bytes: u64,
     ) -> Result<Self, ErofsError> {
         let image = Image::open_path(path)?;
@@ -80,7 +103,7 @@ impl ErofsBackend {
     }
 
     #[must_use]
-    pub fn new(image: Image, decode: Arc<DecodeWorkers>, cache_bytes: u64) -> Self {
+    pub fn new(image: Image, decode: Arc<dyn DecodeRunner>, cache_bytes: u64) -> Self {
         Self {
             image: Arc::new(image),
             decode,

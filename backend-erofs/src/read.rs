@@ -81,6 +81,10 @@ impl ErofsBackend {
             }
             match self.cache.get(nid, ext.start) {
                 hit @ Some(_) => parts.push((ext.start, hit)),
+                // Reading the compressed bytes and waiting for their decoding may sleep:
+                // the READ runs again where it may (nothing was changed but `out`, which
+                // `read_file` restores).
+                None if !sync::blocking::allowed() => return Err(vfs::FsError::WouldBlock),
                 None => {
                     let raw = self
                         .image
@@ -95,11 +99,7 @@ impl ErofsBackend {
         let decoded: Vec<erofs::Result<Vec<u8>>> = if jobs.is_empty() {
             Vec::new()
         } else {
-            self.decode.run(move || {
-                jobs.into_iter()
-                    .map(|(codec, raw, out_len)| erofs::decode(codec, &raw, out_len))
-                    .collect()
-            })
+            self.decode_batch(jobs)
         };
         let mut decoded = decoded.into_iter();
         let mut at = pos;
@@ -127,6 +127,25 @@ impl ErofsBackend {
             at += take as u64;
         }
         Ok(at)
+    }
+}
+
+impl ErofsBackend {
+    /// Decodes `jobs` in one job on the decode runner and waits for it.
+    fn decode_batch(
+        &self,
+        jobs: Vec<(erofs::Codec, Vec<u8>, usize)>,
+    ) -> Vec<erofs::Result<Vec<u8>>> {
+        let (done, result) = std::sync::mpsc::sync_channel(1);
+        self.decode.run(Box::new(move || {
+            let decoded: Vec<_> = jobs
+                .into_iter()
+                .map(|(codec, raw, out_len)| erofs::decode(codec, &raw, out_len))
+                .collect();
+            let _ = done.send(decoded);
+        }));
+        // A runner that returned without running the job: every extent fails (`Io`).
+        result.try_recv().unwrap_or_default()
     }
 }
 

@@ -99,6 +99,11 @@ impl Backend for HostFs {
         guard: Option<Timestamp>,
         checks: &dyn Checks,
     ) -> FsResult<Change> {
+        if set.size_bytes.is_some() && !sync::blocking::allowed() {
+            // A truncation frees (or an extension may allocate) the file's blocks: it
+            // runs on the blocking pool, before anything is changed here.
+            return Err(FsError::WouldBlock);
+        }
         let f = self.open(id, Access::Path)?;
         let _file = self.files.one(id.0);
         let before = to_attr(&stat_fd(&f.fd)?);
@@ -166,7 +171,10 @@ impl Backend for HostFs {
     }
 
     /// One `pread` straight into the reply buffer, after the check on the attributes
-    /// taken when the file was opened.
+    /// taken when the file was opened. Where blocking is forbidden (a network worker's
+    /// event loop, `sync::blocking`), only what the page cache holds is read
+    /// (`RWF_NOWAIT`): a range that is not all cached is `WouldBlock`, and the READ runs
+    /// again on the blocking pool. A warm READ costs no hand-off.
     fn read_into(
         &self,
         id: FileId,
@@ -177,11 +185,28 @@ impl Backend for HostFs {
     ) -> FsResult<ReadDone> {
         let (f, st, attr) = self.readable(id, checks)?;
         let count = count.min(MAX_IO_BYTES) as usize;
-        let n = sys::fill_spare(out, count, |spare| {
-            rustix::io::pread(&f, spare, offset_bytes).map(|(init, _)| init.len())
-        })
-        .map_err(fs_err)?;
-        let eof = n < count || offset_bytes.saturating_add(n as u64) >= st.stx_size;
+        let start = out.len();
+        let n = if sync::blocking::allowed() {
+            sys::fill_spare(out, count, |spare| {
+                rustix::io::pread(&f, spare, offset_bytes).map(|(init, _)| init.len())
+            })
+        } else {
+            sys::fill_spare(out, count, |spare| {
+                sys::pread_nowait(&f, spare, offset_bytes)
+            })
+        }
+        .map_err(|e| match e {
+            // Not cached (or a file system without RWF_NOWAIT): read where it may block.
+            rustix::io::Errno::AGAIN | rustix::io::Errno::OPNOTSUPP => FsError::WouldBlock,
+            e => fs_err(e),
+        })?;
+        let end = offset_bytes.saturating_add(n as u64);
+        if n < count && end < st.stx_size && !sync::blocking::allowed() {
+            // Short before the end of the file: the rest is not cached.
+            out.truncate(start);
+            return Err(FsError::WouldBlock);
+        }
+        let eof = n < count || end >= st.stx_size;
         Ok(ReadDone { attr, eof })
     }
 
@@ -218,6 +243,11 @@ impl Backend for HostFs {
         stable: Stability,
         checks: &dyn Checks,
     ) -> FsResult<Written> {
+        if stable != Stability::Unstable && !sync::blocking::allowed() {
+            // The sync would sleep on the disk: before anything is written, so the call
+            // runs again on the blocking pool.
+            return Err(FsError::WouldBlock);
+        }
         let count = u32::try_from(data.len()).map_err(|_| FsError::Inval)?;
         offset_bytes
             .checked_add(u64::from(count))
@@ -248,7 +278,12 @@ impl Backend for HostFs {
 
     /// `fdatasync` of the whole file (a range would need `sync_file_range`, which does not
     /// flush metadata such as the size), and the handle index.
+    /// Forbidden to block (an event loop), `WouldBlock` before anything: the call runs
+    /// again on the blocking pool.
     fn commit(&self, id: FileId, _offset_bytes: u64, _count: u32) -> FsResult<Change> {
+        if !sync::blocking::allowed() {
+            return Err(FsError::WouldBlock);
+        }
         let f = self.io_file(id, true)?;
         let _file = self.files.one(id.0);
         let before = to_attr(&self.io_attr_fresh(id, &f)?);

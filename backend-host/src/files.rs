@@ -18,8 +18,10 @@
 //!   ([`HostFs::forget_open`]), so the space is released as soon as the last call using
 //!   the descriptor ends, as with the cache off;
 //! - a descriptor that took UNSTABLE writes is `fdatasync`ed before it is closed (aging,
-//!   removal, shutdown), so what the client was told to COMMIT later is never lost by a
-//!   close; COMMIT, DATA_SYNC and FILE_SYNC clear the mark.
+//!   shutdown), so what the client was told to COMMIT later is never lost by a close;
+//!   COMMIT, DATA_SYNC and FILE_SYNC clear the mark, and so does the removal of the
+//!   file's last name (its data can never be read again). Aging closes on the server's
+//!   closing thread, never on a network worker.
 //!
 //! A cached descriptor keeps naming its inode after a local process renames or unlinks
 //! the file: renames are harmless (handles follow the inode), and a hit whose `statx`
@@ -268,10 +270,12 @@ impl HostFs {
     }
 
     /// Drops the cached descriptors of `id` (its last name was removed): each closes when
-    /// the last call using it ends, after a sync if it holds UNSTABLE writes.
+    /// the last call using it ends. With no name left nothing can read its data again, so
+    /// UNSTABLE writes it holds are not synced first: that `fdatasync` would run in the
+    /// REMOVE itself, on a network worker's event loop, for data about to be freed.
     pub fn forget_open(&self, id: FileId) {
         if let Some(cache) = &self.open_files {
-            cache.forget(&id.0);
+            cache.forget_with(&id.0, |f| f.unstable.store(false, Ordering::Release));
         }
     }
 

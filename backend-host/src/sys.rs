@@ -106,3 +106,24 @@ pub fn fill_spare<E>(
     unsafe { out.set_len(out.len() + n) };
     Ok(n)
 }
+
+/// `preadv2(RWF_NOWAIT)` into `spare`: reads only what the page cache holds now and never
+/// sleeps on the disk. `EAGAIN` when the first page is not cached; a short count when a
+/// later one is not (or at the end of the file).
+pub fn pread_nowait(
+    fd: impl AsFd,
+    spare: &mut [std::mem::MaybeUninit<u8>],
+    offset: u64,
+) -> Result<usize, Errno> {
+    let offset = libc::off_t::try_from(offset).map_err(|_| Errno::INVAL)?;
+    let iov = libc::iovec {
+        iov_base: spare.as_mut_ptr().cast::<libc::c_void>(),
+        iov_len: spare.len(),
+    };
+    // SAFETY: `iov` describes `spare`, writable memory we borrow mutably for the whole
+    // call (the kernel only writes into it, and uninitialised bytes may be written); the
+    // iovec itself lives across the call and is only read.
+    let n = unsafe { libc::preadv2(fd.as_fd().as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+    usize::try_from(n)
+        .map_err(|_| Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO))
+}

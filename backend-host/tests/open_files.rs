@@ -235,10 +235,21 @@ fn unstable_writes_are_synced_before_the_descriptor_closes() {
         (1, 0),
         "only the file with uncommitted data"
     );
-    // Removal and shutdown sync too.
+    // Shutdown syncs too.
     write(&fs, a, Stability::Unstable);
     fs.close_open_files();
     assert_eq!(fs.io_counts().1, 2);
+    // Removing the last name does not: the data can never be read again, and the sync
+    // would run in the REMOVE, on a network worker's event loop.
+    write(&fs, b, Stability::Unstable);
+    fs.remove(fs.root(), &n("b"), &t()).unwrap();
+    assert_eq!(
+        fs.io_counts().1,
+        2,
+        "a removed file's descriptor closed unsynced"
+    );
+    fs.close_open_files();
+    assert_eq!(fs.io_counts().1, 2, "and it was closed, not kept");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -4,7 +4,7 @@
 //! - eligible→running latency of decode jobs (queued → started), in µs: average, median,
 //!   min, max and standard deviation per run, while every core runs a CPU-bound spinning
 //!   thread; one feeder per core plays the network worker that has just read a compressed
-//!   cluster (`backend_erofs::experiment`);
+//!   cluster (`decode_jobs`);
 //! - end-to-end: 1 MiB READs of an LZ4-compressed file through `granary serve IMAGE
 //!   --decode MODE --erofs-cache-bytes 0` (every READ decodes) under the same load,
 //!   latency per READ in µs (average and standard deviation per run).
@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use backend_erofs::experiment::{eligible_to_running, Background, LatencyStats};
+use crate::decode_jobs::{eligible_to_running, Background, LatencyStats};
 use client::{nfs_ok, ClientError, Nfs3Client};
 use gtime::Clock;
 use nfs3::nfs::ReadArgs;

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod decode;
+mod decode_jobs;
 mod e2e;
 mod fhcache;
 mod idle;

@@ -42,6 +42,22 @@ pub fn status_of(e: FsError) -> Nfsstat3 {
         FsError::NotSync => Nfsstat3::NotSync,
         FsError::ServerFault => Nfsstat3::ServerFault,
         FsError::Jukebox => Nfsstat3::Jukebox,
+        // Lifted out by `deferred` before a reply is built; if one ever slipped through,
+        // "try again later" is what it means.
+        FsError::WouldBlock => Nfsstat3::Jukebox,
+    }
+}
+
+/// Lifts [`FsError::WouldBlock`] out of a backend result: the procedure returns
+/// `ProcError::WouldBlock` (nothing was done on this event-loop thread; the connection
+/// runs the call again on its worker's blocking pool), and any other result is the reply's.
+///
+/// # Errors
+/// `ProcError::WouldBlock` for `Err(FsError::WouldBlock)`.
+pub fn deferred<T>(r: vfs::FsResult<T>) -> Result<vfs::FsResult<T>, rpc::ProcError> {
+    match r {
+        Err(FsError::WouldBlock) => Err(rpc::ProcError::WouldBlock),
+        other => Ok(other),
     }
 }
 

@@ -15,7 +15,8 @@ use vfs::{AccessMask, CreateMode, Name, ReadSlice, SpecialFile};
 use xdr::{Decode, Decoder, Encode, Encoder};
 
 use crate::convert::{
-    device, failed_wcc, fattr, post_op, set_attr, stability, stable_how, status_of, timestamp, wcc,
+    deferred, device, failed_wcc, fattr, post_op, set_attr, stability, stable_how, status_of,
+    timestamp, wcc,
 };
 use crate::limits;
 use crate::readdir::{collect, Budget};
@@ -30,7 +31,7 @@ const SMALL: usize = 512;
 pub static PROCEDURES: [Procedure<NfsState>; 22] = [
     procedure!("null", null, SMALL, Idempotent),
     procedure!("getattr", getattr, SMALL, Idempotent),
-    procedure!("setattr", setattr, SMALL, NonIdempotent),
+    procedure!("setattr", setattr, SMALL, NonIdempotent, may_block),
     procedure!("lookup", lookup, SMALL, Idempotent),
     procedure!("access", access, SMALL, Idempotent),
     procedure!("readlink", readlink, SMALL + 4096, Idempotent),
@@ -42,7 +43,7 @@ pub static PROCEDURES: [Procedure<NfsState>; 22] = [
         max_reply_bytes: SMALL + limits::MAX_IO_BYTES as usize,
         cache: Idempotent,
     },
-    procedure!("write", write, SMALL, NonIdempotent),
+    procedure!("write", write, SMALL, NonIdempotent, may_block),
     procedure!("create", create, SMALL, NonIdempotent),
     procedure!("mkdir", mkdir, SMALL, NonIdempotent),
     procedure!("symlink", symlink, SMALL, NonIdempotent),
@@ -66,7 +67,7 @@ pub static PROCEDURES: [Procedure<NfsState>; 22] = [
     procedure!("fsstat", fsstat, SMALL, Idempotent),
     procedure!("fsinfo", fsinfo, SMALL, Idempotent),
     procedure!("pathconf", pathconf, SMALL, Idempotent),
-    procedure!("commit", commit, SMALL, Idempotent),
+    procedure!("commit", commit, SMALL, Idempotent, may_block),
 ];
 
 pub const PROGRAM: u32 = NFS_PROGRAM;
@@ -89,26 +90,26 @@ fn getattr(s: &NfsState, ctx: &CallContext, a: GetattrArgs) -> GetattrRes {
     }
 }
 
-fn setattr(s: &NfsState, ctx: &CallContext, a: SetattrArgs) -> SetattrRes {
+fn setattr(s: &NfsState, ctx: &CallContext, a: SetattrArgs) -> Result<SetattrRes, ProcError> {
     let t = match s.resolve(ctx, &a.object) {
         Ok(t) => t,
-        Err(st) => return Res3::Fail(st, SetattrFail::default()),
+        Err(st) => return Ok(Res3::Fail(st, SetattrFail::default())),
     };
     let guard = a.guard.0.map(timestamp);
-    match t
-        .export
-        .setattr(&t.cred, t.id, &set_attr(&a.new_attributes), guard)
-    {
-        Ok(change) => Res3::Ok(SetattrOk {
-            obj_wcc: wcc(&change),
-        }),
-        Err(e) => Res3::Fail(
-            status_of(e),
-            SetattrFail {
-                obj_wcc: failed_wcc(&t),
-            },
-        ),
-    }
+    let set = set_attr(&a.new_attributes);
+    Ok(
+        match deferred(t.export.setattr(&t.cred, t.id, &set, guard))? {
+            Ok(change) => Res3::Ok(SetattrOk {
+                obj_wcc: wcc(&change),
+            }),
+            Err(e) => Res3::Fail(
+                status_of(e),
+                SetattrFail {
+                    obj_wcc: failed_wcc(&t),
+                },
+            ),
+        },
+    )
 }
 
 fn lookup(s: &NfsState, ctx: &CallContext, a: LookupArgs) -> LookupRes {
@@ -195,7 +196,7 @@ fn read(
     };
     let count = a.count.min(s.max_io_bytes);
     if count >= ZERO_COPY_READ_MIN_BYTES && s.sendfile.applies_to(ctx.peer.ip()) {
-        match t.export.read_slice(&t.cred, t.id, a.offset, count) {
+        match deferred(t.export.read_slice(&t.cred, t.id, a.offset, count))? {
             Ok(Some(slice)) => {
                 let ReadSlice {
                     file,
@@ -228,7 +229,13 @@ fn read(
     let count_at = e.len();
     e.u32(0);
     e.bool(false);
-    match e.opaque_with(|out| t.export.read_into(&t.cred, t.id, a.offset, count, out)) {
+    let read = e.opaque_with(|out| t.export.read_into(&t.cred, t.id, a.offset, count, out));
+    if matches!(read, Err(vfs::FsError::WouldBlock)) {
+        // Nothing was read: the whole READ runs again where it may block.
+        e.truncate(start);
+        return Err(ProcError::WouldBlock);
+    }
+    match read {
         Ok((len, done)) => {
             let attrs = PostOpAttr(Some(fattr(&done.attr))).to_xdr();
             debug_assert_eq!(attrs.len(), POST_OP_ATTR_BYTES);
@@ -250,37 +257,37 @@ fn read_failed(t: &Target<'_>, err: vfs::FsError, e: &mut Encoder) {
     ReadRes::Fail(status_of(err), ReadFail { file_attributes }).encode(e);
 }
 
-fn write(s: &NfsState, ctx: &CallContext, a: WriteArgs) -> WriteRes {
+fn write(s: &NfsState, ctx: &CallContext, a: WriteArgs) -> Result<WriteRes, ProcError> {
     let t = match s.resolve(ctx, &a.file) {
         Ok(t) => t,
-        Err(st) => return Res3::Fail(st, WriteFail::default()),
+        Err(st) => return Ok(Res3::Fail(st, WriteFail::default())),
     };
     // The count must describe the data that came with it (Linux nfsd refuses a mismatch).
     if a.data.len() != a.count as usize {
-        return Res3::Fail(
+        return Ok(Res3::Fail(
             Nfsstat3::Inval,
             WriteFail {
                 file_wcc: failed_wcc(&t),
             },
-        );
+        ));
     }
-    match t
-        .export
-        .write(&t.cred, t.id, a.offset, &a.data, stability(a.stable))
-    {
-        Ok(w) => Res3::Ok(WriteOk {
-            file_wcc: wcc(&w.file),
-            count: w.count,
-            committed: stable_how(w.committed),
-            verf: s.write_verifier_for(t.export),
-        }),
-        Err(e) => Res3::Fail(
-            status_of(e),
-            WriteFail {
-                file_wcc: failed_wcc(&t),
-            },
-        ),
-    }
+    let stable = stability(a.stable);
+    Ok(
+        match deferred(t.export.write(&t.cred, t.id, a.offset, &a.data, stable))? {
+            Ok(w) => Res3::Ok(WriteOk {
+                file_wcc: wcc(&w.file),
+                count: w.count,
+                committed: stable_how(w.committed),
+                verf: s.write_verifier_for(t.export),
+            }),
+            Err(e) => Res3::Fail(
+                status_of(e),
+                WriteFail {
+                    file_wcc: failed_wcc(&t),
+                },
+            ),
+        },
+    )
 }
 
 /// The reply shared by CREATE, MKDIR, SYMLINK and MKNOD.
@@ -612,18 +619,18 @@ fn pathconf(s: &NfsState, ctx: &CallContext, a: PathconfArgs) -> PathconfRes {
     })
 }
 
-fn commit(s: &NfsState, ctx: &CallContext, a: CommitArgs) -> CommitRes {
+fn commit(s: &NfsState, ctx: &CallContext, a: CommitArgs) -> Result<CommitRes, ProcError> {
     let t = match s.resolve(ctx, &a.file) {
         Ok(t) => t,
-        Err(st) => return Res3::Fail(st, CommitFail::default()),
+        Err(st) => return Ok(Res3::Fail(st, CommitFail::default())),
     };
     // A range past 2^64 - 1 is invalid (Linux nfsd: NFS3ERR_INVAL), not "commit to EOF".
     let commit = if a.offset.checked_add(u64::from(a.count)).is_none() {
         Err(vfs::FsError::Inval)
     } else {
-        t.export.commit(t.id, a.offset, a.count)
+        deferred(t.export.commit(t.id, a.offset, a.count))?
     };
-    match commit {
+    Ok(match commit {
         Ok(change) => Res3::Ok(CommitOk {
             file_wcc: wcc(&change),
             verf: s.write_verifier_for(t.export),
@@ -634,5 +641,5 @@ fn commit(s: &NfsState, ctx: &CallContext, a: CommitArgs) -> CommitRes {
                 file_wcc: failed_wcc(&t),
             },
         ),
-    }
+    })
 }

@@ -25,8 +25,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::budget::{ConnBudget, Reservation, ServerBudget};
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{Dispatcher, Unanswerable};
 use crate::limits;
+use crate::offload::Offload;
 use crate::record::{read_record_watched, Activity, ConnTimeouts, RecordError};
 use crate::reply::{read_exact_at, FileSlice, Reply, SliceShrank};
 use crate::table::{ConnState, Ticket};
@@ -95,6 +96,8 @@ impl Drop for Held {
 type Queued = (Reply, Held);
 
 /// Serves `stream` until the peer closes it, it breaks a limit, or `shutdown` turns true.
+/// With an `offload`, requests run with blocking forbidden and those that must block run
+/// again there (see [`crate::offload`]); without one, every request runs on this thread.
 pub async fn serve_connection(
     stream: TcpStream,
     ticket: Ticket,
@@ -102,6 +105,7 @@ pub async fn serve_connection(
     limits: ConnLimits,
     server_budget: Arc<ServerBudget>,
     shutdown: watch::Receiver<bool>,
+    offload: Option<Arc<dyn Offload>>,
 ) {
     let state = Arc::clone(ticket.state());
     let peer = state.peer;
@@ -118,6 +122,7 @@ pub async fn serve_connection(
         slots: Arc::clone(&slots),
         tx,
         limits,
+        offload,
     };
     let end = conn.read_loop(reader, shutdown).await;
     drop(conn);
@@ -135,8 +140,9 @@ pub async fn serve_connection(
             }
         }
     }
-    // Requests still running finish quickly (handlers are synchronous); their replies
-    // find the writer gone and are dropped with what they held.
+    // Requests still running finish (handlers are synchronous; those on the blocking
+    // pool within one blocking call); their replies find the writer gone and are dropped
+    // with what they held.
     let all = u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX);
     let _ = slots.acquire_many(all).await;
     drop(ticket);
@@ -149,6 +155,7 @@ struct Conn {
     slots: Arc<Semaphore>,
     tx: mpsc::UnboundedSender<Queued>,
     limits: ConnLimits,
+    offload: Option<Arc<dyn Offload>>,
 }
 
 impl Conn {
@@ -201,9 +208,10 @@ impl Conn {
         let dispatcher = Arc::clone(&self.dispatcher);
         let tx = self.tx.clone();
         let peer = self.state.peer;
+        let offload = self.offload.clone();
         tokio::spawn(async move {
             let mut held = held;
-            match dispatcher.handle_reply(record, peer) {
+            match answer(dispatcher, record, peer, offload).await {
                 Ok(reply) => {
                     // The record is gone; hold what the reply really takes until written
                     // (data sent from a file stays in the file's pages).
@@ -211,7 +219,7 @@ impl Conn {
                     held.state.activity.write_progress();
                     let _ = tx.send((reply, held));
                 }
-                Err(e @ crate::dispatch::Unanswerable::DuplicateInProgress(_)) => {
+                Err(e @ Unanswerable::DuplicateInProgress(_)) => {
                     tracing::debug!(%peer, error = %e, "dropping retransmission");
                 }
                 Err(e) => crate::warn_limited!(
@@ -221,6 +229,34 @@ impl Conn {
             }
         });
     }
+}
+
+/// Runs one request: on this event loop with blocking forbidden, and again on the
+/// offload if it must block (it holds its in-flight slot and reservation while it waits
+/// for room there). Without an offload, on this thread as it is.
+async fn answer(
+    dispatcher: Arc<Dispatcher>,
+    record: Bytes,
+    peer: SocketAddr,
+    offload: Option<Arc<dyn Offload>>,
+) -> Result<Reply, Unanswerable> {
+    let Some(offload) = offload else {
+        return dispatcher.handle_reply(record, peer);
+    };
+    // A clone of `Bytes` is a reference count, not a copy of the record.
+    let again = record.clone();
+    match sync::blocking::forbidden(|| dispatcher.handle_reply(record, peer)) {
+        Err(Unanswerable::Deferred(_)) => {}
+        answered => return answered,
+    }
+    let (done, result) = tokio::sync::oneshot::channel();
+    let job = Box::new(move || {
+        let _ = done.send(dispatcher.handle_reply(again, peer));
+    });
+    if !offload.run(job).await {
+        return Err(Unanswerable::PoolStopped);
+    }
+    result.await.unwrap_or(Err(Unanswerable::PoolStopped))
 }
 
 fn log_end(peer: SocketAddr, e: &RecordError) {

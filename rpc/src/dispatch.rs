@@ -73,6 +73,11 @@ pub enum ProcError {
     Garbage(DecodeError),
     /// The server failed (a bug or an unrecoverable state): SYSTEM_ERR.
     System(&'static str),
+    /// The call must block (a sync, a read from the disk) and this thread may not
+    /// (`sync::blocking::allowed` is false): nothing was changed. The dispatcher answers
+    /// [`Unanswerable::Deferred`] and the connection runs the call again on a thread that
+    /// may block.
+    WouldBlock,
 }
 
 impl From<DecodeError> for ProcError {
@@ -92,9 +97,24 @@ pub struct Procedure<S> {
     pub cache: CacheClass,
 }
 
-/// Builds a [`Procedure`] row from a handler `fn(&S, &CallContext, Args) -> Res`.
+/// Builds a [`Procedure`] row from a handler `fn(&S, &CallContext, Args) -> Res`, or,
+/// with `may_block` last, from one that returns `Result<Res, ProcError>` because it may
+/// answer [`ProcError::WouldBlock`] (before it changed anything).
 #[macro_export]
 macro_rules! procedure {
+    ($name:literal, $handler:path, $max_reply:expr, $cache:expr, may_block) => {
+        $crate::dispatch::Procedure {
+            name: $name,
+            run: |state, ctx, d, e| {
+                let args = $crate::__xdr::Decode::decode(d)?;
+                let res = $handler(state, ctx, args)?;
+                $crate::__xdr::Encode::encode(&res, e);
+                Ok(())
+            },
+            max_reply_bytes: $max_reply,
+            cache: $cache,
+        }
+    };
     ($name:literal, $handler:path, $max_reply:expr, $cache:expr) => {
         $crate::dispatch::Procedure {
             name: $name,
@@ -189,6 +209,14 @@ pub enum Unanswerable {
     /// which reads it into memory).
     #[error("reply data unreadable: {0}")]
     BodyUnreadable(String),
+    /// The call must block and the calling thread may not (an event loop: see
+    /// `sync::blocking`). Nothing was done, not even a reply-cache entry: run the same
+    /// record again on a thread that may block. Never returned on any other thread.
+    #[error("xid {0:#x} must run where it may block")]
+    Deferred(u32),
+    /// A deferred call found the blocking pool stopped (shutdown) or its job panicked.
+    #[error("the blocking pool did not run the call")]
+    PoolStopped,
 }
 
 /// What the dispatcher reports about one answered call (for metrics).
@@ -365,7 +393,7 @@ impl Dispatcher {
         let (peer, xid, procedure) = (ctx.peer, ctx.xid, ctx.procedure);
         let cache = match (&self.reply_cache, prog.cache_class(procedure)) {
             (Some(cache), Some(CacheClass::NonIdempotent)) => cache,
-            _ => return Ok((run(prog, ctx, d), false)),
+            _ => return Ok((run(prog, ctx, d)?, false)),
         };
         let (cache, clock) = cache;
         let key = CallKey::new(peer, xid, (program, version, procedure), &d.rest());
@@ -379,7 +407,17 @@ impl Dispatcher {
             Lookup::New => {
                 // The cache keeps bytes: a procedure that changes state never sends from a
                 // file, and if one did its data is read into memory here.
-                let reply = run(prog, ctx, d)
+                let reply = match run(prog, ctx, d) {
+                    Ok(reply) => reply,
+                    Err(e) => {
+                        // Deferred: the call runs again where it may block and begins
+                        // its entry then; a retransmission meanwhile finds none and is
+                        // deferred too, and the first of the two to begin runs.
+                        cache.abandon(&key);
+                        return Err(e);
+                    }
+                };
+                let reply = reply
                     .into_bytes()
                     .map_err(|e| Unanswerable::BodyUnreadable(e.to_string()))?;
                 cache.complete(&key, reply.clone());
@@ -460,7 +498,10 @@ const INITIAL_REPLY_BYTES: usize = 16 << 10;
 const _: () = assert!(ERROR_REPLY_BYTES <= INITIAL_REPLY_BYTES);
 
 /// Runs one call and seals its reply record.
-fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> Reply {
+///
+/// # Errors
+/// [`Unanswerable::Deferred`] when the procedure answered [`ProcError::WouldBlock`].
+fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> Result<Reply, Unanswerable> {
     let budget = prog
         .max_reply_bytes(ctx.procedure)
         .clamp(ERROR_REPLY_BYTES, INITIAL_REPLY_BYTES);
@@ -471,10 +512,14 @@ fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> Reply {
         Some(Ok(())) => {
             let body = ctx.take_body();
             let more = body.as_ref().map_or(0, |b| b.len as usize + b.pad_bytes());
-            return Reply {
+            return Ok(Reply {
                 head: seal_before(e.into_inner(), more),
                 body,
-            };
+            });
+        }
+        Some(Err(ProcError::WouldBlock)) => {
+            drop(ctx.take_body());
+            return Err(Unanswerable::Deferred(ctx.xid));
         }
         None => {
             tracing::debug!(peer = %ctx.peer, xid = ctx.xid, procedure = ctx.procedure, "PROC_UNAVAIL");
@@ -494,7 +539,7 @@ fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> Reply {
     drop(ctx.take_body());
     e.truncate(body_start - 4);
     e.u32(stat.code());
-    seal(e.into_inner()).into()
+    Ok(seal(e.into_inner()).into())
 }
 
 fn accepted_only(xid: u32, stat: AcceptStat) -> BytesMut {

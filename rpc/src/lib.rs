@@ -6,6 +6,7 @@
 //! - [`reply`]: reply records whose bulk data is sent straight from a file;
 //! - [`drc`]: the duplicate request cache for non-idempotent calls;
 //! - [`conn`]: one pipelined server connection;
+//! - [`offload`]: where a call that must block runs, away from the connection's event loop;
 //! - [`budget`]: memory budgets in bytes per connection and per server;
 //! - [`table`]: every open connection: admission, reclaim, idle/stall scan;
 //! - [`ratelog`]: rate-limited warnings for what clients can trigger at will;
@@ -18,6 +19,7 @@ pub mod dispatch;
 pub mod drc;
 pub mod limits;
 pub mod msg;
+pub mod offload;
 pub mod ratelog;
 pub mod record;
 pub mod reply;

@@ -15,13 +15,14 @@
 //! With a [`LatencyProbe`] every hand-off records the time from the job becoming eligible
 //! (queued) to it starting to run, from the injected clock.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use gtime::Clock;
+
+use crate::queue::{Job, Queue};
 
 /// Which design runs decode jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -85,64 +86,6 @@ impl LatencyProbe {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         )
-    }
-}
-
-type Job = Box<dyn FnOnce() + Send>;
-
-struct Queue {
-    jobs: Mutex<(VecDeque<Job>, bool)>,
-    ready: Condvar,
-}
-
-impl Queue {
-    fn new() -> Arc<Self> {
-        Arc::new(Self {
-            jobs: Mutex::new((VecDeque::new(), false)),
-            ready: Condvar::new(),
-        })
-    }
-
-    fn push(&self, job: Job) {
-        let mut q = self
-            .jobs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        q.0.push_back(job);
-        drop(q);
-        self.ready.notify_one();
-    }
-
-    fn close(&self) {
-        self.jobs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .1 = true;
-        self.ready.notify_all();
-    }
-
-    /// Runs jobs until the queue is closed and empty.
-    fn serve(&self) {
-        loop {
-            let mut q = self
-                .jobs
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let job = loop {
-                if let Some(job) = q.0.pop_front() {
-                    break job;
-                }
-                if q.1 {
-                    return;
-                }
-                q = self
-                    .ready
-                    .wait(q)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-            };
-            drop(q);
-            job();
-        }
     }
 }
 
@@ -211,10 +154,10 @@ impl DecodeWorkers {
         self.mode
     }
 
-    /// Runs `job` per the mode, fed from the calling network worker's core, and returns
-    /// its result.
+    /// Runs `job` per the mode, fed from the calling network worker's core (or, on a
+    /// worker's blocking pool, from that worker's), and returns its result.
     pub fn run<R: Send + 'static>(&self, job: impl FnOnce() -> R + Send + 'static) -> R {
-        self.run_from(crate::current_worker(), job)
+        self.run_from(crate::home_worker(), job)
     }
 
     /// Like [`DecodeWorkers::run`], as if called from network worker `from`.

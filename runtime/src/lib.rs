@@ -3,20 +3,27 @@
 //!
 //! A connection is handed to one worker and stays there for its whole life, so its
 //! state, buffers and (later) timers and caches stay in one core's cache and are never
-//! contended. Work that can block for long (host `fsync`, large reads from disk) must not
-//! run on a worker: it is offloaded explicitly with `tokio::task::spawn_blocking` by the
-//! code that knows it blocks, so a worker's other connections keep being served.
+//! contended. Work that can sleep for long (`fsync`, reads from the disk, waits for a
+//! decode job) must not run on a worker's loop: each worker has its own bounded
+//! [`blocking`] pool, and a connection runs a request there when the backend answers that
+//! it would block (see `rpc::offload`).
 //!
 //! The runtime promises: [`Workers::submit`] runs the future on the chosen worker;
-//! [`Workers::least_loaded`] picks the worker with the fewest live jobs; shutdown waits
-//! for every submitted job to finish (the jobs themselves watch the server's shutdown
-//! signal) up to a deadline.
+//! [`Workers::least_loaded`] picks the worker with the fewest live jobs; on a worker,
+//! [`blocking::current`] is that worker's pool; shutdown waits for every submitted job to
+//! finish (the jobs themselves watch the server's shutdown signal) up to a deadline, then
+//! closes each worker's blocking pool and joins its threads.
 #![deny(unsafe_code)]
 
+pub mod blocking;
 pub mod decode;
 pub use sync::groups;
+pub mod limits;
+mod queue;
 pub mod sched;
 pub mod timers;
+
+pub use limits::MAX_WORKERS;
 
 use std::cell::Cell;
 use std::future::Future;
@@ -34,6 +41,7 @@ type Job = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>> + Send>;
 struct Worker {
     jobs: mpsc::UnboundedSender<Job>,
     live: Arc<AtomicUsize>,
+    pool: blocking::BlockingHandle,
     thread: JoinHandle<()>,
 }
 
@@ -41,9 +49,6 @@ struct Worker {
 pub struct Workers {
     workers: Vec<Worker>,
 }
-
-/// Most workers one server starts; beyond this, threads only add contention.
-pub const MAX_WORKERS: usize = 1024;
 
 thread_local! {
     static CURRENT_WORKER: Cell<Option<usize>> = const { Cell::new(None) };
@@ -53,6 +58,13 @@ thread_local! {
 #[must_use]
 pub fn current_worker() -> Option<usize> {
     CURRENT_WORKER.with(Cell::get)
+}
+
+/// The worker the calling thread works for: the worker itself, or, on a thread of a
+/// worker's blocking pool, that worker.
+#[must_use]
+pub fn home_worker() -> Option<usize> {
+    current_worker().or_else(|| blocking::POOL_OF.with(Cell::get))
 }
 
 /// Told when a worker's event loop parks (no runnable task: the worker is idle) and
@@ -109,10 +121,13 @@ impl Workers {
                 builder.on_thread_unpark(move || unpark.unparked(i));
             }
             let rt = builder.build()?;
+            let pool = blocking::BlockingPool::for_worker(i)?;
+            let pool_handle = pool.handle();
             let thread = std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
                 .spawn(move || {
                     CURRENT_WORKER.with(|c| c.set(Some(i)));
+                    blocking::set_current(Some(pool.handle()));
                     if let Some(core) = core {
                         if !core_affinity::set_for_current(core) {
                             tracing::debug!(worker = i, "could not pin worker to its core");
@@ -120,10 +135,16 @@ impl Workers {
                     }
                     let local = tokio::task::LocalSet::new();
                     local.block_on(&rt, run_worker(rx, drain));
+                    // Every job has ended (or been abandoned at the deadline): close the
+                    // pool and join its threads.
+                    blocking::set_current(None);
+                    drop(local);
+                    drop(pool);
                 })?;
             workers.push(Worker {
                 jobs: tx,
                 live,
+                pool: pool_handle,
                 thread,
             });
         }
@@ -155,6 +176,12 @@ impl Workers {
             .iter()
             .map(|w| w.live.load(Ordering::Relaxed))
             .collect()
+    }
+
+    /// Each worker's blocking pool, in worker order (for metrics and tests).
+    #[must_use]
+    pub fn pools(&self) -> Vec<blocking::BlockingHandle> {
+        self.workers.iter().map(|w| w.pool.clone()).collect()
     }
 
     /// Runs the future made by `make` on worker `index`. `make` runs on that worker, so
@@ -243,6 +270,41 @@ mod tests {
         seen.sort();
         let expect: Vec<_> = (0..4).map(|i| (i, format!("test-{}", i % 2))).collect();
         assert_eq!(seen, expect);
+    }
+
+    #[test]
+    fn each_worker_has_its_own_blocking_pool_joined_at_shutdown() {
+        let workers = Workers::start(2, "pooled", Duration::from_secs(5)).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        for w in 0..2 {
+            let seen = Arc::clone(&seen);
+            workers.submit(w, move || async move {
+                let pool = blocking::current().expect("a worker has a pool");
+                let on = pool
+                    .run(|| {
+                        let name = std::thread::current().name().map(str::to_owned);
+                        // "<pid>/task/<tid>": this thread's own directory in /proc.
+                        let me = std::fs::read_link("/proc/thread-self").unwrap();
+                        (name, me)
+                    })
+                    .await;
+                seen.lock().unwrap().push((w, on));
+            });
+        }
+        workers.join();
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort();
+        assert_eq!(seen.len(), 2);
+        for (w, on) in seen {
+            let (name, me) = on.expect("the pool ran the job");
+            let name = name.unwrap();
+            assert!(name.starts_with(&format!("granary-blk-{w}-")), "{name}");
+            assert!(
+                !std::path::Path::new("/proc").join(me).exists(),
+                "join closed the pools and joined their threads ({name} lives on)"
+            );
+        }
+        assert!(blocking::current().is_none(), "no pool off the workers");
     }
 
     #[test]

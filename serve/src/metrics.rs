@@ -142,6 +142,60 @@ impl CallObserver for Metrics {
     }
 }
 
+/// The workers' blocking pools at scrape time (summed over workers).
+#[derive(Clone)]
+pub struct PoolCollector(pub Vec<runtime::blocking::BlockingHandle>);
+
+impl std::fmt::Debug for PoolCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PoolCollector")
+    }
+}
+
+impl Collector for PoolCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::metrics::MetricType;
+        let loads: Vec<_> = self
+            .0
+            .iter()
+            .map(runtime::blocking::BlockingHandle::load)
+            .collect();
+        let sum = |f: fn(&runtime::blocking::PoolLoad) -> usize| {
+            i64::try_from(loads.iter().map(f).sum::<usize>()).unwrap_or(i64::MAX)
+        };
+        let gauges: [(&str, &str, i64); 3] = [
+            (
+                "blocking_pool_running",
+                "Calls running on the workers' blocking pools",
+                sum(|l| l.running),
+            ),
+            (
+                "blocking_pool_waiting",
+                "Calls queued for a blocking-pool thread",
+                sum(|l| l.waiting),
+            ),
+            (
+                "blocking_pool_peak_waiting",
+                "Most calls ever queued for one worker's blocking pool",
+                i64::try_from(loads.iter().map(|l| l.peak_waiting).max().unwrap_or(0))
+                    .unwrap_or(i64::MAX),
+            ),
+        ];
+        for (name, help, v) in gauges {
+            let m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            ConstGauge::new(v).encode(m)?;
+        }
+        let ran: u64 = loads.iter().map(|l| l.ran).sum();
+        let m = encoder.encode_descriptor(
+            "blocking_pool_calls",
+            "Calls run on the workers' blocking pools (they would have blocked an event loop)",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(ran).encode(m)
+    }
+}
+
 /// Reads the connection table's counters and the budget at scrape time.
 struct ConnCollector {
     table: Arc<ConnTable>,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use rpc::budget::ServerBudget;
 use rpc::conn::{serve_connection, ConnLimits};
 use rpc::drc::ReplyCache;
+use rpc::offload::Offload;
 use rpc::table::{AdmitLimits, ConnTable};
 use rpc::Dispatcher;
 use runtime::decode::DecodeWorkers;
@@ -151,6 +152,8 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         budget,
     };
     if let Some((addr, m)) = metrics {
+        let pools = crate::metrics::PoolCollector(workers.pools());
+        m.registry().register_collector(Box::new(pools));
         let _enter = main_rt.enter();
         let listener = crate::metrics::bind(addr)
             .and_then(tokio::net::TcpListener::from_std)
@@ -418,7 +421,8 @@ fn build_exports(
                     path: c.path.clone(),
                     message: format!("{}: {e}", image.display()),
                 };
-                let fs = backend_erofs::ErofsBackend::open(image, workers, cache)
+                let runner: Arc<dyn backend_erofs::DecodeRunner> = Arc::new(Decoders(workers));
+                let fs = backend_erofs::ErofsBackend::open(image, runner, cache)
                     .map_err(|e| image_err(&e))?;
                 // From the image itself: the same image (or a copy) keeps its handles
                 // across restarts, another image makes them STALE.
@@ -451,6 +455,28 @@ fn build_exports(
     };
     check_distinct_ids(&exports)?;
     Ok((ExportTable::new(exports, key), hosts))
+}
+
+/// Seed 001's decode workers as the erofs backend's decode runner.
+struct Decoders(Arc<DecodeWorkers>);
+
+impl backend_erofs::DecodeRunner for Decoders {
+    fn run(&self, job: backend_erofs::DecodeJob) {
+        self.0.run(job);
+    }
+}
+
+/// A worker's blocking pool as its connections' offload (`rpc::offload`).
+struct PoolOffload(runtime::blocking::BlockingHandle);
+
+impl Offload for PoolOffload {
+    fn run(
+        &self,
+        job: rpc::offload::BlockingJob,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'static>> {
+        let pool = self.0.clone();
+        Box::pin(async move { pool.run(job).await.is_some() })
+    }
 }
 
 /// Mem and erofs exports: 1, 2, … in config order (their handles die with the server).
@@ -688,8 +714,11 @@ impl Acceptor<'_> {
         let worker = self.workers.least_loaded();
         tracing::debug!(%peer, worker, "connection accepted");
         self.workers.submit(worker, move || async move {
+            // Calls that must block run on this worker's blocking pool.
+            let offload = runtime::blocking::current()
+                .map(|pool| Arc::new(PoolOffload(pool)) as Arc<dyn Offload>);
             if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-                serve_connection(stream, ticket, dispatcher, limits, budget, stop).await;
+                serve_connection(stream, ticket, dispatcher, limits, budget, stop, offload).await;
             }
         });
     }

@@ -397,6 +397,12 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
     /// Removes every access mode of `key`. Returns how many entries it removed. Their
     /// values close when the last request holding them lets go.
     pub fn forget(&self, key: &K) -> usize {
+        self.forget_with(key, |_| {})
+    }
+
+    /// [`FileCache::forget`], calling `last` on each removed value before this drops its
+    /// reference (e.g. to say a value of a deleted file needs no flush on close).
+    pub fn forget_with(&self, key: &K, mut last: impl FnMut(&V)) -> usize {
         let mut removed = Vec::new();
         {
             let mut map = write(self.shard(key));
@@ -408,6 +414,11 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
         }
         self.release(removed.len());
         bump(&self.counters.forgotten, removed.len() as u64);
+        for slot in &removed {
+            if let Slot::Ready(entry) = slot {
+                last(entry);
+            }
+        }
         removed.len()
         // `removed` drops here, outside the lock: closes happen without blocking lookups.
     }

@@ -21,6 +21,9 @@
 //! A thread must not request a range of a lock it already holds a conflicting range of
 //! (that would wait for itself), nor take two ranges of one lock at once in cheat mode.
 //!
+//! [`blocking`] says whether the calling thread may block (false on a network worker's
+//! event loop while it runs a request).
+//!
 //! It also holds [`groups`], the idle/active tree of workers of seed 002's timer
 //! hierarchy (used by `granary-runtime`), here so that loom checks it with the locks.
 //!
@@ -28,6 +31,7 @@
 //! forbids it.
 #![deny(unsafe_code)]
 
+pub mod blocking;
 mod cheat;
 mod fifo;
 pub mod filecache;

@@ -11,6 +11,11 @@
 //! A backend promises:
 //!
 //! - every method is synchronous and safe to call from many threads at once;
+//! - on a thread that may not block (`sync::blocking::allowed` is false: a network
+//!   worker's event loop), a call that would sleep for long (a sync, a read from the
+//!   disk, a wait for a decode job) returns `FsError::WouldBlock` before it changes
+//!   anything, and the server makes the same call again where it may block. A backend
+//!   that never sleeps (mem) never returns it;
 //! - a `FileId` that no longer names a file gives `FsError::Stale`;
 //! - directory operations are atomic with respect to each other (a rename is never seen
 //!   half done);

@@ -89,6 +89,13 @@ pub enum FsError {
     /// The backend is temporarily unable to serve; retry later. Transient.
     #[error("try again later")]
     Jukebox,
+    /// The call would block (sleep on the disk or on a decode job) and the calling thread
+    /// may not (`sync::blocking::allowed` is false: a network worker's event loop).
+    /// Nothing was changed; the server runs the same call again on a thread that may
+    /// block, so a client never sees it. Only `read_into`, `write`, `commit` and
+    /// `setattr` return it. Transient.
+    #[error("would block")]
+    WouldBlock,
 }
 
 /// Result alias used across the vfs seam.

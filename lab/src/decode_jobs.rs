@@ -1,6 +1,6 @@
 //! The measuring code of `granary lab decode` (seed 001): eligible→running latency of
-//! decode jobs handed to the decode workers while every core also runs CPU-bound
-//! background work.
+//! decode jobs handed to the decode workers (`runtime::decode`) while every core also runs
+//! CPU-bound background work.
 //!
 //! One feeder thread per core, pinned to it, plays the code that has just completed the
 //! read of a compressed cluster (in the kernel, the I/O completion, which runs above every
@@ -23,7 +23,6 @@ const JOB_BYTES: usize = 64 << 10;
 /// What one run measured.
 #[derive(Debug, Clone)]
 pub struct LatencyStats {
-    pub jobs: usize,
     pub avg_us: f64,
     pub median_us: f64,
     pub min_us: f64,
@@ -40,7 +39,6 @@ impl LatencyStats {
         let n = us.len();
         if n == 0 {
             return Self {
-                jobs: 0,
                 avg_us: 0.0,
                 median_us: 0.0,
                 min_us: 0.0,
@@ -51,7 +49,6 @@ impl LatencyStats {
         let avg = us.iter().sum::<f64>() / n as f64;
         let var = us.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
         Self {
-            jobs: n,
             avg_us: avg,
             median_us: if n % 2 == 1 {
                 us[n / 2]
@@ -151,7 +148,7 @@ pub fn eligible_to_running(
             std::thread::spawn(move || {
                 core_affinity::set_for_current(core);
                 if let Err(e) = runtime::sched::set_fifo(2) {
-                    tracing::warn!(error = %e, "lab feeder runs at normal priority");
+                    eprintln!("granary lab: a feeder runs at normal priority ({e})");
                 }
                 // At least one job per feeder, even if the machine kept this thread from
                 // running until after the deadline (a busy CI machine did).

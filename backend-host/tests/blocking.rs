@@ -1,0 +1,138 @@
+//! On a thread that may not block (`sync::blocking::forbidden`: a network worker's event
+//! loop), the host backend gives up with `WouldBlock` before it changes anything when a
+//! call would sleep on the disk — COMMIT, FILE_SYNC and DATA_SYNC WRITEs, SETATTR with a
+//! size, a READ of data not in the page cache — and serves everything else there: an
+//! UNSTABLE WRITE, a READ of cached data.
+
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+use bytes::BytesMut;
+use granary_backend_host::{HostConfig, HostFs};
+use sync::blocking::forbidden;
+use vfs::{Backend, CreateMode, FileId, FsError, Name, Owner, SetAttr, Stability, Trusted};
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("granary-blocking-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn t() -> Trusted {
+    Trusted {
+        owner: Owner {
+            uid: rustix::process::geteuid().as_raw(),
+            gid: rustix::process::getegid().as_raw(),
+        },
+    }
+}
+
+fn setup(name: &str, open_files: usize) -> (Scratch, HostFs, FileId) {
+    let dir = Scratch::new(name);
+    let mut c = HostConfig::new(&dir.0);
+    c.open_files = open_files;
+    let fs = HostFs::new(&c).unwrap();
+    let mode = CreateMode::Guarded(SetAttr::default());
+    let name = Name::new(b"f".to_vec()).unwrap();
+    let id = fs
+        .create(fs.root(), &name, &mode, &t())
+        .unwrap()
+        .attr
+        .fileid;
+    (dir, fs, id)
+}
+
+fn read(fs: &HostFs, id: FileId, count: u32) -> Result<Vec<u8>, FsError> {
+    let mut out = BytesMut::from(&b"head"[..]);
+    let r = fs.read_into(id, 0, count, &mut out, &t());
+    if r.is_err() {
+        assert_eq!(
+            &out[..],
+            b"head",
+            "a failed READ leaves the reply as it was"
+        );
+    }
+    r.map(|_| out[4..].to_vec())
+}
+
+/// Drops the file's clean pages from the page cache (no privilege needed).
+fn evict(dir: &Scratch) {
+    let f = std::fs::File::open(dir.0.join("f")).unwrap();
+    f.sync_all().unwrap();
+    rustix::fs::fadvise(f.as_fd(), 0, None, rustix::fs::Advice::DontNeed).unwrap();
+}
+
+#[test]
+fn calls_that_sleep_give_up_before_changing_anything() {
+    for open_files in [0, 16] {
+        let (dir, fs, id) = setup(&format!("sleep{open_files}"), open_files);
+        let data = vec![7u8; 64 << 10];
+        let before = fs.getattr(id).unwrap();
+        for stable in [Stability::DataSync, Stability::FileSync] {
+            let r = forbidden(|| fs.write(id, 0, &data, stable, &t()));
+            assert_eq!(r.err(), Some(FsError::WouldBlock), "{stable:?}");
+        }
+        assert_eq!(
+            forbidden(|| fs.commit(id, 0, 0)).err(),
+            Some(FsError::WouldBlock)
+        );
+        let grow = SetAttr {
+            size_bytes: Some(1 << 20),
+            ..SetAttr::default()
+        };
+        let r = forbidden(|| fs.setattr(id, &grow, None, &t()));
+        assert_eq!(r.err(), Some(FsError::WouldBlock));
+        let after = fs.getattr(id).unwrap();
+        assert_eq!(
+            (after.size_bytes, after.ctime),
+            (before.size_bytes, before.ctime),
+            "nothing changed"
+        );
+        // An UNSTABLE WRITE and a mode change do not sleep: they run where they are.
+        let w = forbidden(|| fs.write(id, 0, &data, Stability::Unstable, &t())).unwrap();
+        assert_eq!(w.count as usize, data.len());
+        let mode = SetAttr {
+            mode: Some(0o600),
+            ..SetAttr::default()
+        };
+        forbidden(|| fs.setattr(id, &mode, None, &t())).unwrap();
+        // Where blocking is allowed, the same calls run.
+        fs.write(id, 0, &data, Stability::FileSync, &t()).unwrap();
+        fs.commit(id, 0, 0).unwrap();
+        fs.setattr(id, &grow, None, &t()).unwrap();
+        assert_eq!(fs.getattr(id).unwrap().size_bytes, 1 << 20);
+        drop(dir);
+    }
+}
+
+#[test]
+fn a_read_runs_where_it_is_only_if_the_page_cache_holds_its_range() {
+    for open_files in [0, 16] {
+        let (dir, fs, id) = setup(&format!("read{open_files}"), open_files);
+        let data: Vec<u8> = (0..256u32 << 10).map(|i| (i % 251) as u8).collect();
+        fs.write(id, 0, &data, Stability::FileSync, &t()).unwrap();
+        evict(&dir);
+        assert_eq!(
+            forbidden(|| read(&fs, id, 256 << 10)),
+            Err(FsError::WouldBlock)
+        );
+        // Allowed to block, it reads from the disk (and leaves the pages cached).
+        assert_eq!(read(&fs, id, 256 << 10).unwrap(), data);
+        assert_eq!(forbidden(|| read(&fs, id, 256 << 10)).unwrap(), data);
+        // Past the end and at the end: what there is, no hand-off.
+        assert_eq!(forbidden(|| read(&fs, id, 1 << 20)).unwrap(), data);
+        drop(dir);
+    }
+}

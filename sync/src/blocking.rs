@@ -1,0 +1,59 @@
+//! Whether the calling thread may block: the one flag that tells a backend it is running
+//! on a network worker's event loop.
+//!
+//! A network worker serves many connections on one thread; a system call that sleeps on
+//! the disk there (`fdatasync`, a `pread` that misses the page cache, a wait for a decode
+//! job) stalls every one of them. The connection runs each request inside [`forbidden`];
+//! a backend that is about to do such work asks [`allowed`] first and, when it is not,
+//! gives up *before it has changed anything*, so the caller can run the same request
+//! again on a thread that may block (the worker's blocking pool). Every other thread
+//! (blocking pools, tests, tools) may block: the flag is off unless [`forbidden`] set it.
+//!
+//! A thread-local rather than a parameter: the question is about the thread, not the
+//! call, and it has to reach every backend method without widening the `Backend` seam.
+
+use std::cell::Cell;
+
+thread_local! {
+    static FORBIDDEN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread may make a system call that can sleep for long.
+#[must_use]
+pub fn allowed() -> bool {
+    !FORBIDDEN.with(Cell::get)
+}
+
+/// Runs `f` with blocking forbidden on this thread (restored afterwards, also if `f`
+/// panics).
+pub fn forbidden<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FORBIDDEN.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(FORBIDDEN.with(|c| c.replace(true)));
+    f()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forbidden_is_scoped_to_the_call_and_the_thread() {
+        assert!(allowed());
+        forbidden(|| {
+            assert!(!allowed());
+            forbidden(|| assert!(!allowed()));
+            assert!(!allowed(), "a nested scope restores the outer one");
+            std::thread::spawn(|| assert!(allowed(), "another thread may block"))
+                .join()
+                .unwrap();
+        });
+        assert!(allowed());
+        let _ = std::panic::catch_unwind(|| forbidden(|| panic!("unwinds")));
+        assert!(allowed(), "restored after a panic");
+    }
+}

@@ -24,8 +24,10 @@ const WRITE_BYTES: usize = 1 << 20;
 const WRITE_WINDOW: usize = 8;
 /// How long the idle GETATTR latency is sampled.
 const IDLE_SAMPLE: Duration = Duration::from_millis(500);
-/// How far the p99 GETATTR latency during the COMMIT may rise above the idle p99: a few
-/// ms of a shared, busy 2-core machine's scheduling noise, far below a COMMIT's time.
+/// How far the median GETATTR latency during the COMMIT may rise above the idle median:
+/// a few ms of a shared, busy 2-core machine's scheduling noise (the writeback itself
+/// takes CPU), far below a COMMIT's time. The tail is bounded separately: no GETATTR may
+/// wait for half the COMMIT, which every one that is queued behind it does.
 const ALLOWED_RISE: Duration = Duration::from_millis(5);
 
 /// A scratch directory on the disk that holds the temporary directory (`df -T /tmp`
@@ -160,21 +162,22 @@ async fn a_commit_does_not_stall_getattrs_of_another_connection() {
     let (idle_n, during_n) = (idle.len(), during.len());
     let idle_p50 = percentile(&mut idle, 0.5);
     let idle_p99 = percentile(&mut idle, 0.99);
-    let during_p99 = if during.is_empty() {
-        commit_took
+    // No GETATTR answered during the COMMIT: each waited for all of it.
+    let (during_p50, during_p99) = if during.is_empty() {
+        (commit_took, commit_took)
     } else {
-        percentile(&mut during, 0.99)
+        (percentile(&mut during, 0.5), percentile(&mut during, 0.99))
     };
     let during_max = during.iter().max().copied().unwrap_or(commit_took);
     println!(
         "COMMIT of {} MiB took {commit_took:?}; GETATTR idle: {idle_n} calls, p50 {idle_p50:?}, \
-         p99 {idle_p99:?}; during the COMMIT: {during_n} calls, p99 {during_p99:?}, max \
-         {during_max:?}",
+         p99 {idle_p99:?}; during the COMMIT: {during_n} calls, p50 {during_p50:?}, p99 \
+         {during_p99:?}, max {during_max:?}",
         DIRTY_BYTES >> 20
     );
     // The test tells the designs apart only if the COMMIT is slow next to the bound.
     assert!(
-        commit_took >= 4 * (idle_p99 + ALLOWED_RISE),
+        commit_took >= 4 * (idle_p50 + ALLOWED_RISE),
         "the COMMIT took {commit_took:?}: too fast on this disk to show a stall"
     );
     assert!(
@@ -182,8 +185,12 @@ async fn a_commit_does_not_stall_getattrs_of_another_connection() {
         "only {during_n} GETATTRs were answered during a {commit_took:?} COMMIT"
     );
     assert!(
-        during_p99 <= idle_p99 + ALLOWED_RISE,
-        "GETATTR p99 rose from {idle_p99:?} idle to {during_p99:?} during the COMMIT"
+        during_p50 <= idle_p50 + ALLOWED_RISE,
+        "GETATTR p50 rose from {idle_p50:?} idle to {during_p50:?} during the COMMIT"
+    );
+    assert!(
+        during_max < commit_took / 2,
+        "a GETATTR waited {during_max:?} during a {commit_took:?} COMMIT"
     );
     drop((writer, reader));
     server.terminate();

@@ -37,6 +37,20 @@ pub fn forbidden<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Runs `f` with blocking allowed on this thread (restored afterwards), for a caller that
+/// cannot give up half way: its calls block where they are, as every call did before the
+/// blocking pool existed.
+pub fn permitted<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FORBIDDEN.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(FORBIDDEN.with(|c| c.replace(false)));
+    f()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,6 +67,10 @@ mod tests {
                 .unwrap();
         });
         assert!(allowed());
+        forbidden(|| {
+            permitted(|| assert!(allowed()));
+            assert!(!allowed(), "permitted restores the forbidden scope");
+        });
         let _ = std::panic::catch_unwind(|| forbidden(|| panic!("unwinds")));
         assert!(allowed(), "restored after a panic");
     }

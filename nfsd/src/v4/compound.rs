@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use nfs4::compound::Stopped;
-use nfs4::ops::{opnum, ArgOp};
+use nfs4::ops::{opnum, ArgOp, StableHow4};
 use nfs4::results::{Res4, SequenceOk};
 use nfs4::types::{Stateid4, Tag4};
 use nfs4::{Compound4Args, Compound4Res, Nfsstat4, ResOp};
@@ -118,7 +118,15 @@ pub fn run(
     e: &mut Encoder,
 ) -> Result<(), ProcError> {
     let args = Compound4Args::decode(d)?;
-    match execute(s, ctx, args) {
+    if !sync::blocking::allowed() && args.ops.iter().any(may_block) {
+        // Before any operation ran (SEQUENCE's slot included): the whole COMPOUND runs
+        // again on the worker's blocking pool.
+        return Err(ProcError::WouldBlock);
+    }
+    // A COMPOUND cannot give up half way (its first operations may have changed state),
+    // so its calls run where it runs: a rare call that blocks and is not in `may_block`
+    // (an OPEN that truncates) blocks the event loop, as every call did before the pool.
+    match sync::blocking::permitted(|| execute(s, ctx, args)) {
         Outcome::Replay(bytes) => e.fixed_opaque(&bytes),
         Outcome::Fresh(res, ticket) => {
             let start = e.len();
@@ -132,6 +140,16 @@ pub fn run(
         }
     }
     Ok(())
+}
+
+/// Operations whose backend call may sleep on the disk: a COMPOUND holding one runs on the
+/// blocking pool (READ: a page-cache miss, or an EROFS decode; SETATTR: a size change).
+fn may_block(op: &ArgOp) -> bool {
+    match op {
+        ArgOp::Read(_) | ArgOp::Commit(_) | ArgOp::Setattr(_) => true,
+        ArgOp::Write(w) => w.stable != StableHow4::Unstable,
+        _ => false,
+    }
 }
 
 fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {

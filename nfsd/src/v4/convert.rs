@@ -38,6 +38,9 @@ pub fn status_of(e: FsError) -> Nfsstat4 {
         FsError::TooSmall => Nfsstat4::Toosmall,
         FsError::NotSync => Nfsstat4::NotSame,
         FsError::ServerFault => Nfsstat4::Serverfault,
+        // A COMPOUND runs where it may block (see `compound::run`), so its calls never
+        // answer this; if one did, "try again later" is what it means.
+        FsError::WouldBlock => Nfsstat4::Delay,
         FsError::Jukebox => Nfsstat4::Delay,
     }
 }

@@ -15,7 +15,7 @@ load generators compete with it for the cores, and the CPU per MiB is what it co
     scripts/bench-capacity.py [--clients 2] [--rounds 3] [--phases read1m] [--out DIR]
 
 Writes DIR/results.json, DIR/report.md and each bench run's own output under DIR/raw/.
-Needs a release build (target/release/granary) and ../shared/peers (ganesha.sh).
+Needs a release build with the bench (`cargo build --release --features lab`: target/release/granary) and ../shared/peers (ganesha.sh).
 """
 
 import argparse

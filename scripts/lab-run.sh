@@ -41,7 +41,7 @@ busy=()
 out=bench/results/$(date -u +%Y-%m-%d)-lab-$tag
 bin=target/release/granary
 
-cargo build --release -q -p granary
+cargo build --release -q -p granary --features lab
 mkdir -p "$out"
 
 {
@@ -53,7 +53,7 @@ mkdir -p "$out"
     echo "memory: $(awk '/MemTotal/ { printf "%d MiB", $2 / 1024 }' /proc/meminfo)"
     echo "git HEAD: $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (plus uncommitted changes)')"
     echo "rustc: $(rustc --version)"
-    echo "binary: $bin (cargo build --release)"
+    echo "binary: $bin (cargo build --release --features lab)"
     echo "top processes before:"
     ps -eo user,pid,pcpu,etime,args --sort=-pcpu | head -6 | cut -c1-140
 } >"$out/machine.txt"

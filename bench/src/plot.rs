@@ -1,6 +1,5 @@
-//! PNG plots of a run, drawn with `plotters` on its bitmap backend with an embedded font
-//! (DejaVu Sans from the `dejavu` crate, rendered by `ab_glyph`), so nothing depends on
-//! the fonts installed on the machine:
+//! PNG plots of a run, drawn with `plotters` and the embedded font of the `plot` crate
+//! (shared with `granary lab`; its bar chart draws the throughput plots):
 //!
 //! - `throughput-<workload>.png`: each phase's median per target (log scale), with the
 //!   range over repeats as a whisker;
@@ -10,14 +9,13 @@
 
 use std::path::Path;
 
+use plot::FONT;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 
 use super::iozone;
 use super::report::{Results, Summary};
 
-const FONT: &str = "sans-serif";
 const WIDTH: u32 = 1200;
 const HEIGHT: u32 = 700;
 /// Deepest percentile drawn: 99.999% is 5 nines.
@@ -41,9 +39,7 @@ fn color(target: &str) -> RGBColor {
 /// # Errors
 /// A plot could not be drawn or written.
 pub fn draw_all(r: &Results) -> Result<(), String> {
-    // Registering twice (a second run in one process) is harmless: it replaces the font.
-    plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular())
-        .map_err(|_| "embedded font does not load".to_owned())?;
+    plot::register_font()?;
     let sum = Summary::new(r);
     let mut workloads: Vec<&str> = Vec::new();
     for (w, _, _) in &sum.keys {
@@ -83,28 +79,6 @@ fn throughput(path: &Path, sum: &Summary, workload: &str) -> DrawResult {
         .filter(|(w, _, _)| w == workload)
         .map(|(_, p, m)| (p.as_str(), m.unit()))
         .collect();
-    let targets = &sum.targets;
-    let mut lo = f64::INFINITY;
-    let mut hi: f64 = 0.0;
-    for (p, _) in &phases {
-        for t in targets {
-            for v in sum
-                .cell(workload, p, t)
-                .map(|c| c.values())
-                .unwrap_or_default()
-            {
-                if v > 0.0 {
-                    lo = lo.min(v);
-                    hi = hi.max(v);
-                }
-            }
-        }
-    }
-    if hi <= 0.0 {
-        return Ok(());
-    }
-    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
-    root.fill(&WHITE)?;
     // The host suite mixes ops/s and MiB/s phases: each label then names its unit.
     let mixed = phases
         .iter()
@@ -114,78 +88,50 @@ fn throughput(path: &Path, sum: &Summary, workload: &str) -> DrawResult {
     } else {
         phases.first().map_or("", |(_, u)| *u)
     };
-    let n = phases.len() as f64;
-    let (y_lo, y_hi) = (lo / 2.0, hi * 2.0);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("{workload}: median {unit} per phase (whiskers: range over repeats)"),
-            (FONT, 22),
-        )
-        .margin(12)
-        .x_label_area_size(50)
-        .y_label_area_size(90)
-        .build_cartesian_2d(0.0..n, (y_lo..y_hi).log_scale())?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .disable_x_axis()
-        .y_desc(unit)
-        .y_label_formatter(&|v| super::report::num(*v))
-        .label_style((FONT, 14))
-        .draw()?;
-    let width = 0.8 / targets.len() as f64;
-    for (i, (p, _)) in phases.iter().enumerate() {
-        for (k, t) in targets.iter().enumerate() {
-            let Some(cell) = sum.cell(workload, p, t) else {
-                continue;
-            };
-            let Some(m) = cell.median() else { continue };
-            let x0 = i as f64 + 0.1 + k as f64 * width;
-            let c = color(t);
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [(x0, y_lo), (x0 + width * 0.9, m.max(y_lo))],
-                c.filled(),
-            )))?;
-            let v = cell.values();
-            let (a, b) = v
+    let groups = phases
+        .iter()
+        .map(|(p, u)| plot::Group {
+            label: if mixed {
+                format!("{p} ({u})")
+            } else {
+                (*p).to_owned()
+            },
+            bars: sum
+                .targets
                 .iter()
-                .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
-            if v.len() > 1 && a > 0.0 {
-                let xm = x0 + width * 0.45;
-                chart.draw_series(std::iter::once(PathElement::new(
-                    vec![(xm, a), (xm, b)],
-                    BLACK.stroke_width(2),
-                )))?;
-            }
-        }
-        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, y_lo));
-        let label = if mixed {
-            format!("{p} ({})", phases[i].1)
-        } else {
-            (*p).to_owned()
-        };
-        root.draw(&Text::new(
-            label.clone(),
-            (px - 6 * i32::try_from(label.len()).unwrap_or(0) / 2, py + 8),
-            (FONT, 15),
-        ))?;
-    }
-    for t in targets {
-        let c = color(t);
-        chart
-            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
-            .label(t.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], c.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 15))
-        .draw()?;
-    root.present()?;
+                .enumerate()
+                .filter_map(|(k, t)| throughput_bar(sum.cell(workload, p, t)?, k))
+                .collect(),
+        })
+        .collect();
+    let chart = plot::BarChart {
+        caption: format!("{workload}: median {unit} per phase (whiskers: range over repeats)"),
+        unit,
+        size: (WIDTH, HEIGHT),
+        series: sum.targets.iter().map(|t| (t.clone(), color(t))).collect(),
+        groups,
+        y_label: &super::report::num,
+        legend: SeriesLabelPosition::UpperRight,
+        footnote: None,
+        floor: f64::MIN_POSITIVE,
+    };
+    plot::bars(&chart, path)?;
     Ok(())
+}
+
+/// A target's bar in one phase: the median over repeats, whiskered when there were several.
+fn throughput_bar(cell: &super::report::Cell<'_>, series: usize) -> Option<plot::Bar> {
+    let median = cell.median()?;
+    let v = cell.values();
+    let (a, b) = v
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+    let range = (v.len() > 1 && a > 0.0).then_some((a, b));
+    Some(plot::Bar {
+        series,
+        median,
+        range,
+    })
 }
 
 /// Percentile → "nines": 90% → 1, 99% → 2, ...

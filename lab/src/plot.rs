@@ -1,5 +1,5 @@
-//! `granary lab EXPERIMENT --plot FILE.png`: one PNG of a report, drawn with `plotters` on
-//! its bitmap backend with the embedded DejaVu Sans font (as `granary bench` draws), so
+//! `granary lab EXPERIMENT --plot FILE.png`: one PNG of a report, drawn by the `plot`
+//! crate's bar chart (the one `granary bench` draws its throughput plots with), so
 //! nothing depends on the machine's fonts.
 //!
 //! Each group of the report is a cluster on the x axis; each design (a variant's label
@@ -11,26 +11,12 @@
 
 use std::path::Path;
 
-use plotters::prelude::*;
-use plotters::style::FontStyle;
-
 use super::report::{Report, Variant};
 
-const FONT: &str = "sans-serif";
 const WIDTH: u32 = 1400;
 const HEIGHT: u32 = 720;
 /// Smallest value drawn: a log axis has no zero (an `inline` job starts in ~0.1 µs).
 const FLOOR: f64 = 1e-3;
-const PALETTE: [RGBColor; 6] = [
-    RGBColor(31, 100, 180),
-    RGBColor(214, 96, 18),
-    RGBColor(44, 150, 60),
-    RGBColor(140, 70, 160),
-    RGBColor(180, 160, 30),
-    RGBColor(120, 120, 120),
-];
-
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
 /// The design a variant belongs to: its row label without the "(before)" mark.
 fn design(v: &Variant) -> &str {
@@ -42,9 +28,15 @@ fn design(v: &Variant) -> &str {
 /// # Errors
 /// The font does not load or the file cannot be drawn or written.
 pub fn draw(report: &Report, path: &Path) -> Result<(), String> {
-    plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular())
-        .map_err(|_| "embedded font does not load".to_owned())?;
-    bars(report, path).map_err(|e| format!("{}: {e}", path.display()))
+    plot::register_font()?;
+    match plot::bars(&chart(report), path) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!(
+            "{}: nothing to plot, no value is above zero",
+            path.display()
+        )),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
 }
 
 fn first_seen<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
@@ -83,77 +75,41 @@ fn footnote(report: &Report) -> String {
     )
 }
 
-fn bars(report: &Report, path: &Path) -> DrawResult {
+/// The chart of `report`: its groups as clusters, its designs as series.
+fn chart(report: &Report) -> plot::BarChart<'static> {
     let groups = first_seen(report.variants.iter().map(|v| v.group.as_str()));
     let designs = first_seen(report.variants.iter().map(design));
-    let values = report
-        .variants
+    let groups = groups
         .iter()
-        .flat_map(|v| v.samples.iter().copied());
-    let hi = values.clone().fold(FLOOR, f64::max);
-    let lo = values.filter(|x| *x > 0.0).fold(hi, f64::min).max(FLOOR);
-    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (y_lo, y_hi) = (lo / 2.0, hi * 2.0);
-    let n = groups.len() as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption(report), (FONT, 20))
-        .margin(12)
-        .x_label_area_size(70)
-        .y_label_area_size(80)
-        .build_cartesian_2d(0.0..n, (y_lo..y_hi).log_scale())?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .disable_x_axis()
-        .y_desc(report.unit)
-        .y_label_formatter(&|v| super::report::si(*v))
-        .label_style((FONT, 14))
-        .draw()?;
-    let width = 0.8 / designs.len() as f64;
-    for (i, g) in groups.iter().enumerate() {
-        for v in report.variants.iter().filter(|v| v.group == *g) {
-            let k = designs.iter().position(|d| *d == design(v)).unwrap_or(0);
-            let x0 = i as f64 + 0.1 + k as f64 * width;
-            let c = PALETTE[k % PALETTE.len()];
-            let m = v.median().max(y_lo);
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [(x0, y_lo), (x0 + width * 0.9, m)],
-                c.filled(),
-            )))?;
-            let xm = x0 + width * 0.45;
-            let (a, b) = (v.min().max(y_lo), v.max().max(y_lo));
-            chart.draw_series(std::iter::once(PathElement::new(
-                vec![(xm, a), (xm, b)],
-                BLACK.stroke_width(2),
-            )))?;
-        }
-        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, y_lo));
-        let half = 7 * i32::try_from(g.chars().count()).unwrap_or(0) / 2;
-        root.draw(&Text::new(
-            (*g).to_owned(),
-            (px - half, py + 10),
-            (FONT, 14),
-        ))?;
+        .map(|g| plot::Group {
+            label: (*g).to_owned(),
+            bars: report
+                .variants
+                .iter()
+                .filter(|v| v.group == *g)
+                .map(|v| plot::Bar {
+                    series: designs.iter().position(|d| *d == design(v)).unwrap_or(0),
+                    median: v.median(),
+                    range: Some((v.min(), v.max())),
+                })
+                .collect(),
+        })
+        .collect();
+    plot::BarChart {
+        caption: caption(report),
+        unit: report.unit,
+        size: (WIDTH, HEIGHT),
+        series: designs
+            .iter()
+            .enumerate()
+            .map(|(k, d)| ((*d).to_owned(), plot::PALETTE[k % plot::PALETTE.len()]))
+            .collect(),
+        groups,
+        y_label: &super::report::si,
+        legend: plot::SeriesLabelPosition::UpperLeft,
+        footnote: Some(footnote(report)),
+        floor: FLOOR,
     }
-    let h = i32::try_from(HEIGHT).unwrap_or(i32::MAX);
-    root.draw(&Text::new(footnote(report), (90, h - 22), (FONT, 14)))?;
-    for (k, d) in designs.iter().enumerate() {
-        let c = PALETTE[k % PALETTE.len()];
-        chart
-            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
-            .label(*d)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], c.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 15))
-        .draw()?;
-    root.present()?;
-    Ok(())
 }
 
 #[cfg(test)]

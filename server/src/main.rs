@@ -1,4 +1,7 @@
-//! `granary`: the command-line entry point.
+//! `granary`: the command-line entry point. `granary serve` is always built;
+//! `granary bench` and `granary lab` only with the `lab` feature (`--features lab`), so the
+//! server binary links none of their plotting, font, image, histogram and progress-bar
+//! crates (`cargo tree -e normal -p granary` lists none; `scripts/test-all.sh` checks it).
 #![forbid(unsafe_code)]
 
 use serve::config;
@@ -30,7 +33,7 @@ struct Cli {
     command: Command,
 }
 
-// Parsed once per process; boxing the serve arguments would buy nothing.
+// Parsed once per process: the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -38,9 +41,38 @@ enum Command {
     /// 127.0.0.1:2049.
     Serve(Box<ServeArgs>),
     /// Benchmark granary beside the peer NFS servers and the loopback limit.
+    #[cfg(feature = "lab")]
     Bench(Box<bench::BenchArgs>),
     /// Re-run the seed designs' experiments, before and after, on this machine.
+    #[cfg(feature = "lab")]
     Lab(lab::LabArgs),
+    /// Benchmark granary beside the peer NFS servers (not in this build: needs
+    /// `--features lab`).
+    #[cfg(not(feature = "lab"))]
+    Bench(NotBuilt),
+    /// Re-run the seed designs' experiments (not in this build: needs `--features lab`).
+    #[cfg(not(feature = "lab"))]
+    Lab(NotBuilt),
+}
+
+/// The arguments of `granary bench` or `granary lab` in a build without them, taken as
+/// they come so that the one message says how to get a build that has them.
+#[cfg(not(feature = "lab"))]
+#[derive(Debug, Args)]
+struct NotBuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    args: Vec<String>,
+}
+
+/// Why `granary bench` and `granary lab` are missing, and the commands that build them.
+#[cfg(not(feature = "lab"))]
+fn not_built(what: &str) -> String {
+    format!(
+        "`granary {what}` is not in this build: the server binary leaves out the benchmark's \
+         plotting, font, image, histogram and progress-bar crates. Build granary with the \
+         `lab` feature: `cargo build --release --features lab` and then \
+         `target/release/granary {what} ...`, or `cargo run --release --features lab -- {what} ...`"
+    )
 }
 
 #[derive(Debug, Args)]
@@ -206,8 +238,14 @@ fn main() -> ExitCode {
         Command::Serve(args) => {
             build_config(*args).and_then(|c| serve::run(c).map_err(|e| e.to_string()))
         }
+        #[cfg(feature = "lab")]
         Command::Bench(args) => bench::run(&args),
+        #[cfg(feature = "lab")]
         Command::Lab(args) => lab::run(&args),
+        #[cfg(not(feature = "lab"))]
+        Command::Bench(_) => Err(not_built("bench")),
+        #[cfg(not(feature = "lab"))]
+        Command::Lab(_) => Err(not_built("lab")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

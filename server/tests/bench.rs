@@ -6,6 +6,9 @@
 //! call (the server's view of what the bench sent), and can corrupt READ data or break
 //! file handles on the way, so the bench's accounting can be checked against the wire.
 
+// `granary bench` and `granary lab` are built with the `lab` feature only.
+#![cfg(feature = "lab")]
+
 mod common;
 
 use std::collections::HashMap;

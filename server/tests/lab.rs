@@ -2,6 +2,9 @@
 //! suite's experiments prints one JSON object of the documented shape. Timings are not
 //! checked: a CI-sized run only shows that every variant ran and reported numbers.
 
+// `granary bench` and `granary lab` are built with the `lab` feature only.
+#![cfg(feature = "lab")]
+
 use std::process::Command;
 
 use serde_json::Value;

@@ -103,6 +103,7 @@ check_lean_server() {
     echo "granary (no features) links $(sort -u <<<"$tree" | wc -l) crates, none of the benchmark's"
 }
 
+phase "doc references resolve (cargo xtask check-docs)" cargo xtask check-docs
 phase "lean server binary (cargo tree -e normal -p granary)" check_lean_server
 phase "cargo fmt --check" cargo fmt --all -- --check
 phase "cargo clippy (all targets, warnings are errors)" \

@@ -25,7 +25,9 @@
 //! event loop while it runs a request).
 //!
 //! It also holds [`groups`], the idle/active tree of workers of seed 002's timer
-//! hierarchy (used by `granary-runtime`), here so that loom checks it with the locks.
+//! hierarchy (used by `granary-runtime`), here so that loom checks it with the locks, and
+//! seed 004's caches: [`filecache`], the bounded open-file cache of host exports, and
+//! [`memo`], the server-wide memo behind nfsd's credential cache.
 //!
 //! `unsafe` lives only in `list`, for the pointers of the lock-free list; every other module
 //! forbids it.

@@ -9,8 +9,8 @@
 //! - [`multigrain`]: file change times that are coarse unless observed (seed 000), and
 //!   [`coarse_resolution`], the tick of the coarse clock it reads.
 //!
-//! The multigrain timestamp clock (seed 000) and the timer wheels (seed 002) live here too
-//! as they arrive.
+//! - [`wheel`]: the timer wheels of seed 002, a pure structure driven by the time it is
+//!   given (`runtime::timers` owns one per worker and drives them).
 #![forbid(unsafe_code)]
 
 #[cfg(all(test, loom))]

@@ -167,6 +167,7 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     }
     schedule_connection_scan(Arc::clone(&timers), table, limits);
     schedule_reply_cache_prune(Arc::clone(&timers), reply_cache, clock);
+    schedule_lease_expiry(Arc::clone(&timers), Arc::clone(&v4));
     if open_files > 0 {
         schedule_open_file_aging(Arc::clone(&timers), Arc::new(hosts.clone()));
     }
@@ -332,6 +333,28 @@ fn schedule_reply_cache_prune(
         schedule_reply_cache_prune(again, cache, clock);
     });
     timers.insert(from, REPLY_CACHE_PRUNE_INTERVAL, Scope::Global, prune);
+}
+
+/// Drops the NFSv4 state of clients that stopped renewing their lease: one global timer
+/// (the knfsd laundromat's shape; seed 002: under `--timers pull` an idle worker hands it
+/// to the hierarchy and is not woken for it) that runs every half lease, so a client's
+/// state goes between one and one and a half leases after its last SEQUENCE. A renewing
+/// client costs no timer work at all: SEQUENCE only stores the time.
+fn schedule_lease_expiry(timers: Arc<Timers>, v4: Arc<nfsd::v4::Nfs4State>) {
+    let from = runtime::current_worker().unwrap_or(0);
+    let again = Arc::clone(&timers);
+    let every = v4.state.lease() / 2;
+    let expire: runtime::timers::Callback = Box::new(move || {
+        for gone in v4.state.expire(v4.now()) {
+            tracing::info!(
+                client = format_args!("{:#x}", gone.client),
+                opens = gone.closed.len(),
+                "NFSv4 client stopped renewing its lease: its state is released"
+            );
+        }
+        schedule_lease_expiry(again, v4);
+    });
+    timers.insert(from, every, Scope::Global, expire);
 }
 
 /// How often multigrain took its fine path while the server ran, on stdout (the lab reads

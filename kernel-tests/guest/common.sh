@@ -16,6 +16,8 @@ HOST_PORT=20492         # granary serve /export-host (host backend), --squash no
 HOST_SQ_PORT=20493      # granary serve /export-host-sq, --squash root
 EXT4_PORT=20497         # granary serve /export-ext4/rw (host backend on ext4), --squash none
 EXT4_SQ_PORT=20498      # granary serve /export-ext4/sq, --squash root
+V4_PORT=20499           # granary (mem) mounted with NFSv4.2, --squash none
+V4_SQ_PORT=20500        # the same with --squash root
 # 20494-20496: unused, and the erofs group's servers (check.sh, ERO_PORT 20495, 20496).
 KNFSD_PORT=2049
 # Big enough for the suite's largest moment (64 MiB files, fio files, the doc tree),
@@ -119,6 +121,12 @@ granary_pids() { cat /tmp/granary-*.pid 2>/dev/null; }
 # retry=0: a server that is down fails the mount at once instead of retrying for 2 min.
 granary_mount_cmd() { # PORT MNT
     echo "mount -t nfs -o vers=3,proto=tcp,port=$1,mountport=$1,mountproto=tcp,nolock,retry=0 127.0.0.1:/ $2"
+}
+# NFSv4.2: no MOUNT protocol, one port. local_lock=all keeps fcntl/flock locks in the
+# client, as nolock does for v3: granary answers NFSv4 LOCK with NFS4ERR_NOTSUPP until
+# its lock manager lands.
+granary_v4_mount_cmd() { # PORT MNT
+    echo "mount -t nfs -o vers=4.2,proto=tcp,port=$1,local_lock=all,retry=0 127.0.0.1:/ $2"
 }
 knfsd_mount_cmd() { # EXPORT MNT
     echo "mount -t nfs -o vers=3,proto=tcp,port=$KNFSD_PORT,mountproto=tcp,nolock,retry=0 127.0.0.1:$1 $2"

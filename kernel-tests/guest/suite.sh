@@ -7,20 +7,23 @@
 # restart, one at a time: see run_group). A check passes on a server when its output
 # equals the reference's; otherwise both outputs (or their diff) are printed.
 # Env: KT_STAGE    staging directory shared from the host (granary binary, scripts)
-#      KT_TARGETS  servers to test (default "granary host host-ext4 knfsd"; "granary" is
-#                  the mem backend, "host" granary's host backend serving a guest tmpfs
-#                  directory, "host-ext4" the same on an ext4 file system in the guest)
+#      KT_TARGETS  servers to test (default "granary host host-ext4 v4 knfsd"; "granary"
+#                  is the mem backend, "host" granary's host backend serving a guest tmpfs
+#                  directory, "host-ext4" the same on an ext4 file system in the guest,
+#                  "v4" the mem backend mounted with NFSv4.2)
 #      KT_CHECKS   extended regex: run only the groups whose names match
 #      KT_HOST_GROUPS, KT_HOST_EXT4_GROUPS  extended regexes: the groups the host and
 #                  host-ext4 targets run (defaults chosen for the suite's time, see
 #                  README.md; '.' for every group)
+#      KT_V4_GROUPS extended regex: the groups the v4 target runs
 set -u
 KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 # shellcheck source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-read -r -a TARGETS <<<"${KT_TARGETS:-granary host host-ext4 knfsd}"
+read -r -a TARGETS <<<"${KT_TARGETS:-granary host host-ext4 v4 knfsd}"
 HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|restart)$}
 HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|restart)$}
+V4_GROUPS=${KT_V4_GROUPS:-^(copy|doc-tree|posix|squash|writers|ownership|persist)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
 
@@ -41,6 +44,7 @@ runs_on() {
     case $1 in
     host) [[ $2 =~ $HOST_GROUPS ]] && [ "$2" != erofs ] ;;
     host-ext4) [[ $2 =~ $HOST_EXT4_GROUPS ]] && [ "$2" != erofs ] ;;
+    v4) [[ $2 =~ $V4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != restart ] ;;
     *) [ "$2" != restart ] ;;
     esac
 }
@@ -49,7 +53,7 @@ declare -A PASS FAIL FAILED_NAMES
 # Groups compared only on some targets; on the others they run and their notes are shown
 # (a measurement, not a check). knfsd answers a chgrp to one of the caller's supplementary
 # groups EPERM in this guest (28 of ownership's 405 cases), which is knfsd's to fix.
-declare -A COMPARED_ON=([ownership]="granary host host-ext4")
+declare -A COMPARED_ON=([ownership]="granary host host-ext4 v4")
 
 secs() { # microseconds since $1 (default: the start) as seconds with one decimal
     local us=$(( ${EPOCHREALTIME/./} - ${1:-$T0} ))
@@ -59,7 +63,7 @@ say() { echo "[$(secs) s] $*"; }
 
 setup() {
     install_granary || return 1
-    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq
+    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq /mnt/v4 /mnt/v4-sq
     mount -t tmpfs -o size=3G tmpfs /ref || return 1
     mount -t tmpfs -o size=512M,mode=0777 tmpfs /ref-sq || return 1
     local n
@@ -88,6 +92,11 @@ start_target() {
         ext4_start_both &&
             $(granary_mount_cmd "$EXT4_PORT" /mnt/host-ext4) &&
             $(granary_mount_cmd "$EXT4_SQ_PORT" /mnt/host-ext4-sq) ;;
+    v4)
+        granary_start "$V4_PORT" none /tmp/granary-v4.log &&
+            granary_start "$V4_SQ_PORT" root /tmp/granary-v4-sq.log &&
+            $(granary_v4_mount_cmd "$V4_PORT" /mnt/v4) &&
+            $(granary_v4_mount_cmd "$V4_SQ_PORT" /mnt/v4-sq) ;;
     knfsd)
         knfsd_start_both &&
             $(knfsd_mount_cmd /export /mnt/knfsd) &&
@@ -116,6 +125,9 @@ ctx_env() {
           [ "$sq" = sq ] && { mnt=/mnt/host-ext4-sq port=$EXT4_SQ_PORT backing=/export-ext4/sq; }
           restart="bash $KT_GUEST/restart.sh"
           root=$mnt mcmd=$(granary_mount_cmd "$port" "$mnt") ;;
+    v4) mnt=/mnt/v4 port=$V4_PORT
+        [ "$sq" = sq ] && { mnt=/mnt/v4-sq port=$V4_SQ_PORT; }
+        root=$mnt mcmd=$(granary_v4_mount_cmd "$port" "$mnt") ;;
     knfsd) mnt=/mnt/knfsd exp=/export
            [ "$sq" = sq ] && { mnt=/mnt/knfsd-sq exp=/export-sq; }
            root=$mnt mcmd=$(knfsd_mount_cmd "$exp" "$mnt") ;;
@@ -151,6 +163,7 @@ watchdog() {
     granary) echo "--- granary log:"; tail -30 /tmp/granary.log ;;
     host) echo "--- granary log:"; tail -30 /tmp/granary-host.log ;;
     host-ext4) echo "--- granary log:"; tail -30 /tmp/granary-ext4.log ;;
+    v4) echo "--- granary log:"; tail -30 /tmp/granary-v4.log ;;
     esac
 }
 

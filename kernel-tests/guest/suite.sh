@@ -23,7 +23,7 @@ KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 read -r -a TARGETS <<<"${KT_TARGETS:-granary host host-ext4 v4 knfsd}"
 HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|restart)$}
 HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|restart)$}
-V4_GROUPS=${KT_V4_GROUPS:-^(copy|doc-tree|posix|squash|writers|ownership|persist)$}
+V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|persist)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
 

@@ -613,3 +613,56 @@ async fn v3_and_v4_share_handles() {
         "one core: the same handle in both versions"
     );
 }
+
+/// A host export: OPEN(CREATE) + FILE_SYNC WRITE + COMMIT + READ in COMPOUNDs that the
+/// event loop may not run (they sync or may read from the disk) go to the worker's
+/// blocking pool before anything runs, and the bytes reach the host file.
+#[tokio::test]
+async fn host_export_io_runs_whole_compounds_on_the_blocking_pool() {
+    let base = std::env::temp_dir().join(format!("granary-nfs4-host-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("export")).unwrap();
+    let (export, state) = (base.join("export"), base.join("state"));
+    let server = Server::start(&[
+        export.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--squash",
+        "none",
+    ]);
+    let mut c = V4::connect(&server, "client-host").await;
+    let data = Bytes::from(vec![0x5a; 100_000]);
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putrootfh,
+            open_create("oh", "synced", share::ACCESS_BOTH, share::DENY_NONE),
+            ArgOp::Write(WriteArgs {
+                stateid: Stateid4::CURRENT,
+                offset: 0,
+                stable: StableHow4::FileSync,
+                data: data.clone(),
+            }),
+            ArgOp::Commit(CommitArgs {
+                offset: 0,
+                count: 0,
+            }),
+            ArgOp::Read(ReadArgs {
+                stateid: Stateid4::CURRENT,
+                offset: 0,
+                count: 200_000,
+            }),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Write(Res4::Ok(w)) = &r[2] else {
+        panic!()
+    };
+    assert_eq!(w.committed, StableHow4::FileSync);
+    let ResOp::Read(Res4::Ok(read)) = &r[4] else {
+        panic!()
+    };
+    assert_eq!(read.data, data);
+    assert_eq!(std::fs::read(export.join("synced")).unwrap(), data.to_vec());
+    drop(server);
+    let _ = std::fs::remove_dir_all(&base);
+}

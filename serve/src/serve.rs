@@ -554,7 +554,7 @@ fn bind(addr: SocketAddr, max_connections: usize) -> Result<TcpListener, ServeEr
 fn announce(local: SocketAddr, config: &ServerConfig) {
     let hosts = reachable_hosts(local.ip());
     let port = local.port();
-    tracing::info!(%local, workers = config.workers, "serving NFSv3 and MOUNT v3 over TCP");
+    tracing::info!(%local, workers = config.workers, "serving NFSv3, MOUNT v3 and NFSv4.1/4.2 over TCP");
     println!(
         "granary: serving NFSv3 + MOUNT v3 on {local} ({} workers)",
         config.workers
@@ -593,6 +593,8 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
     }
     let first = &hosts.names[0];
     println!("  kernel client: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {first}:{} /mnt", config.exports[0].path);
+    // NFSv4 needs no MOUNT protocol: the export's path in the pseudo file system.
+    println!("  kernel client, NFSv4.2: mount -t nfs -o vers=4.2,port={port} {first}:{} /mnt", config.exports[0].path);
     if let Some(note) = hosts.note {
         println!("  {note}");
     }

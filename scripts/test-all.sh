@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 
 # libnfs: the host's real NFS clients; rpcbind: registration test; qemu, mmdebstrap,
 # cpio, e2fsprogs: the Debian guest with the Linux kernel NFS client (kernel-tests/vm/vm.sh);
-# erofs-utils: mkfs.erofs and fsck.erofs for the erofs differential tests.
-packages=(libnfs-utils libnfs-dev rpcbind qemu-system-x86 mmdebstrap cpio e2fsprogs erofs-utils)
+# erofs-utils: mkfs.erofs and fsck.erofs for the erofs differential tests; acl, quota:
+# setfacl/getfacl and setquota for the host export's permission tests.
+packages=(libnfs-utils libnfs-dev rpcbind qemu-system-x86 mmdebstrap cpio e2fsprogs erofs-utils acl quota)
 
 log() { printf '\n== %s\n' "$*"; }
 

@@ -1,11 +1,14 @@
-//! `vfs::Backend` for [`HostFs`]: each method opens what it needs through
-//! [`HostFs::open`], runs the [`Checks`] on attributes `statx` just took, makes the host
-//! syscall, and records new names in the handle index.
+//! `vfs::Backend` for [`HostFs`]: each method finds what it needs (the open-file cache,
+//! or [`HostFs::open`]: handle resolution, as the server), then acts as the caller
+//! ([`HostFs::act`]) for the host syscalls of the operation itself, which the kernel
+//! allows or refuses (mode bits, ACLs, sticky directories, ownership rules, quotas,
+//! LSMs), and records new names in the handle index. The [`Checks`] it is given supply
+//! the caller's credential; their mode-bit rules are not consulted (except as the
+//! fallback of a kernel without `faccessat2`).
 //!
 //! A change's attributes before and after are taken under granary's lock of the directory
 //! or file it changes (see `lock`), so no other granary request lies between them; a local
-//! process outside granary still can. The checks run on attributes taken under the same
-//! lock, just before the syscall.
+//! process outside granary still can.
 
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -15,15 +18,42 @@ use gtime::Timestamp;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use vfs::limits::{MAX_FILE_SIZE, MAX_IO_BYTES, MAX_LINKS, MAX_NAME_BYTES};
 use vfs::{
-    Attr, Backend, Change, Checks, Cookie, CreateMode, Created, DeviceNumber, DirPage, FileId,
-    FileType, Found, FsError, FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone,
-    ReadSlice, Renamed, SetAttr, SpecialFile, Stability, Written,
+    AccessMask, Attr, Backend, Change, Checks, Cookie, CreateMode, Created, DeviceNumber, DirPage,
+    FileId, FileType, Found, FsError, FsProperties, FsResult, FsStat, Linked, Name, PreAttr,
+    ReadDone, ReadSlice, Renamed, SetAttr, SpecialFile, Stability, Written,
 };
 
 use crate::attr::{stat_fd, to_attr};
 use crate::entries::New;
 use crate::errno::fs_err;
-use crate::{lock, os, sys, Access, HostFs, OpenDir, Opened};
+use crate::{identity, lock, os, sys, Access, HostFs, OpenDir, Opened};
+
+/// The kernel's answer, as the caller the thread acts as, to `mode` (`R_OK`, `X_OK`, ...)
+/// on `fd`; the server's own calls pass. Before Linux 5.8 (no `faccessat2`): the mode
+/// bits, through `checks`.
+fn kernel_check(fd: &impl AsFd, mode: i32, checks: &dyn Checks, attr: &Attr) -> FsResult<()> {
+    if checks.cred().is_none() {
+        return Ok(());
+    }
+    match identity::kernel_allows(fd.as_fd(), mode) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::NOSYS) => {
+            crate::files::no_faccessat2();
+            let want = match mode {
+                libc::R_OK => AccessMask::READ,
+                libc::X_OK if attr.is_dir() => AccessMask::LOOKUP,
+                libc::X_OK => AccessMask::EXECUTE,
+                _ => AccessMask::MODIFY,
+            };
+            if checks.access(attr, AccessMask(want)).0 == want {
+                Ok(())
+            } else {
+                Err(FsError::Access)
+            }
+        }
+        Err(e) => Err(fs_err(e)),
+    }
+}
 
 impl Backend for HostFs {
     fn kind(&self) -> &'static str {
@@ -85,13 +115,75 @@ impl Backend for HostFs {
             .load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// The open-file cache's `O_PATH` descriptor (or an open), one `statx`; resolution
+    /// only: nothing here acts as the caller (knfsd asks no permission for GETATTR).
     fn getattr(&self, id: FileId) -> FsResult<Attr> {
-        Ok(to_attr(&self.open(id, Access::Path)?.st))
+        let (fd, st) = self.find(id, false)?;
+        let st = match st {
+            Some(st) => st,
+            None => self.linked_attrs(id, &fd)?,
+        };
+        Ok(to_attr(&st))
     }
 
-    /// Under the file's lock: the rules, the guard and the change see the same ctime
-    /// (unless a local process changes the file in between, which nothing on the host can
-    /// prevent).
+    /// The kernel's answer for each bit, as the caller (`faccessat2` with `AT_EACCESS`, see
+    /// `identity::kernel_allows`): ACLs, read-only mounts, immutable files and LSMs count.
+    /// As knfsd maps them: READ is read; LOOKUP (a directory) and EXECUTE (anything else)
+    /// are execute; MODIFY and EXTEND are write, and on a directory write and search, as is
+    /// DELETE (granted for directories only). One call asks for all the bits wanted; only
+    /// if it is refused is each asked alone.
+    fn access(
+        &self,
+        id: FileId,
+        want: AccessMask,
+        checks: &dyn Checks,
+    ) -> FsResult<(AccessMask, Attr)> {
+        let (fd, st) = self.find(id, false)?;
+        let st = match st {
+            Some(st) => st,
+            None => self.linked_attrs(id, &fd)?,
+        };
+        let attr = to_attr(&st);
+        if checks.cred().is_none() {
+            return Ok((want, attr));
+        }
+        self.act(checks)?;
+        let dir = attr.is_dir();
+        let w = if dir {
+            libc::W_OK | libc::X_OK
+        } else {
+            libc::W_OK
+        };
+        let x = if dir {
+            AccessMask::LOOKUP
+        } else {
+            AccessMask::EXECUTE
+        };
+        let mut writes = AccessMask::MODIFY | AccessMask::EXTEND;
+        if dir {
+            writes |= AccessMask::DELETE;
+        }
+        let bits = [(libc::R_OK, AccessMask::READ), (libc::X_OK, x), (w, writes)];
+        let asked: Vec<_> = bits.iter().filter(|(_, b)| want.0 & b != 0).collect();
+        let all = asked.iter().fold(0, |m, (mode, _)| m | mode);
+        let granted = match identity::kernel_allows(fd.as_fd(), all) {
+            Ok(()) => asked.iter().fold(0, |g, (_, b)| g | b),
+            Err(rustix::io::Errno::NOSYS) => {
+                crate::files::no_faccessat2();
+                checks.access(&attr, want).0
+            }
+            Err(_) => asked
+                .iter()
+                .filter(|(mode, _)| identity::kernel_allows(fd.as_fd(), *mode).is_ok())
+                .fold(0, |g, (_, b)| g | b),
+        };
+        Ok((AccessMask(granted & want.0), attr))
+    }
+
+    /// Under the file's lock: the guard and the change see the same ctime (unless a local
+    /// process changes the file in between, which nothing on the host can prevent). The
+    /// kernel applies the ownership rules (chown, chgrp, chmod, times) to the caller;
+    /// granary only sanitises the mode as knfsd does (`vfs::checks::sanitize_setattr`).
     fn setattr(
         &self,
         id: FileId,
@@ -104,10 +196,11 @@ impl Backend for HostFs {
             // runs on the blocking pool, before anything is changed here.
             return Err(FsError::WouldBlock);
         }
-        let f = self.open(id, Access::Path)?;
+        let (fd, _) = self.find(id, false)?;
         let _file = self.files.one(id.0);
-        let before = to_attr(&stat_fd(&f.fd)?);
-        let set = checks.setattr_rules(&before, set)?;
+        let st = self.linked_attrs(id, &fd)?;
+        let before = to_attr(&st);
+        let set = vfs::checks::sanitize_setattr(&before, set);
         if guard.is_some_and(|ctime| ctime != before.ctime) {
             return Err(FsError::NotSync);
         }
@@ -118,7 +211,8 @@ impl Backend for HostFs {
                 FsError::Inval
             });
         }
-        let after = self.apply_setattr(id, &f, &set)?;
+        self.act(checks)?;
+        let after = self.apply_setattr(id, &fd, &before, &set, checks)?;
         Ok(Change {
             before: Some(PreAttr::of(&before)),
             after,
@@ -128,7 +222,7 @@ impl Backend for HostFs {
     fn lookup(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Found> {
         let d = self.open_dir(dir)?;
         let dir_attr = to_attr(&d.st);
-        checks.may_search(&dir_attr)?;
+        self.act(checks)?;
         let fd = self
             .beneath(d.fd.as_fd(), name.as_bytes(), OFlags::PATH, Mode::empty())
             .map_err(|e| match e {
@@ -149,8 +243,9 @@ impl Backend for HostFs {
     fn parent(&self, dir: FileId, checks: &dyn Checks) -> FsResult<Found> {
         let d = self.open_dir(dir)?;
         let dir_attr = to_attr(&d.st);
-        checks.may_search(&dir_attr)?;
+        self.act(checks)?;
         if dir == self.root_id() {
+            kernel_check(&d.fd, libc::X_OK, checks, &dir_attr)?;
             return Ok(Found {
                 attr: dir_attr.clone(),
                 dir: dir_attr,
@@ -170,8 +265,8 @@ impl Backend for HostFs {
         })
     }
 
-    /// One `pread` straight into the reply buffer, after the check on the attributes
-    /// taken when the file was opened. Where blocking is forbidden (a network worker's
+    /// One `pread` straight into the reply buffer, after the permission check on the
+    /// descriptor ([`HostFs::may_use`]). Where blocking is forbidden (a network worker's
     /// event loop, `sync::blocking`), only what the page cache holds is read
     /// (`RWF_NOWAIT`): a range that is not all cached is `WouldBlock`, and the READ runs
     /// again on the blocking pool. A warm READ costs no hand-off.
@@ -233,8 +328,9 @@ impl Backend for HostFs {
         }))
     }
 
-    /// Under the file's lock: `statx`, the check (and the set-id bits it clears), `pwrite`
-    /// of every byte, the sync the stability asks for, `statx`.
+    /// Under the file's lock: `statx`, the permission check on the descriptor
+    /// ([`HostFs::may_use`]), `pwrite` of every byte as the caller, the sync the stability
+    /// asks for, `statx`.
     fn write(
         &self,
         id: FileId,
@@ -256,9 +352,11 @@ impl Backend for HostFs {
         let f = self.io_file(id, true)?;
         let _file = self.files.one(id.0);
         let before = to_attr(&self.io_attr_fresh(id, &f)?);
-        if let Some(mode) = checks.may_write(&before)? {
-            rustix::fs::fchmod(&f, Mode::from_raw_mode(mode & 0o7777)).map_err(fs_err)?;
-        }
+        self.act(checks)?;
+        self.may_use(&f, &before, checks, true)?;
+        // As the caller: the kernel clears set-id bits of a file written by a caller
+        // without CAP_FSETID, and charges the blocks against quotas without
+        // CAP_SYS_RESOURCE's exemption.
         self.pwrite_all(&f, offset_bytes, data)?;
         match stable {
             Stability::Unstable => f.mark_unstable(),
@@ -313,7 +411,6 @@ impl Backend for HostFs {
         checks: &dyn Checks,
     ) -> FsResult<Created> {
         let new = New {
-            kind: FileType::Directory,
             default_mode: 0o755,
             attrs,
         };
@@ -339,7 +436,6 @@ impl Backend for HostFs {
             ..attrs.clone()
         };
         let new = New {
-            kind: FileType::Symlink,
             default_mode: 0o777,
             attrs: &attrs,
         };
@@ -365,7 +461,6 @@ impl Backend for HostFs {
         };
         let raw = rustix::fs::makedev(dev.major, dev.minor);
         let new = New {
-            kind: kind.file_type(),
             default_mode: 0o644,
             attrs,
         };
@@ -403,18 +498,18 @@ impl Backend for HostFs {
         self.rename_entry(from_dir, from, to_dir, to, checks)
     }
 
-    /// Under the directory's lock: the check, `linkat`, the attributes after.
+    /// Under the directory's lock: `linkat` as the caller, the attributes after.
     fn link(&self, id: FileId, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Linked> {
+        let (fd, _) = self.find(id, false)?;
         let (_dir, d) = self.lock_dir(dir)?;
         let before = to_attr(&d.st);
-        checks.may_change_entries(&before)?;
-        let f = self.open(id, Access::Path)?;
-        if u32::from(f.st.stx_mode) & libc::S_IFMT == libc::S_IFDIR {
+        if u32::from(self.linked_attrs(id, &fd)?.stx_mode) & libc::S_IFMT == libc::S_IFDIR {
             return Err(FsError::IsDir);
         }
-        self.link_fd(&f.fd, &d.fd, name.as_bytes())?;
+        self.act(checks)?;
+        Self::link_fd(&fd, &d.fd, name.as_bytes())?;
         Ok(Linked {
-            attr: to_attr(&stat_fd(&f.fd)?),
+            attr: to_attr(&stat_fd(&fd)?),
             dir: Change {
                 before: Some(PreAttr::of(&before)),
                 after: to_attr(&stat_fd(&d.fd)?),
@@ -434,7 +529,8 @@ impl Backend for HostFs {
         }
         let d = self.open(dir, Access::List)?;
         let attr = to_attr(&d.st);
-        checks.may_list(&attr)?;
+        self.act(checks)?;
+        kernel_check(&d.fd, libc::R_OK, checks, &attr)?;
         let page = self.list(dir, &d, cookie, max_entries)?;
         Ok((page, attr))
     }

@@ -1,8 +1,9 @@
 //! Entry changes: CREATE (and its reuse of an existing file), MKDIR/SYMLINK/MKNOD,
 //! REMOVE/RMDIR and RENAME. Each runs under granary's lock of the directories it changes
-//! (`lock`), takes their attributes before, runs the [`Checks`] in the order the trait
-//! documents (as the mem backend does), makes one host syscall, and takes the attributes
-//! after.
+//! (`lock`), takes their attributes before, makes one host syscall as the caller (the
+//! kernel checks write and search permission on the directories, the sticky bit, a moved
+//! directory's write permission, and makes a new file the caller's), and takes the
+//! attributes after.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -18,11 +19,10 @@ use vfs::{
 use crate::attr::{stat_fd, to_attr};
 use crate::errno::fs_err;
 use crate::ops::{exclusive_times, Made};
-use crate::{os, HostFs, OpenDir, Opened};
+use crate::{os, HostFs, OpenDir};
 
 /// A file about to be made by MKDIR, SYMLINK or MKNOD.
 pub(crate) struct New<'a> {
-    pub(crate) kind: FileType,
     /// Mode when `attrs` gives none.
     pub(crate) default_mode: u32,
     pub(crate) attrs: &'a SetAttr,
@@ -55,11 +55,11 @@ impl HostFs {
     ) -> FsResult<Created> {
         let (_dir, d) = self.lock_dir(dir)?;
         let before = to_attr(&d.st);
-        checks.may_change_entries(&before)?;
-        let (owner, attrs) = checks.new_file(&before, new.kind, new.attrs);
-        let mode = attrs.mode.unwrap_or(new.default_mode);
-        make(d.fd.as_fd(), os(name.as_bytes()), self.create_mode(mode)).map_err(fs_err)?;
-        let attr = self.finish_new(dir, &d, Made { name, fd: None }, owner, &attrs, mode)?;
+        let mode = new.attrs.mode.unwrap_or(new.default_mode);
+        self.act(checks)?;
+        make(d.fd.as_fd(), os(name.as_bytes()), Self::create_mode(mode)).map_err(fs_err)?;
+        let made = Made { name, fd: None };
+        let attr = self.finish_new(dir, &d, made, new.attrs, mode, checks)?;
         Ok(Created {
             attr,
             dir: change(&before, to_attr(&stat_fd(&d.fd)?)),
@@ -77,7 +77,6 @@ impl HostFs {
     ) -> FsResult<Created> {
         let (_dir, d) = self.lock_dir(dir)?;
         let before = to_attr(&d.st);
-        checks.may_change_entries(&before)?;
         let unchanged = |attr| Created {
             attr,
             dir: change(&before, before.clone()),
@@ -87,7 +86,7 @@ impl HostFs {
             CreateMode::Unchecked(a) | CreateMode::Guarded(a) => (a, None),
             CreateMode::Exclusive(v) => (&empty, Some(*v)),
         };
-        let (owner, mut attrs) = checks.new_file(&before, FileType::Regular, requested);
+        let mut attrs = requested.clone();
         if attrs.size_bytes.is_some_and(|s| s > MAX_FILE_SIZE) {
             return Err(FsError::FBig);
         }
@@ -99,8 +98,13 @@ impl HostFs {
         let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY;
         // O_EXCL: the name is new, or it exists (whatever it is, a symlink included) and
         // the rules of `reuse_existing` apply. The descriptor finishes the new file.
-        let made = match self.beneath(d.fd.as_fd(), name.as_bytes(), flags, self.create_mode(perm))
-        {
+        self.act(checks)?;
+        let made = match self.beneath(
+            d.fd.as_fd(),
+            name.as_bytes(),
+            flags,
+            Self::create_mode(perm),
+        ) {
             Ok(fd) => fd,
             Err(Errno::EXIST) => {
                 return self
@@ -113,7 +117,7 @@ impl HostFs {
             name,
             fd: Some(made),
         };
-        let attr = self.finish_new(dir, &d, made, owner, &attrs, perm)?;
+        let attr = self.finish_new(dir, &d, made, &attrs, perm, checks)?;
         Ok(Created {
             attr,
             dir: change(&before, to_attr(&stat_fd(&d.fd)?)),
@@ -122,8 +126,8 @@ impl HostFs {
 
     /// CREATE over an existing name (the mem backend's rules): not a regular file or
     /// Guarded: `Exist`; Exclusive: the same verifier (kept in the times) is a
-    /// retransmission; Unchecked: only the size applies, after `may_truncate` under the
-    /// file's lock.
+    /// retransmission; Unchecked: only the size applies, under the file's lock, if the
+    /// caller may write the file (its owner may: [`HostFs::may_use`]).
     fn reuse_existing(
         &self,
         dir: FileId,
@@ -156,11 +160,7 @@ impl HostFs {
         self.note(dir, name.as_bytes(), Some(&fd), &st);
         let Some(size) = size else { return Ok(attr) };
         let _file = self.files.one(attr.fileid.0);
-        let f = Opened {
-            st: stat_fd(&fd)?,
-            fd,
-        };
-        checks.may_truncate(&to_attr(&f.st))?;
+        let now = to_attr(&stat_fd(&fd)?);
         if size > MAX_FILE_SIZE {
             return Err(FsError::FBig);
         }
@@ -168,7 +168,7 @@ impl HostFs {
             size_bytes: Some(size),
             ..SetAttr::default()
         };
-        self.apply_setattr(attr.fileid, &f, &set)
+        self.apply_setattr(attr.fileid, &fd, &now, &set, checks)
     }
 
     /// REMOVE (`rmdir` false) or RMDIR (`rmdir` true) of `name` in `dir`.
@@ -181,9 +181,8 @@ impl HostFs {
     ) -> FsResult<Change> {
         let (_dir, d) = self.lock_dir(dir)?;
         let before = to_attr(&d.st);
-        checks.may_change_entries(&before)?;
+        self.act(checks)?;
         let victim = self.entry_attr(&d.fd, name)?.ok_or(FsError::NoEnt)?;
-        checks.may_unlink(&before, &victim)?;
         match (victim.is_dir(), rmdir) {
             (true, false) => return Err(FsError::IsDir),
             (false, true) => return Err(FsError::NotDir),
@@ -212,8 +211,7 @@ impl HostFs {
         let one_dir = from_dir == to_dir;
         let from_before = to_attr(&a.st);
         let to_before = to_attr(&b.st);
-        checks.may_change_entries(&from_before)?;
-        checks.may_change_entries(&to_before)?;
+        self.act(checks)?;
         let moving = self.entry_attr(&a.fd, from)?.ok_or(FsError::NoEnt)?;
         let replaced = self.entry_attr(&b.fd, to)?;
         if replaced.as_ref().is_some_and(|r| r.fileid == moving.fileid) {
@@ -222,13 +220,6 @@ impl HostFs {
                 from_dir: change(&from_before, from_before.clone()),
                 to_dir: change(&to_before, to_before.clone()),
             });
-        }
-        checks.may_unlink(&from_before, &moving)?;
-        if let Some(r) = &replaced {
-            checks.may_unlink(&to_before, r)?;
-        }
-        if moving.is_dir() && !one_dir {
-            checks.may_move_dir(&moving)?;
         }
         rustix::fs::renameat(&a.fd, os(from.as_bytes()), &b.fd, os(to.as_bytes()))
             .map_err(not_empty)?;

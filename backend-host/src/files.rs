@@ -32,11 +32,22 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rustix::fs::Statx;
+use rustix::io::Errno;
 use sync::filecache::{Access as CacheAccess, Entry, Evicted, FileCache, FileCacheStats};
 use vfs::{Attr, Checks, FileId, FsError, FsResult};
 
 use crate::attr::{stat_fd, to_attr};
-use crate::{Access, HostFs};
+use crate::errno::fs_err;
+use crate::{identity, Access, HostFs};
+
+/// Before Linux 5.8 there is no `faccessat2`: permission on a descriptor falls back to
+/// granary's mode-bit checks (ACLs are then not consulted there). Said once.
+pub(crate) fn no_faccessat2() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        tracing::warn!("this kernel has no faccessat2 (Linux < 5.8): permissions on open files and ACCESS replies come from the mode bits, not ACLs");
+    });
+}
 
 /// Counters of the data path's descriptors (tests and the lab read them).
 #[derive(Debug, Default)]
@@ -53,6 +64,8 @@ pub(crate) struct IoCounters {
 #[derive(Debug)]
 pub struct OpenFile {
     fd: OwnedFd,
+    /// A directory (its hits are checked to be still beneath the root).
+    dir: bool,
     unstable: AtomicBool,
     counters: Arc<IoCounters>,
 }
@@ -166,7 +179,7 @@ impl HostFs {
             let opened = self.open(id, access)?;
             self.io.opens.fetch_add(1, Ordering::Relaxed);
             st = Some(opened.st);
-            Ok::<_, FsError>(self.cached(opened.fd))
+            Ok::<_, FsError>(self.cached(opened.fd, false))
         })?;
         Ok(IoFile {
             held: Fd::Cached(entry),
@@ -175,40 +188,65 @@ impl HostFs {
     }
 
     /// A descriptor as the cache keeps it, with no UNSTABLE writes yet.
-    fn cached(&self, fd: OwnedFd) -> OpenFile {
+    fn cached(&self, fd: OwnedFd, dir: bool) -> OpenFile {
         OpenFile {
             fd,
+            dir,
             unstable: AtomicBool::new(false),
             counters: Arc::clone(&self.io),
         }
     }
 
-    /// A directory's `O_PATH` descriptor, with the attributes its open took (`None` when
-    /// it came from the cache). With the cache on (key: inode, `Path`), a miss opens it as
-    /// [`HostFs::open`] does (handle, verification, the "still beneath the root" check); a
-    /// hit skips `open_by_handle_at` and `close` but checks again that the directory is
+    /// A directory's `O_PATH` descriptor (see [`Self::find`]).
+    pub(crate) fn find_dir(&self, dir: FileId) -> FsResult<(Fd, Option<Statx>)> {
+        self.find(dir, true)
+    }
+
+    /// An `O_PATH` descriptor of any file (`dir_only`: a directory, `NotDir` otherwise on
+    /// an open), with the attributes its open took (`None` when it came from the cache).
+    /// With the cache on (key: inode, `Path`), a miss opens it as [`HostFs::open`] does
+    /// (handle, verification, the "still beneath the root" check of a directory); a hit
+    /// skips `open_by_handle_at` and `close`, and for a directory checks again that it is
     /// beneath the root, since a local process may have moved it out since it was opened.
     /// A hit on a directory a local process removed fails that check; it is then `Stale`
     /// and its entry is dropped. The caller takes the attributes ([`Self::linked_attrs`]).
-    pub(crate) fn find_dir(&self, dir: FileId) -> FsResult<(Fd, Option<Statx>)> {
+    /// GETATTR, SETATTR, LINK and ACCESS find their file here, so a steady client's calls
+    /// make no `open_by_handle_at` (nor the `capset` pair resolution costs a thread acting
+    /// for a non-root caller).
+    pub(crate) fn find(&self, id: FileId, dir_only: bool) -> FsResult<(Fd, Option<Statx>)> {
+        let open = || {
+            if dir_only {
+                self.open_dir_uncached(id)
+            } else {
+                self.open(id, Access::Path)
+            }
+        };
         let Some(cache) = &self.open_files else {
-            let d = self.open_dir_uncached(dir)?;
+            let d = open()?;
             return Ok((d.fd.into(), Some(d.st)));
         };
         let mut st = None;
-        let entry = cache.get_or_open(&dir.0, CacheAccess::Path, || {
-            let d = self.open_dir_uncached(dir)?;
+        let entry = cache.get_or_open(&id.0, CacheAccess::Path, || {
+            let d = open()?;
             st = Some(d.st);
-            Ok::<_, FsError>(self.cached(d.fd))
+            let dir = u32::from(d.st.stx_mode) & libc::S_IFMT == libc::S_IFDIR;
+            Ok::<_, FsError>(self.cached(d.fd, dir))
         })?;
+        let dir = entry.dir;
         let fd = Fd::Cached(entry);
-        if st.is_none() && dir != self.root_id() {
-            if let Err(e) = self.check_beneath(fd.as_fd(), dir.0) {
-                self.linked_attrs(dir, &fd)?;
+        if st.is_some() {
+            return Ok((fd, st));
+        }
+        if dir_only && !dir {
+            return Err(FsError::NotDir);
+        }
+        if dir && id != self.root_id() {
+            if let Err(e) = self.check_beneath(fd.as_fd(), id.0) {
+                self.linked_attrs(id, &fd)?;
                 return Err(e);
             }
         }
-        Ok((fd, st))
+        Ok((fd, None))
     }
 
     /// A fresh `statx` of a descriptor of `id`; a file with no link left (removed, by a
@@ -232,7 +270,8 @@ impl HostFs {
         }
     }
 
-    /// A descriptor to read `id` through, with the attributes `checks.may_read` passed.
+    /// A descriptor to read `id` through, with the attributes the permission check saw
+    /// ([`Self::may_use`]); the thread acts as the caller after.
     pub(crate) fn readable(
         &self,
         id: FileId,
@@ -241,8 +280,52 @@ impl HostFs {
         let f = self.io_file(id, false)?;
         let st = self.io_attr(id, &f)?;
         let attr = to_attr(&st);
-        checks.may_read(&attr)?;
+        self.act(checks)?;
+        self.may_use(&f, &attr, checks, false)?;
         Ok((f, st, attr))
+    }
+
+    /// Whether the caller of `checks` may read (`write` false) or write the file open as
+    /// `fd` (a descriptor resolution opened, or one from the cache that another caller's
+    /// call opened): the owner always may (knfsd's owner override, so a file created
+    /// read-only, or chmod-ed after its open, stays usable by its owner, as on a local
+    /// file system with the file already open); anyone else is asked of the kernel on
+    /// every call, as the caller (`faccessat2`, see `identity::kernel_allows`), so a
+    /// chmod or an ACL changed on the server applies to the very next call. READ passes
+    /// with execute permission too (knfsd: clients read binaries they may only run). The
+    /// thread must already act as the caller ([`HostFs::act`]).
+    pub(crate) fn may_use(
+        &self,
+        fd: &impl AsFd,
+        attr: &Attr,
+        checks: &dyn Checks,
+        write: bool,
+    ) -> FsResult<()> {
+        let Some(cred) = checks.cred() else {
+            return Ok(());
+        };
+        if cred.uid == attr.uid {
+            return Ok(());
+        }
+        let fd = fd.as_fd();
+        let asked = if write {
+            identity::kernel_allows(fd, libc::W_OK)
+        } else {
+            identity::kernel_allows(fd, libc::R_OK)
+                .or_else(|_| identity::kernel_allows(fd, libc::X_OK))
+        };
+        match asked {
+            Ok(()) => Ok(()),
+            Err(Errno::NOSYS) => {
+                no_faccessat2();
+                if write {
+                    checks.may_write(attr).map(|_| ())
+                } else {
+                    checks.may_read(attr)
+                }
+            }
+            Err(e) => Err(fs_err(e)),
+        }
     }
 
     /// A fresh `statx` of an I/O descriptor (WRITE and COMMIT take it under the file's

@@ -467,7 +467,14 @@ impl Index {
             let shared = Arc::clone(&self.shared);
             let spawned = std::thread::Builder::new()
                 .name("granary-index-compact".into())
-                .spawn(move || compact_logged(&shared));
+                .spawn(move || {
+                    // Spawned by a thread that may act for a client: the state
+                    // directory is the server's.
+                    if let Err(e) = crate::identity::act_as_server() {
+                        tracing::warn!(errno = %e, "the index compaction cannot act as the server");
+                    }
+                    compact_logged(&shared);
+                });
             if let Err(e) = spawned {
                 tracing::warn!(error = %e, "cannot start the handle index compaction; retried later");
                 log.compacting.store(false, Ordering::Release);

@@ -41,15 +41,34 @@
 //!   the READDIR cookies (ext4, xfs and btrfs keep them valid while the directory changes;
 //!   tmpfs does since Linux 6.6).
 //!
-//! - **Owners and permissions.** The host syscalls run as the server. Run as root, a new
-//!   file is created and then `chown`ed to the owner `vfs::Checks::new_file` gives (the
-//!   caller's squashed credential, with the setgid-directory rules), and every permission
-//!   decision is `vfs::Checks`' (the same code as for mem) on the attributes `statx` just
-//!   took: mode bits, sticky directories, ownership rules of SETATTR. Host ACLs and LSMs
-//!   are not consulted (the server is root). Run unprivileged, the server can only act as
-//!   itself: the server's config forces `squash = "all"` to the server's uid/gid, so the
-//!   checks see every caller as the owner of what it created, and the host refuses what
-//!   the server's user may not do (reported as `Access`/`Perm`).
+//! - **Owners and permissions: the kernel decides, as the caller.** Run as root, each
+//!   request's host syscalls run with the calling thread's fsuid, fsgid and groups set to
+//!   the client's squashed credential and, for a non-root caller, knfsd's `CAP_NFSD_SET`
+//!   out of its effective set (see [`identity`]); the thread switches only when the
+//!   next request's identity differs. So the kernel applies mode bits, POSIX ACLs,
+//!   default ACLs on CREATE/MKDIR, set-gid and sticky directories, SETATTR's ownership
+//!   rules, quotas (`EDQUOT` → `DQuot`) and LSMs, and makes new files the caller's (no
+//!   `chown` after; the thread's umask is 0). The `vfs::Checks` a call is given only
+//!   name the caller ([`vfs::Checks::cred`]); their mode-bit rules decide nothing here
+//!   (they are the fallback of a kernel without `faccessat2`). `vfs::Trusted` (the
+//!   server's own calls, tests) acts as the server. Run unprivileged, there is no
+//!   switching: the server's config forces `squash = "all"` to the server's uid/gid, and
+//!   the kernel decides as the server's user.
+//!
+//!   Which syscalls are **resolution** (run as the server: with `CAP_DAC_READ_SEARCH` and
+//!   `CAP_DAC_OVERRIDE` raised for the span of the function if the thread acts for a
+//!   non-root caller, [`identity::raise_for_resolution`]) and which are **the operation**
+//!   (run as the caller, after [`HostFs::act`]):
+//!
+//!   | resolution (the server's) | the operation (the caller's) |
+//!   |---|---|
+//!   | the handle index, `open_by_handle_at` (needs `CAP_DAC_READ_SEARCH`), the re-walk of a recorded path and the search of a lost file ([`HostFs::open`]); the "still beneath the root" climb of a directory (tried as the thread is first, privileged only if refused); opening a file for READ, WRITE, truncation or READDIR by handle | LOOKUP's `openat2` of the name and `..` (search permission), CREATE's `openat2(O_CREAT)`, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK (`linkat` through `/proc/self/fd`), SETATTR's `fchownat`/`chmod`/`utimensat`/`ftruncate`, WRITE's `pwrite` (set-id bits cleared, quotas charged without exemption), READDIR's listing |
+//!   | `statx` of a descriptor (GETATTR needs no permission, as in knfsd), `name_to_handle_at` | the permission to use a descriptor resolution opened or the cache holds: `faccessat2(fd, "", R_OK/W_OK, AT_EMPTY_PATH \| AT_EACCESS)` on every READ, WRITE, truncation and READDIR (the owner may always read and write: knfsd's owner override; READ passes with execute permission too); ACCESS and LOOKUP of `.`, one `faccessat2` per asked bit |
+//!
+//!   So a descriptor opened for one user is never what lets another read or write: each
+//!   call is asked again, as its own caller, and a `chmod` or `setfacl` on the server
+//!   applies to the very next call. READLINK and COMMIT ask no permission (knfsd's
+//!   `NFSD_MAY_NOP` for READLINK; the write was checked).
 //! - **Weak cache consistency.** A change's attributes before and after are taken under
 //!   granary's lock of the directory or file (see `lock`), around the one syscall, with
 //!   the checks in between: no other granary request lies between them. A local process
@@ -71,6 +90,7 @@ mod backend;
 mod entries;
 pub mod errno;
 mod files;
+pub mod identity;
 pub mod index;
 pub mod limits;
 mod lock;
@@ -84,7 +104,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags, Statx};
 use rustix::io::Errno;
-use vfs::{FileId, FsError, FsResult};
+use vfs::{Checks, Cred, FileId, FsError, FsResult};
 
 use crate::attr::{device, generation, kind_bits, stat_at, stat_fd};
 use crate::errno::fs_err;
@@ -201,8 +221,11 @@ pub struct HostFs {
     index: Index,
     openat2: bool,
     kernel_handles: bool,
-    /// The process may chown to any owner (runs as root).
+    /// The server runs as root: each call acts as its caller (see `identity`).
     privileged: bool,
+    /// Who the server's own calls act as (`vfs::Trusted`): its euid, egid and groups.
+    server: Cred,
+    /// The process umask, for threads that cannot have their own (`identity::clear_umask`).
     umask: u32,
     writeback_errors: AtomicU64,
     /// Entry changes of one directory (see `lock`).
@@ -239,6 +262,11 @@ impl HostFs {
         let kernel_handles = config.kernel_handles && probe_kernel_handles(&root, &mount);
         let umask = current_umask();
         let privileged = rustix::process::geteuid().is_root();
+        let server = server_cred()?;
+        if privileged {
+            probe_switching(&server)?;
+            identity::record_server(server.uid, server.gid, &server.groups);
+        }
         tracing::info!(
             root = %config.root.display(), openat2, kernel_handles, privileged,
             indexed = index.len(), "host export"
@@ -253,6 +281,7 @@ impl HostFs {
             openat2,
             kernel_handles,
             privileged,
+            server,
             umask,
             writeback_errors: AtomicU64::new(0),
             dirs: lock::Locks::new(),
@@ -281,6 +310,63 @@ impl HostFs {
         FileId(self.root_ino)
     }
 
+    /// Makes the calling thread act as the caller of `checks` for the host calls that
+    /// follow (the server itself for `vfs::Trusted`); nothing when the server is not root.
+    /// See `identity`.
+    pub(crate) fn act(&self, checks: &dyn Checks) -> FsResult<()> {
+        if !self.privileged {
+            return Ok(());
+        }
+        let cred = checks.cred().unwrap_or(&self.server);
+        let who = identity::Who {
+            uid: cred.uid,
+            gid: cred.gid,
+            groups: &cred.groups,
+        };
+        identity::act_as(&who).map_err(|_| FsError::ServerFault)
+    }
+
+    /// What handle resolution needs, for as long as the guard lives (see
+    /// `identity::raise_for_resolution`); nothing when the server is not root.
+    pub(crate) fn resolving(&self) -> FsResult<Option<identity::Raised>> {
+        if !self.privileged {
+            return Ok(None);
+        }
+        identity::raise_for_resolution()
+            .map(Some)
+            .map_err(|_| FsError::ServerFault)
+    }
+
+    /// Runs a resolution step as the thread is, and once more with resolution's
+    /// capabilities if the thread's identity was refused: a directory's climb to the root
+    /// usually passes as the caller, with no `capset` at all.
+    pub(crate) fn resolve_retry<T>(&self, step: impl Fn() -> FsResult<T>) -> FsResult<T> {
+        match step() {
+            Err(FsError::Access | FsError::Perm) if self.privileged => {
+                let _raised = self.resolving()?;
+                step()
+            }
+            r => r,
+        }
+    }
+
+    /// Makes the calling thread the server again (its own fsuid, fsgid, groups and
+    /// capabilities). A thread that served calls keeps the last caller's identity (see
+    /// `identity`); code that then touches files of its own on that thread (a test
+    /// writing its scratch files, say) calls this first.
+    ///
+    /// # Errors
+    /// `ServerFault` if a switch is refused.
+    pub fn act_as_server(&self) -> FsResult<()> {
+        self.act(&vfs::Trusted::ROOT)
+    }
+
+    /// True if the server runs as root and each call acts as its caller.
+    #[must_use]
+    pub fn acts_as_caller(&self) -> bool {
+        self.privileged
+    }
+
     /// The one place a file id becomes a descriptor (seed 004's open-file cache goes
     /// here). Verifies the file is the one the id names (inode, generation, device).
     ///
@@ -288,6 +374,7 @@ impl HostFs {
     /// `Stale` if the file is gone or replaced; `IsDir`/`Inval`/`NotDir` for an access
     /// mode its type does not allow.
     pub fn open(&self, id: FileId, access: Access) -> FsResult<Opened> {
+        let _raised = self.resolving()?;
         if id == self.root_id() {
             access.check(libc::S_IFDIR as u16)?;
             let fd = self.beneath(self.root.as_fd(), b".", access.flags(), Mode::empty());
@@ -385,6 +472,11 @@ impl HostFs {
     /// instant: the answer "beneath" means the root was that ancestor when it was asked,
     /// as with a walk of descriptors.
     pub(crate) fn check_beneath(&self, dir: BorrowedFd<'_>, ino: u64) -> FsResult<()> {
+        self.resolve_retry(|| self.climb(dir, ino))
+    }
+
+    /// [`Self::check_beneath`] as the thread is.
+    fn climb(&self, dir: BorrowedFd<'_>, ino: u64) -> FsResult<()> {
         let mut below_ino = ino;
         let mut base: Option<OwnedFd> = None;
         let mut up = Vec::with_capacity(3 * limits::CLIMB_HOP_LEVELS);
@@ -481,6 +573,45 @@ pub fn server_identity() -> (bool, u32, u32) {
         uid.as_raw(),
         rustix::process::getegid().as_raw(),
     )
+}
+
+/// The server's own identity: euid, egid and supplementary groups.
+fn server_cred() -> Result<Cred, HostError> {
+    let groups = rustix::process::getgroups()
+        .map_err(|e| HostError(format!("cannot read the server's groups: {e}")))?;
+    Ok(Cred {
+        uid: rustix::process::geteuid().as_raw(),
+        gid: rustix::process::getegid().as_raw(),
+        groups: groups
+            .into_iter()
+            .map(rustix::process::Gid::as_raw)
+            .collect(),
+    })
+}
+
+/// As root, each call acts as its caller: refuse to start where the thread's identity
+/// cannot be switched (no `CAP_SETUID`/`CAP_SETGID`, or a seccomp filter), rather than
+/// serve every client as root.
+fn probe_switching(server: &Cred) -> Result<(), HostError> {
+    fn who(c: &Cred) -> identity::Who<'_> {
+        identity::Who {
+            uid: c.uid,
+            gid: c.gid,
+            groups: &c.groups,
+        }
+    }
+    let nobody = Cred {
+        uid: vfs::export::NOBODY,
+        gid: vfs::export::NOBODY,
+        groups: vec![vfs::export::NOBODY],
+    };
+    identity::act_as(&who(&nobody))
+        .and_then(|()| identity::act_as(&who(server)))
+        .map_err(|e| {
+            HostError(format!(
+                "running as root, granary acts as each client's user, but a thread's identity cannot be switched here ({e}); give granary CAP_SETUID and CAP_SETGID and allow setfsuid, setfsgid, setgroups and capset (no seccomp filter on them), or run it as an ordinary user (every client then acts as that user)"
+            ))
+        })
 }
 
 /// Raw bytes as a path argument (names are validated by `vfs::Name`: no `/`, no NUL).

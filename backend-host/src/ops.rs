@@ -7,7 +7,7 @@ use bytes::Bytes;
 use rustix::fs::{AtFlags, Gid, Mode, OFlags, RawDir, Timespec, Timestamps, Uid};
 use rustix::io::Errno;
 use vfs::{
-    Attr, Cookie, DirEntry, DirPage, FileId, FsError, FsResult, Name, Owner, SetAttr, SetTime,
+    Attr, Checks, Cookie, DirEntry, DirPage, FileId, FsError, FsResult, Name, SetAttr, SetTime,
 };
 
 use crate::attr::{stat_fd, to_attr};
@@ -63,21 +63,33 @@ pub(crate) struct Made<'a> {
 }
 
 impl HostFs {
-    /// Applies `set` to the file open as `f` (an `O_PATH` fd): owner, mode, size, times,
-    /// in that order (as Linux's `notify_change` does), and returns the new attributes.
-    pub(crate) fn apply_setattr(&self, id: FileId, f: &Opened, set: &SetAttr) -> FsResult<Attr> {
+    /// Applies `set` to the file open as `fd` (an `O_PATH` fd; `before` its attributes):
+    /// owner, mode, size, times, in that order (as Linux's `notify_change` does), and
+    /// returns the new attributes. The thread acts as the caller: the kernel decides
+    /// (`chown_ok`, `chgrp_ok`, `inode_owner_or_capable`, the set-id bits a chown or a
+    /// chmod by a caller outside the group clears). A size change opens the file for
+    /// writing (resolution) and may the caller write it ([`HostFs::may_use`]: the owner
+    /// may, as knfsd's owner override lets it), then `ftruncate` as the caller.
+    pub(crate) fn apply_setattr(
+        &self,
+        id: FileId,
+        fd: &impl AsFd,
+        before: &Attr,
+        set: &SetAttr,
+        checks: &dyn Checks,
+    ) -> FsResult<Attr> {
         let empty = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
         if set.uid.is_some() || set.gid.is_some() {
             let uid = set.uid.map(Uid::from_raw);
             let gid = set.gid.map(Gid::from_raw);
-            rustix::fs::chownat(&f.fd, "", uid, gid, empty).map_err(fs_err)?;
+            rustix::fs::chownat(fd, "", uid, gid, empty).map_err(fs_err)?;
         }
-        let is_link = u32::from(f.st.stx_mode) & libc::S_IFMT == libc::S_IFLNK;
+        let is_link = before.file_type == vfs::FileType::Symlink;
         if let Some(mode) = set.mode.filter(|_| !is_link) {
             let mode = Mode::from_raw_mode(mode & 0o7777);
             rustix::fs::chmodat(
                 rustix::fs::CWD,
-                proc_path(f.fd.as_fd()),
+                proc_path(fd.as_fd()),
                 mode,
                 AtFlags::empty(),
             )
@@ -88,6 +100,7 @@ impl HostFs {
                 return Err(FsError::FBig);
             }
             let w = self.open(id, Access::Write)?;
+            self.may_use(&w.fd, &to_attr(&w.st), checks, true)?;
             rustix::fs::ftruncate(&w.fd, size).map_err(fs_err)?;
         }
         if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
@@ -95,23 +108,27 @@ impl HostFs {
                 last_access: timespec(set.atime),
                 last_modification: timespec(set.mtime),
             };
-            rustix::fs::utimensat(&f.fd, "", &times, empty).map_err(fs_err)?;
+            rustix::fs::utimensat(fd, "", &times, empty).map_err(fs_err)?;
         }
-        Ok(to_attr(&stat_fd(&f.fd)?))
+        Ok(to_attr(&stat_fd(fd)?))
     }
 
-    /// After a new file was made in `dir` (open as `d`): opens it (unless its making gave
-    /// a descriptor), records it, gives it to `owner` (when the server may), applies the
-    /// mode the umask took away and the other `attrs`, and returns its attributes. If that
-    /// fails, the new file is removed again, so a failed call leaves nothing behind.
+    /// After a new file was made in `dir` (open as `d`) by the caller: opens it (unless
+    /// its making gave a descriptor), records it, and applies the other `attrs` (times,
+    /// size) as the caller, who owns it. Nothing is `chown`ed: the kernel made it the
+    /// caller's (its group the directory's in a set-gid directory) with the mode asked
+    /// for, less what a default ACL of the directory takes away (the thread's umask is 0,
+    /// see `identity::clear_umask`; where it cannot be, the bits the process umask took
+    /// are put back with a `chmod`). If that fails, the new file is removed again, so a
+    /// failed call leaves nothing behind.
     pub(crate) fn finish_new(
         &self,
         dir: FileId,
         d: &OpenDir,
         made: Made<'_>,
-        owner: Owner,
         attrs: &SetAttr,
         mode: u32,
+        checks: &dyn Checks,
     ) -> FsResult<Attr> {
         let name = made.name;
         let fd = match made.fd {
@@ -130,22 +147,13 @@ impl HostFs {
             size_bytes: attrs.size_bytes.filter(|_| regular),
             ..SetAttr::default()
         };
-        let chown = self.privileged && (st.stx_uid, st.stx_gid) != (owner.uid, owner.gid);
-        if chown {
-            set.uid = Some(owner.uid);
-            set.gid = Some(owner.gid);
-        }
-        // A chown clears set-id bits: the mode is set again after it.
-        let want = mode & 0o7777;
-        if chown || u32::from(st.stx_mode) & 0o7777 != want {
-            set.mode = Some(want);
-        }
+        set.mode = self.umask_taken(u32::from(st.stx_mode), mode);
         if set.is_empty() {
             return Ok(to_attr(&st));
         }
         let is_dir = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFDIR;
         let generation = crate::attr::generation(&st);
-        self.apply_setattr(id, &Opened { fd, st }, &set)
+        self.apply_setattr(id, &fd, &to_attr(&st), &set, checks)
             .inspect_err(|e| {
                 tracing::warn!(%name, error = %e, "could not finish a new file; removing it");
                 let flags = if is_dir {
@@ -158,9 +166,25 @@ impl HostFs {
             })
     }
 
-    /// The mode to create with; the umask may take bits away, `finish_new` puts them back.
-    pub(crate) fn create_mode(&self, mode: u32) -> Mode {
-        Mode::from_raw_mode(mode & 0o7777 & !self.umask)
+    /// Where this thread could not get a umask of its own: the mode that puts back the
+    /// permission bits the process umask took from `asked` (`None` if it took none, or if
+    /// the new file's bits are not what the umask alone leaves, e.g. a default ACL
+    /// decided them).
+    fn umask_taken(&self, made: u32, asked: u32) -> Option<u32> {
+        if crate::identity::clear_umask() {
+            return None;
+        }
+        let umasked = asked & 0o777 & !self.umask;
+        let took = asked & 0o777 != umasked;
+        (took && made & 0o777 == umasked).then_some((made & 0o7000) | (asked & 0o777))
+    }
+
+    /// The mode to create with: the one asked for. The calling thread's umask is made 0
+    /// first (`identity::clear_umask`), so only a default ACL of the directory takes
+    /// bits away.
+    pub(crate) fn create_mode(mode: u32) -> Mode {
+        crate::identity::clear_umask();
+        Mode::from_raw_mode(mode & 0o7777)
     }
 
     /// Lists up to `max_entries` entries after `cookie`. Cookies are getdents64 `d_off`
@@ -245,20 +269,18 @@ impl HostFs {
         Ok(crate::attr::stat_at(fd, "..".as_ref())?.stx_ino)
     }
 
-    /// `link(2)` of the file open as `src` to `name` in `dirfd`.
-    pub(crate) fn link_fd(&self, src: &OwnedFd, dirfd: &impl AsFd, name: &[u8]) -> FsResult<()> {
-        let r = if self.kernel_handles {
-            // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which kernel handles imply.
-            rustix::fs::linkat(src, "", dirfd, os(name), AtFlags::EMPTY_PATH)
-        } else {
-            rustix::fs::linkat(
-                rustix::fs::CWD,
-                proc_path(src.as_fd()),
-                dirfd,
-                os(name),
-                AtFlags::SYMLINK_FOLLOW,
-            )
-        };
-        r.map_err(fs_err)
+    /// `link(2)` of the file open as `src` to `name` in `dirfd`, through `/proc/self/fd`
+    /// (`AT_EMPTY_PATH` would need `CAP_DAC_READ_SEARCH`, which a thread acting for a
+    /// non-root caller does not have): the kernel applies the caller's rights, including
+    /// `fs.protected_hardlinks`.
+    pub(crate) fn link_fd(src: &impl AsFd, dirfd: &impl AsFd, name: &[u8]) -> FsResult<()> {
+        rustix::fs::linkat(
+            rustix::fs::CWD,
+            proc_path(src.as_fd()),
+            dirfd,
+            os(name),
+            AtFlags::SYMLINK_FOLLOW,
+        )
+        .map_err(fs_err)
     }
 }

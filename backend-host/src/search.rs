@@ -34,6 +34,10 @@ use crate::{os, HostFs};
 impl HostFs {
     /// True if a scan found `id` (with generation `gen`, when given) and recorded where.
     pub(crate) fn search(&self, id: FileId, gen: Option<u32>) -> bool {
+        // Resolution: the scan reads directories the caller may not.
+        let Ok(_raised) = self.resolving() else {
+            return false;
+        };
         if !self.openat2 || self.index.is_gone(id.0) {
             return false;
         }

@@ -38,8 +38,8 @@ use gtime::Timestamp;
 use crate::checks::Checks;
 use crate::error::FsResult;
 use crate::types::{
-    Attr, Change, Cookie, CreateMode, Created, DirPage, FileId, Found, FsProperties, FsStat,
-    Linked, Name, ReadDone, ReadSlice, Renamed, SetAttr, SpecialFile, Stability, Written,
+    AccessMask, Attr, Change, Cookie, CreateMode, Created, DirPage, FileId, Found, FsProperties,
+    FsStat, Linked, Name, ReadDone, ReadSlice, Renamed, SetAttr, SpecialFile, Stability, Written,
 };
 
 /// Storage behind an export: `mem`, `host` or `erofs`.
@@ -74,6 +74,20 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     fn getattr(&self, id: FileId) -> FsResult<Attr>;
+
+    /// Which of `want` the caller (`checks`) would be granted on `id`, and its attributes
+    /// (NFSv3 ACCESS, and LOOKUP of `.`). The default asks `checks.access` (the mode
+    /// bits); a backend whose host enforces permissions itself (ACLs, LSMs) asks the host.
+    /// Read-only exports are the export's business: it takes the write bits away after.
+    fn access(
+        &self,
+        id: FileId,
+        want: AccessMask,
+        checks: &dyn Checks,
+    ) -> FsResult<(AccessMask, Attr)> {
+        let attr = self.getattr(id)?;
+        Ok((checks.access(&attr, want), attr))
+    }
 
     /// Applies what `checks.setattr_rules` returns for `set`, atomically. If `guard` is
     /// given, the file's ctime must equal it at the moment of the change, else `NotSync`

@@ -14,9 +14,9 @@
 //! holds every capability. [`Trusted`] allows everything and changes nothing; it is for
 //! the server's own setup, tests and the lab, never for a client's request.
 
-use crate::access::{mode_allows, R, W, X};
+use crate::access::{access_mask, mode_allows, R, W, X};
 use crate::error::{FsError, FsResult};
-use crate::types::{Attr, Cred, FileType, Owner, SetAttr, SetTime};
+use crate::types::{AccessMask, Attr, Cred, FileType, Owner, SetAttr, SetTime};
 
 /// Checks a backend runs under its locks. Each method gets the attributes the backend is
 /// about to act on and either allows (`Ok`), refuses (`Access`: mode bits; `Perm`:
@@ -58,6 +58,11 @@ pub trait Checks: Sync {
     /// Writing file data. `Some(mode)`: the file's mode must become `mode` first (a
     /// write by a non-root caller drops set-id bits).
     fn may_write(&self, attr: &Attr) -> FsResult<Option<u32>>;
+    /// Which of `want` the mode bits grant (the default [`crate::Backend::access`]).
+    fn access(&self, attr: &Attr, want: AccessMask) -> AccessMask;
+    /// The client's squashed credential, for a backend whose host enforces permissions
+    /// itself (the host backend run as root acts as it); `None` for the server's own calls.
+    fn cred(&self) -> Option<&Cred>;
 }
 
 /// Allows everything and changes nothing; new files get `owner`. For the server's own
@@ -104,6 +109,12 @@ impl Checks for Trusted {
     }
     fn may_write(&self, _: &Attr) -> FsResult<Option<u32>> {
         Ok(None)
+    }
+    fn access(&self, _: &Attr, want: AccessMask) -> AccessMask {
+        want
+    }
+    fn cred(&self) -> Option<&Cred> {
+        None
     }
 }
 
@@ -221,6 +232,14 @@ impl Checks for Caller<'_> {
         let cleared = without_set_id(attr.mode);
         Ok((!self.cred.is_root() && cleared != attr.mode).then_some(cleared))
     }
+
+    fn access(&self, attr: &Attr, want: AccessMask) -> AccessMask {
+        access_mask(attr, self.cred, want, true)
+    }
+
+    fn cred(&self) -> Option<&Cred> {
+        Some(self.cred)
+    }
 }
 
 /// SETATTR as Linux's `setattr_prepare` and nfsd's `nfsd_sanitize_attrs` apply it.
@@ -297,6 +316,24 @@ fn chown_kill(c: &Caller<'_>, attr: &Attr) -> u32 {
         mode &= !0o2000;
     }
     mode
+}
+
+/// What a server that lets its host's kernel decide SETATTR (the host backend acting as
+/// its caller) still changes in a SETATTR, as knfsd's `nfsd_sanitize_attrs` does: a
+/// symlink's mode is never set, and a mode set together with an owner or group of a
+/// non-directory loses its set-id bits ([`without_set_id`]); the kernel clears them on a
+/// chown that sets no mode itself.
+#[must_use]
+pub fn sanitize_setattr(attr: &Attr, set: &SetAttr) -> SetAttr {
+    let mut set = set.clone();
+    if attr.file_type == FileType::Symlink {
+        set.mode = None;
+    }
+    let chown = set.uid.is_some() || set.gid.is_some();
+    if chown && attr.file_type != FileType::Directory {
+        set.mode = set.mode.map(without_set_id);
+    }
+    set
 }
 
 /// `mode` without setuid, and without setgid if the group may execute (setgid without

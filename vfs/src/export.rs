@@ -15,7 +15,6 @@ use bytes::{Bytes, BytesMut};
 use gtime::Timestamp;
 use ipnet::IpNet;
 
-use crate::access::access_mask;
 use crate::backend::Backend;
 use crate::checks::{Caller, Checks};
 use crate::error::{FsError, FsResult};
@@ -216,28 +215,36 @@ impl Export {
         })
     }
 
+    /// `.` (and `..` of the root): the directory itself, if the caller may search it (asked
+    /// of the backend, so a host export's ACLs apply).
     fn lookup_self(&self, dir: FileId, checks: &dyn Checks) -> FsResult<Found> {
-        let attr = self.backend.getattr(dir)?;
+        let want = AccessMask(AccessMask::LOOKUP);
+        let (granted, attr) = self.backend.access(dir, want, checks)?;
         if !attr.is_dir() {
             return Err(FsError::NotDir);
         }
-        checks.may_search(&attr)?;
+        if granted.0 & AccessMask::LOOKUP == 0 {
+            return Err(FsError::Access);
+        }
         Ok(Found {
             attr: attr.clone(),
             dir: attr,
         })
     }
 
-    /// Which of `want` the caller would be granted.
+    /// Which of `want` the caller would be granted (the backend decides: mode bits, or
+    /// the host's own answer); a read-only export grants no modify, extend or delete.
     pub fn access(
         &self,
         cred: &Cred,
         id: FileId,
         want: AccessMask,
     ) -> FsResult<(AccessMask, Attr)> {
-        let attr = self.getattr(id)?;
-        let writable = self.writable().is_ok();
-        Ok((access_mask(&attr, cred, want, writable), attr))
+        let (mut granted, attr) = self.backend.access(id, want, &Caller::new(cred))?;
+        if self.writable().is_err() {
+            granted.0 &= !(AccessMask::MODIFY | AccessMask::EXTEND | AccessMask::DELETE);
+        }
+        Ok((AccessMask(granted.0 & want.0), self.own(attr)))
     }
 
     /// Changes attributes by the ownership rules of [`Caller`].

@@ -1,5 +1,7 @@
 //! A bounded cache of decompressed extents, keyed by (nid, extent start). Eviction is
 //! second-chance (CLOCK): an entry read since the hand last passed survives one more pass.
+//! Each entry is charged its data plus [`crate::EXTENT_ENTRY_BYTES`] (its map slot, queue
+//! slot and buffer header), so many tiny extents cannot take more than the capacity.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
@@ -42,7 +44,7 @@ impl ExtentCache {
 
     /// Inserts `data` (not cached if larger than the whole cache), evicting as needed.
     pub fn insert(&self, nid: u64, start: u64, data: Bytes) {
-        let len = data.len() as u64;
+        let len = charge(&data);
         if len > self.capacity_bytes {
             return;
         }
@@ -59,7 +61,7 @@ impl ExtentCache {
                 entry.1 = false;
                 g.order.push_back(k);
             } else if let Some((old, _)) = g.map.remove(&k) {
-                g.bytes -= old.len() as u64;
+                g.bytes -= charge(&old);
             }
         }
         g.bytes += len;
@@ -67,7 +69,7 @@ impl ExtentCache {
         g.order.push_back((nid, start));
     }
 
-    /// Bytes held now.
+    /// Bytes charged now (data plus [`crate::EXTENT_ENTRY_BYTES`] per entry).
     pub fn bytes(&self) -> u64 {
         self.inner
             .lock()
@@ -76,21 +78,26 @@ impl ExtentCache {
     }
 }
 
+fn charge(data: &Bytes) -> u64 {
+    data.len() as u64 + crate::EXTENT_ENTRY_BYTES
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn stays_within_capacity_and_keeps_recently_read_entries() {
-        let c = ExtentCache::new(10);
+        let e = crate::EXTENT_ENTRY_BYTES;
+        let c = ExtentCache::new(10 + 2 * e);
         c.insert(1, 0, Bytes::from(vec![0u8; 4]));
         c.insert(1, 4, Bytes::from(vec![0u8; 4]));
         assert!(c.get(1, 0).is_some());
         c.insert(1, 8, Bytes::from(vec![0u8; 4]));
-        assert!(c.bytes() <= 10);
+        assert!(c.bytes() <= 10 + 2 * e);
         assert!(c.get(1, 0).is_some(), "read entry got a second chance");
         assert!(c.get(1, 4).is_none());
-        c.insert(2, 0, Bytes::from(vec![0u8; 11]));
+        c.insert(2, 0, Bytes::from(vec![0u8; 11 + 2 * e as usize]));
         assert!(c.get(2, 0).is_none(), "larger than the cache");
     }
 }

@@ -31,6 +31,10 @@ pub const MAX_SEARCH_ENTRIES: usize = 1_000_000;
 /// removed longer ago cost one search each.
 pub const NEGATIVE_ENTRIES: usize = 65_536;
 
+/// Memory one gone-list entry may take (its set slot and queue slot, with the set's
+/// slack), for docs/LIMITS.md's formula.
+pub const NEGATIVE_ENTRY_BYTES: usize = 48;
+
 /// Default bound of the handle index's records (`--index-entries`): half a million files
 /// is a large working set for one export (nfs-ganesha's metadata cache keeps 100,000
 /// entries by default, `Entries_HWMark`), and a file beyond it costs one bounded search

@@ -71,6 +71,15 @@ pub const MAX_MOUNT_LIST_REPLY_BYTES: usize = 64 << 10;
 /// cycling through uids cannot push out the others). About 100 bytes each.
 pub const CRED_CACHE_ENTRIES: usize = 4096;
 
+/// Memory one credential-cache entry may take, for docs/LIMITS.md's formula: its key (up
+/// to `CRED_KEY_WORDS` words), the mapped credential with up to 16 groups, the `Arc`
+/// and map slot around them, with the table's slack (about 300 bytes), rounded up.
+pub const CRED_ENTRY_BYTES: usize = 512;
+
+/// Memory the mount list may take at most (`MAX_MOUNT_ENTRIES` entries of a client
+/// address and a path of up to 1,024 bytes, with their map slots), for the formula.
+pub const MOUNT_LIST_BYTES: usize = 1_228_800;
+
 /// Credentials each worker thread keeps in front of the shared credential cache (seed
 /// 004): a hit there compares key words only. A client machine sends one or a few
 /// identities; more than this many alternating on one worker fall through to the shared

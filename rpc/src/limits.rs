@@ -70,6 +70,11 @@ pub const WRITE_BUFFER_BYTES: usize = 64 << 10;
 /// tasks, channel and table entry (measured well under 8 KiB; 16 KiB of margin).
 pub const CONN_FIXED_BYTES: usize = READ_BUFFER_BYTES + WRITE_BUFFER_BYTES + (16 << 10);
 
+/// Memory one duplicate-request-cache entry may take, for docs/LIMITS.md's formula: its
+/// key, its queue slot and the reply record of a non-idempotent call (the largest, a
+/// CREATE or RENAME with two sets of wcc data, is under 400 bytes), with the map's slack.
+pub const REPLY_CACHE_ENTRY_BYTES: usize = 1024;
+
 /// How long a client may take to deliver the rest of a record it has started. A client
 /// that sends half a request and stalls is dropped after this.
 pub const DEFAULT_RECORD_TIMEOUT: Duration = Duration::from_secs(30);

@@ -216,8 +216,8 @@ struct ServeArgs {
     decode: Option<String>,
 
     /// Bytes of decoded EROFS extents kept in memory (default: a sixteenth of the
-    /// machine's memory, from 64 MiB to 1 GiB; 0 decodes every READ again, as `granary lab
-    /// decode` does).
+    /// machine's or the cgroup's memory, from 64 MiB to 256 MiB; 0 decodes every READ
+    /// again, as `granary lab decode` does).
     #[arg(long, value_name = "BYTES")]
     erofs_cache_bytes: Option<u64>,
 

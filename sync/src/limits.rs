@@ -10,6 +10,12 @@ pub const FILECACHE_SHARDS: usize = 16;
 /// serving more files at once than this opens the overflow per call, uncached.
 pub const FILECACHE_DEFAULT_ENTRIES: usize = 4096;
 
+/// Memory of the server's own one open-file cache entry may take, for docs/LIMITS.md's
+/// formula: the shared entry (value, age, flags), its map slot (key, access mode, `Arc`)
+/// with the table's slack and the allocation headers (about 150 bytes), rounded up. The
+/// kernel's `struct file` behind each descriptor is kernel memory, not the server's RSS.
+pub const FILECACHE_ENTRY_BYTES: usize = 256;
+
 /// Descriptors kept back from RLIMIT_NOFILE for everything that is not the cache:
 /// client connections, the listener, directories being walked, logs.
 pub const FILECACHE_NOFILE_RESERVE: u64 = 256;

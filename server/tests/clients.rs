@@ -99,15 +99,18 @@ impl Drop for Running {
     }
 }
 
-/// Reads the server's start-up lines up to the kernel client's mount line.
+/// Reads the server's start-up lines up to the kernel client's (NFSv3) mount line, then
+/// keeps draining stdout on a thread so the server never writes to a closed pipe.
 fn start_lines(child: &mut Child) -> Vec<String> {
     let stdout = child.stdout.take().expect("piped stdout");
+    let mut reader = BufReader::new(stdout).lines();
     let mut lines = Vec::new();
-    for line in BufReader::new(stdout).lines() {
+    for line in reader.by_ref() {
         let line = line.expect("read stdout");
         let done = line.contains("kernel client: mount");
         lines.push(line);
         if done {
+            std::thread::spawn(move || reader.for_each(drop));
             return lines;
         }
     }

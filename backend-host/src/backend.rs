@@ -269,7 +269,8 @@ impl Backend for HostFs {
     /// descriptor ([`HostFs::may_use`]). Where blocking is forbidden (a network worker's
     /// event loop, `sync::blocking`), only what the page cache holds is read
     /// (`RWF_NOWAIT`): a range that is not all cached is `WouldBlock`, and the READ runs
-    /// again on the blocking pool. A warm READ costs no hand-off.
+    /// again on the blocking pool. A warm READ costs no hand-off. A file system that
+    /// cannot tell (`EOPNOTSUPP`: tmpfs) is read as before, where the call is.
     fn read_into(
         &self,
         id: FileId,
@@ -278,25 +279,35 @@ impl Backend for HostFs {
         out: &mut BytesMut,
         checks: &dyn Checks,
     ) -> FsResult<ReadDone> {
+        use std::sync::atomic::Ordering::Relaxed;
         let (f, st, attr) = self.readable(id, checks)?;
         let count = count.min(MAX_IO_BYTES) as usize;
         let start = out.len();
-        let n = if sync::blocking::allowed() {
+        let pread = |out: &mut BytesMut| {
             sys::fill_spare(out, count, |spare| {
                 rustix::io::pread(&f, spare, offset_bytes).map(|(init, _)| init.len())
             })
-        } else {
-            sys::fill_spare(out, count, |spare| {
+        };
+        let nowait = !sync::blocking::allowed() && self.nowait_reads.load(Relaxed);
+        let n = if nowait {
+            match sys::fill_spare(out, count, |spare| {
                 sys::pread_nowait(&f, spare, offset_bytes)
-            })
+            }) {
+                Err(rustix::io::Errno::OPNOTSUPP) => {
+                    tracing::debug!("the export's file system has no RWF_NOWAIT reads");
+                    self.nowait_reads.store(false, Relaxed);
+                    pread(out)
+                }
+                // Not cached: read where it may block.
+                Err(rustix::io::Errno::AGAIN) => return Err(FsError::WouldBlock),
+                r => r,
+            }
+        } else {
+            pread(out)
         }
-        .map_err(|e| match e {
-            // Not cached (or a file system without RWF_NOWAIT): read where it may block.
-            rustix::io::Errno::AGAIN | rustix::io::Errno::OPNOTSUPP => FsError::WouldBlock,
-            e => fs_err(e),
-        })?;
+        .map_err(fs_err)?;
         let end = offset_bytes.saturating_add(n as u64);
-        if n < count && end < st.stx_size && !sync::blocking::allowed() {
+        if nowait && n < count && end < st.stx_size {
             // Short before the end of the file: the rest is not cached.
             out.truncate(start);
             return Err(FsError::WouldBlock);

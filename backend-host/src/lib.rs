@@ -238,6 +238,9 @@ pub struct HostFs {
     open_files: Option<files::Cache>,
     /// Counters of the data path's descriptors.
     io: std::sync::Arc<files::IoCounters>,
+    /// Whether the file system answers `preadv2(RWF_NOWAIT)`; cleared at the first
+    /// `EOPNOTSUPP` (tmpfs on Linux 6.18 does not: it never waits on a disk either).
+    nowait_reads: std::sync::atomic::AtomicBool,
 }
 
 impl HostFs {
@@ -284,6 +287,7 @@ impl HostFs {
             server,
             umask,
             writeback_errors: AtomicU64::new(0),
+            nowait_reads: std::sync::atomic::AtomicBool::new(true),
             dirs: lock::Locks::new(),
             files: lock::Locks::new(),
             searching: std::sync::Mutex::new(()),

@@ -136,3 +136,26 @@ fn a_read_runs_where_it_is_only_if_the_page_cache_holds_its_range() {
         drop(dir);
     }
 }
+
+/// tmpfs answers `RWF_NOWAIT` with `EOPNOTSUPP` (Linux 6.18) and never waits on a disk:
+/// its READs stay where they are instead of all going to the pool.
+#[test]
+fn a_file_system_without_nowait_reads_is_read_where_the_call_is() {
+    let shm = std::path::Path::new("/dev/shm");
+    assert!(shm.is_dir(), "the test needs a tmpfs at /dev/shm");
+    let dir = Scratch(shm.join(format!("granary-blocking-{}-tmpfs", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let fs = HostFs::new(&HostConfig::new(&dir.0)).unwrap();
+    let mode = CreateMode::Guarded(SetAttr::default());
+    let name = Name::new(b"f".to_vec()).unwrap();
+    let id = fs
+        .create(fs.root(), &name, &mode, &t())
+        .unwrap()
+        .attr
+        .fileid;
+    fs.write(id, 0, b"in memory", Stability::Unstable, &t())
+        .unwrap();
+    for _ in 0..2 {
+        assert_eq!(forbidden(|| read(&fs, id, 4096)).unwrap(), b"in memory");
+    }
+}

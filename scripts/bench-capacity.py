@@ -15,7 +15,8 @@ load generators compete with it for the cores, and the CPU per MiB is what it co
     scripts/bench-capacity.py [--clients 2] [--rounds 3] [--phases read1m] [--out DIR]
 
 Writes DIR/results.json, DIR/report.md and each bench run's own output under DIR/raw/.
-Needs a release build with the bench (`cargo build --release --features lab`: target/release/granary) and ../shared/peers (ganesha.sh).
+Needs a release build with the bench (`cargo build --release --features lab`: target/release/granary)
+and the ganesha peer (bench/peers/ganesha.sh).
 """
 
 import argparse
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PEERS = REPO.parent / "shared" / "peers"
+PEERS = REPO / "bench" / "peers"
 GRANARY_PORT = 20731
 TICKS = os.sysconf("SC_CLK_TCK")
 

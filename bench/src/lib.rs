@@ -2,7 +2,7 @@
 //! (nfs-ganesha, go-nfs, nfsserve) and with the loopback limit of this machine, in one run.
 //!
 //! The bench owns the whole experiment: it starts granary from its own binary, starts and
-//! stops the peers through `../shared/peers/*.sh`, measures the limit itself, runs every
+//! stops the peers through the repository's `bench/peers/*.sh`, measures the limit itself, runs every
 //! workload on every target interleaved (all targets for one workload and repeat, in an
 //! order that rotates per repeat, then the next), and writes a JSON file with every
 //! sample, a markdown report with ratios and spread, PNG plots, and a terminal table.
@@ -126,7 +126,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     granary_bin: Option<PathBuf>,
 
-    /// Directory of the peer scripts (default: ../shared/peers of the git work tree).
+    /// Directory of the peer scripts (default: the repository's bench/peers).
     #[arg(long, value_name = "DIR")]
     peers_dir: Option<PathBuf>,
 
@@ -501,7 +501,9 @@ fn build_targets(
             .peers_dir
             .clone()
             .or_else(targets::find_peers_dir)
-            .ok_or("cannot find ../shared/peers (give --peers-dir or --peers none)")?;
+            .ok_or(
+                "cannot find the peer scripts, bench/peers (give --peers-dir or --peers none)",
+            )?;
         let data_root = PathBuf::from(format!("/dev/shm/granary-bench-{}", std::process::id()));
         for name in targets::PEERS {
             if s.peers.iter().any(|p| p == name) {

@@ -1,5 +1,5 @@
 //! The servers a run measures: granary (started by the bench from its own binary), the
-//! peers (started and stopped through `../shared/peers/*.sh`, each on its own port),
+//! peers (started and stopped through `bench/peers/*.sh`, each on its own port),
 //! servers already running (`--target NAME=URL`), and the limit responder.
 //!
 //! The bench only ever stops what it started: granary by its child PID, peers through
@@ -430,23 +430,24 @@ fn run_script(script: &Path, args: &[&str]) -> Result<String, String> {
     ))
 }
 
-/// Finds `../shared/peers` from the git work tree of the current directory, or from the
-/// binary's location (`<repo>/target/<profile>/granary`).
+/// Finds the repository's peer scripts (`bench/peers`): where this crate was built from,
+/// else in the git work tree of the current directory, else beside the binary
+/// (`<repo>/target/<profile>/granary`). Each must hold `check.sh` to count.
 #[must_use]
 pub fn find_peers_dir() -> Option<PathBuf> {
+    let built_from = Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("peers"));
     let from_git = Command::new("git")
         .args(["rev-parse", "--show-toplevel"])
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join("bench/peers"));
     let from_exe = std::env::current_exe()
         .ok()
-        .and_then(|p| p.ancestors().nth(3).map(Path::to_path_buf));
-    [from_git, from_exe]
+        .and_then(|p| p.ancestors().nth(3).map(|root| root.join("bench/peers")));
+    [built_from, from_git, from_exe]
         .into_iter()
         .flatten()
-        .map(|root| root.join("../shared/peers"))
         .find(|p| p.join("check.sh").exists())
 }
 

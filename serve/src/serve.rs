@@ -594,7 +594,10 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
     let first = &hosts.names[0];
     println!("  kernel client: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {first}:{} /mnt", config.exports[0].path);
     // NFSv4 needs no MOUNT protocol: the export's path in the pseudo file system.
-    println!("  kernel client, NFSv4.2: mount -t nfs -o vers=4.2,port={port} {first}:{} /mnt", config.exports[0].path);
+    println!(
+        "  kernel client, NFSv4.2: mount -t nfs -o vers=4.2,port={port} {first}:{} /mnt",
+        config.exports[0].path
+    );
     if let Some(note) = hosts.note {
         println!("  {note}");
     }

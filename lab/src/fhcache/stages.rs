@@ -13,6 +13,12 @@
 //! | close | off: `close`; on: dropping the cache's reference |
 //! | encode | as the server encodes a reply: the buffer the dispatcher starts with, the accepted-reply header, the WRITE results (wcc data, verifier) or the READ results around the data (attributes, count, eof; the data is the I/O stage's `pread` into the buffer), the record mark |
 //! | whole call | a request record (built before the loop) through the dispatcher to the host export and back |
+//! | extra: identity unchanged | (run as root only) what every host call pays to act as its caller when the thread already does: `backend_host::identity::act_as` finding the thread's record equal |
+//! | extra: identity switch | (root only) `act_as` alternating between two non-root callers (uid, gid, 3 groups each): `setgroups`, `setfsgid`, `setfsuid` and the checks that read them back, per switch |
+//! | extra: faccessat2 | (root only) the kernel's permission check READ and WRITE make on a descriptor when the caller does not own the file |
+//!
+//! The `extra` rows are not in the sums: the first is in every call's `whole call` row, the
+//! other two only in calls that need them.
 //!
 //! open and close are timed in batches (open 64, then close those 64), so each is its own
 //! figure.
@@ -276,6 +282,9 @@ fn stages_of(side: &Side, write: bool, settings: &Settings) -> Vec<(&'static str
         }),
     ));
     out.push(("close", closes));
+    if side.host.acts_as_caller() {
+        out.extend(identity_stages(&io, settings));
+    }
     let attr = side.host.getattr(side.file).expect("attributes");
     out.push((
         "encode",
@@ -335,6 +344,54 @@ fn stages_of(side: &Side, write: bool, settings: &Settings) -> Vec<(&'static str
     out
 }
 
+/// The `extra` rows: what acting as the caller costs (see the module documentation).
+fn identity_stages(
+    io: &backend_host::IoFile,
+    settings: &Settings,
+) -> Vec<(&'static str, Vec<f64>)> {
+    use backend_host::identity::{act_as, act_as_server, kernel_allows, Who};
+    /// `R_OK` of `access(2)`.
+    const R_OK: i32 = 4;
+    let alice = Who {
+        uid: 1000,
+        gid: 1000,
+        groups: &[1000, 4, 24],
+    };
+    let bob = Who {
+        uid: 1001,
+        gid: 1001,
+        groups: &[1001, 4, 27],
+    };
+    let switch = |who: &Who<'_>| assert!(act_as(who).is_ok(), "act as a caller");
+    let mut out = Vec::new();
+    switch(&alice);
+    out.push((
+        "extra: identity unchanged",
+        ns(settings, || || switch(std::hint::black_box(&alice))),
+    ));
+    out.push((
+        "extra: identity switch",
+        ns(settings, || {
+            let mut odd = false;
+            move || {
+                odd = !odd;
+                switch(if odd { &bob } else { &alice });
+            }
+        }),
+    ));
+    let fd = io.as_fd();
+    out.push((
+        "extra: faccessat2",
+        ns(settings, || {
+            move || {
+                std::hint::black_box(kernel_allows(fd, R_OK).is_ok());
+            }
+        }),
+    ));
+    assert!(act_as_server().is_ok(), "act as the server again");
+    out
+}
+
 /// Runs the stage groups; returns notes (the sums).
 pub fn run(
     scratch: &Scratch,
@@ -355,7 +412,7 @@ pub fn run(
             let group = format!("stage {name} 4KiB {stage}");
             for (m, (mode, stages)) in MODES.iter().zip(&per_side).enumerate() {
                 let v = variant(&group, mode, stages[i].1.clone());
-                if !stage.starts_with("whole") {
+                if !stage.starts_with("whole") && !stage.starts_with("extra") {
                     sums[m] += v.median();
                     if !stage.starts_with("I/O") {
                         outside_io[m] += v.median();

@@ -338,6 +338,80 @@ grp_ownership() {
     rm -rf "$KT_ROOT/ownership"
 }
 
+# ------------------------------------------------------------- acl (issue 25)
+# acl.py: POSIX ACLs that deny what the mode allows and grant what it denies, a default
+# ACL inherited by CREATE and MKDIR, group-only access through a supplementary group and
+# a set-gid directory, each as unprivileged users (forked children with setresuid); root
+# lays the files out with setfacl in the server's directory behind the mount.
+grp_acl() {
+    python3 -S "$KT_GUEST/acl.py" "$KT_ROOT" "$KT_BACKING"
+}
+
+# ------------------------------------------------------------- quota (issue 25)
+# A user quota on an ext4 image made with quotas (mkfs.ext4 -O quota, mounted usrquota)
+# in each context: uid 1001 has a hard limit of 1 MiB. The reference writes locally;
+# host's context serves the image's directory with granary's host backend (--squash
+# none, port QUOTA_PORT) and knfsd's exports it; both mounted by the kernel client. uid
+# 1001 writing 2 MiB (64 KiB synchronous writes) must stop with EDQUOT at its limit, its
+# usage must not pass it, and root's usage must not move (granary acting as root would
+# charge root, or let CAP_SYS_RESOURCE past the limit); root then writes 2 MiB, charged
+# to root.
+QUOTA_PORT=20494
+quota_mount() { # DIR: this context's view of a fresh quota image's directory at DIR
+    local img=/var/tmp/kt-quota${KT_MNT//\//-}.img fs=/quota${KT_MNT//\//-} i
+    modprobe -q loop
+    rm -f "$img"; truncate -s 64M "$img"
+    mkfs.ext4 -q -F -O quota -E quotatype=usrquota "$img" || return 1
+    mkdir -p "$fs" "$1" && mount -o loop,usrquota "$img" "$fs" || return 1
+    quotaon -u "$fs" 2>/dev/null
+    mkdir "$fs/dir" && chmod 0777 "$fs/dir"
+    setquota -u 1001 0 1024 0 0 "$fs" || return 1
+    QUOTA_FS=$fs
+    case $KT_MNT in
+    /mnt/host)
+        "$GRANARY" serve "$fs/dir" --state-dir /var/lib/granary-kt-quota --listen "127.0.0.1:$QUOTA_PORT" \
+            --no-portmap --squash none >/tmp/granary-quota.log 2>&1 &
+        QUOTA_PID=$!
+        for i in $(seq 100); do ss -Htln "sport = :$QUOTA_PORT" | grep -q . && break; sleep 0.1; done
+        mount -t nfs -o "vers=3,proto=tcp,port=$QUOTA_PORT,mountport=$QUOTA_PORT,mountproto=tcp,nolock,retry=0" \
+            127.0.0.1:/ "$1" ;;
+    /mnt/knfsd)
+        exportfs -o "rw,sync,no_subtree_check,no_root_squash,insecure,fsid=40" "127.0.0.1:$fs/dir" &&
+            mount -t nfs -o "vers=3,proto=tcp,port=$KNFSD_PORT,mountproto=tcp,nolock,retry=0" \
+                "127.0.0.1:$fs/dir" "$1" ;;
+    *) mount --bind "$fs/dir" "$1" ;;
+    esac
+}
+quota_used() { # UID: blocks (KiB) charged to UID on the quota image
+    quota -w -u "$1" 2>/dev/null | awk -v fs="$(findmnt -no SOURCE "$QUOTA_FS")" '$1 == fs { print $2 + 0 }'
+}
+grp_quota() {
+    local m=/mnt/quota${KT_MNT//\//-} out root_before QUOTA_PID= QUOTA_FS
+    echo "== quota-setup"
+    quota_mount "$m" && echo "mounted"
+    root_before=$(quota_used 0)
+    echo "== quota-user-limit"
+    out=$(setpriv --reuid=1001 --regid=1001 --clear-groups \
+        dd if=/dev/zero of="$m/alice" bs=64k count=32 oflag=sync 2>&1)
+    case $out in
+    *"Disk quota exceeded"*) echo "uid 1001, 2 MiB against a 1 MiB limit: EDQUOT" ;;
+    *) echo "uid 1001, 2 MiB against a 1 MiB limit: no EDQUOT: $out" ;;
+    esac
+    used=$(quota_used 1001)
+    echo "note: uid 1001 uses $used KiB"
+    [ "${used:-0}" -le 1024 ] && [ "${used:-0}" -gt 0 ] && echo "uid 1001's usage is within its limit and not zero"
+    [ "$(quota_used 0)" = "$root_before" ] && echo "root's usage did not move"
+    echo "== quota-root"
+    dd if=/dev/zero of="$m/root" bs=64k count=32 oflag=sync 2>/dev/null && echo "root, 2 MiB: ok"
+    [ $(( $(quota_used 0) - root_before )) -ge 2048 ] && echo "root is charged for it"
+    cd / && umount "$m"
+    [ -n "$QUOTA_PID" ] && kill "$QUOTA_PID" && wait "$QUOTA_PID" 2>/dev/null
+    [ "$KT_MNT" = /mnt/knfsd ] && exportfs -u "127.0.0.1:$QUOTA_FS/dir"
+    umount "$QUOTA_FS"
+    grep -hE 'WARN|ERROR|panic' /tmp/granary-quota.log 2>/dev/null | sed 's/^/note: granary log: /' | head
+    return 0
+}
+
 # ------------------------------------------------------------- EROFS images (issue 14)
 # The images erofs-images.sh made on the host (plain and lz4), read three ways, each
 # compared with the reference: the reference loop-mounts each image with the guest's

@@ -21,8 +21,8 @@ KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 # shellcheck source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 read -r -a TARGETS <<<"${KT_TARGETS:-granary host host-ext4 v4 knfsd}"
-HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|restart)$}
-HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|restart)$}
+HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|acl|quota|restart)$}
+HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|acl|restart)$}
 V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|persist)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
@@ -33,27 +33,33 @@ T0=${EPOCHREALTIME/./}
 # restart (host only) kills and restarts the server under the mounted client.
 GROUPS_=(
     "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
-    "fio 600" "stress-ng 120" "writers 300" "ownership 300" "erofs 300" "persist 300"
-    "restart 120"
+    "fio 600" "stress-ng 120" "writers 300" "ownership 300" "acl 120" "quota 120"
+    "erofs 300" "persist 300" "restart 120"
 )
 
-# runs_on TARGET GROUP: whether GROUP runs on TARGET. restart needs a server whose files
+# runs_on TARGET GROUP: whether GROUP runs on TARGET. acl lays its files out in the
+# server's own directory (KT_BACKING): host, host-ext4 and knfsd have one, mem does not.
+# quota serves an ext4 image of its own with granary's host backend (in host's context)
+# and knfsd.
+# restart needs a server whose files
 # outlive it (host, host-ext4), which run $HOST_GROUPS and $HOST_EXT4_GROUPS; erofs
 # starts its own servers (granary serve IMAGE), so it tells nothing about them.
 runs_on() {
     case $1 in
     host) [[ $2 =~ $HOST_GROUPS ]] && [ "$2" != erofs ] ;;
-    host-ext4) [[ $2 =~ $HOST_EXT4_GROUPS ]] && [ "$2" != erofs ] ;;
+    host-ext4) [[ $2 =~ $HOST_EXT4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != quota ] ;;
     v4) [[ $2 =~ $V4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != restart ] ;;
-    *) [ "$2" != restart ] ;;
+    *) [ "$2" != restart ] && { [[ ! $2 =~ ^(acl|quota)$ ]] || [ "$1" = knfsd ]; } ;;
     esac
 }
 
 declare -A PASS FAIL FAILED_NAMES
 # Groups compared only on some targets; on the others they run and their notes are shown
 # (a measurement, not a check). knfsd answers a chgrp to one of the caller's supplementary
-# groups EPERM in this guest (28 of ownership's 405 cases), which is knfsd's to fix.
-declare -A COMPARED_ON=([ownership]="granary host host-ext4 v4")
+# groups EPERM in this guest (28 of ownership's 405 cases), which is knfsd's to fix; for
+# the same reason its acl-grant (that chgrp) and acl-groups (reads and creates through a
+# supplementary group) differ, while acl-deny and acl-default match.
+declare -A COMPARED_ON=([ownership]="granary host host-ext4 v4" [acl]="host host-ext4")
 
 secs() { # microseconds since $1 (default: the start) as seconds with one decimal
     local us=$(( ${EPOCHREALTIME/./} - ${1:-$T0} ))
@@ -130,7 +136,7 @@ ctx_env() {
         root=$mnt mcmd=$(granary_v4_mount_cmd "$port" "$mnt") ;;
     knfsd) mnt=/mnt/knfsd exp=/export
            [ "$sq" = sq ] && { mnt=/mnt/knfsd-sq exp=/export-sq; }
-           root=$mnt mcmd=$(knfsd_mount_cmd "$exp" "$mnt") ;;
+           root=$mnt backing=$exp mcmd=$(knfsd_mount_cmd "$exp" "$mnt") ;;
     esac
 }
 
@@ -252,7 +258,7 @@ compare() {
 # Groups whose contexts run one at a time. erofs: the reference and knfsd's context
 # loop-mount the same images at the same places. restart: it kills a granary, which
 # another context's liveness check (alive) would take for a crash.
-SERIAL_GROUPS='^(erofs|restart)$'
+SERIAL_GROUPS='^(erofs|restart|quota)$'
 
 # run_group GROUP LIMIT [sq]: GROUP on the reference and on every target it runs on, then
 # each target's checks compared with the reference's. The contexts run at the same time:

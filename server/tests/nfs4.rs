@@ -14,6 +14,7 @@ use nfs4::ops::*;
 use nfs4::results::*;
 use nfs4::types::*;
 use nfs4::{Compound4Args, Compound4Res, Nfsstat4, Stateid4};
+use xdr::Encode;
 
 const PROGRAM: u32 = 100_003;
 
@@ -83,12 +84,16 @@ impl V4 {
             panic!("CREATE_SESSION: {res:?}")
         };
         assert!(s.csr_fore_chan_attrs.ca_maxrequests >= 1);
-        V4 {
+        let mut v4 = V4 {
             conn,
             clientid: e.eir_clientid,
             session: s.csr_sessionid,
             seqid: 0,
-        }
+        };
+        // As Linux does after mounting: nothing to reclaim (new OPENs wait for this).
+        let (status, _) = v4.run(vec![ArgOp::ReclaimComplete(false)]).await;
+        assert_eq!(status, Nfsstat4::Ok, "RECLAIM_COMPLETE");
+        v4
     }
 
     fn sequence(&mut self, cachethis: bool) -> ArgOp {
@@ -111,6 +116,15 @@ impl V4 {
         let seq = results.next().expect("a SEQUENCE result");
         assert_eq!(seq.status(), Nfsstat4::Ok, "SEQUENCE");
         (res.status, results.collect())
+    }
+}
+
+/// Arguments already encoded by the test.
+struct Raw(Bytes);
+
+impl xdr::Encode for Raw {
+    fn encode(&self, e: &mut xdr::Encoder) {
+        e.fixed_opaque(&self.0);
     }
 }
 
@@ -503,6 +517,27 @@ async fn session_rules_and_hostile_requests() {
     });
     let res = call(conn, &Compound4Args::new(1, vec![eid, ArgOp::Putrootfh])).await;
     assert_eq!(res.status, Nfsstat4::NotOnlyOp);
+    // An EXCHANGE_ID whose eia_client_impl_id<1> holds two entries does not decode:
+    // NFS4ERR_BADXDR for it, not an empty success.
+    let mut e = xdr::Encoder::new();
+    Tag4::default().encode(&mut e);
+    e.u32(1);
+    e.u32(1);
+    e.u32(opnum::EXCHANGE_ID);
+    e.fixed_opaque(&[1; 8]);
+    e.opaque(b"raw-client");
+    e.u32(0); // flags
+    e.u32(0); // SP4_NONE
+    e.u32(2); // two implementation ids where at most one may be
+    let res: Compound4Res = conn
+        .call_decode(PROGRAM, 4, 1, &Raw(e.into_bytes()))
+        .await
+        .expect("COMPOUND");
+    assert_eq!(res.status, Nfsstat4::Badxdr);
+    assert_eq!(
+        res.results,
+        vec![ResOp::ExchangeId(Res4::Err(Nfsstat4::Badxdr))]
+    );
     // SEQUENCE anywhere but first; a forged handle; no current filehandle; locks (not
     // yet implemented) and an unimplemented operation end the COMPOUND.
     let (status, r) = c

@@ -390,11 +390,39 @@ impl<K: Clone + Eq + Hash> State<K> {
             if c.reclaim_complete || !g.grace.pending.contains(&c.owner) {
                 return Err(Nfsstat4::ReclaimBad);
             }
-        } else if grace {
+        } else if grace || !c.reclaim_complete {
+            // A client opens anew only after RECLAIM_COMPLETE says it reclaimed what it
+            // had (RFC 8881 section 18.51.3; knfsd answers the same).
             return Err(Nfsstat4::Grace);
         }
         if g.opens.count_client(client) >= limits::MAX_OPENS_PER_CLIENT {
             return Err(Nfsstat4::Resource);
+        }
+        let first = g.opens.open(
+            client,
+            &req.owner,
+            &req.file,
+            req.access,
+            req.deny,
+            limits::MAX_OPENS,
+        );
+        if first != Err(Nfsstat4::ShareDenied) {
+            return first;
+        }
+        // A courteous server: a client whose lease ran out keeps its state only until it
+        // is in another client's way.
+        let lease = self.config.lease;
+        let dead: Vec<ClientId> = g
+            .clients
+            .iter()
+            .filter(|c| c.renewed + lease <= now && c.id != client)
+            .map(|c| c.id)
+            .collect();
+        if dead.is_empty() {
+            return first;
+        }
+        for id in dead {
+            self.purge(&mut g, id);
         }
         g.opens.open(
             client,

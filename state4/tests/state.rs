@@ -67,7 +67,7 @@ fn owner(s: &str) -> Bytes {
 }
 
 /// EXCHANGE_ID + CREATE_SESSION: a confirmed client and its session.
-fn mount(st: &State<File>, name: &str, verifier: u8) -> (u64, Sessionid4) {
+fn mount_reclaiming(st: &State<File>, name: &str, verifier: u8) -> (u64, Sessionid4) {
     let e = st
         .exchange_id(&owner(name), [verifier; 8], 0, ROOT, T0)
         .unwrap();
@@ -75,6 +75,14 @@ fn mount(st: &State<File>, name: &str, verifier: u8) -> (u64, Sessionid4) {
         .create_session(&cs_args(e.clientid, e.sequenceid), ROOT, T0)
         .unwrap();
     (e.clientid, ok.csr_sessionid)
+}
+
+/// [`mount_reclaiming`], then RECLAIM_COMPLETE, as Linux does right after mounting when
+/// it has nothing to reclaim.
+fn mount(st: &State<File>, name: &str, verifier: u8) -> (u64, Sessionid4) {
+    let (id, session) = mount_reclaiming(st, name, verifier);
+    st.reclaim_complete(id).unwrap();
+    (id, session)
 }
 
 fn seq(session: Sessionid4, slot: u32, seqid: u32) -> SequenceArgs {
@@ -508,7 +516,7 @@ fn grace_lets_previous_clients_reclaim_and_holds_new_opens_back() {
     cfg.previous_owners = vec![owner("old")];
     let st: State<File> = State::new(cfg, T0);
     assert!(st.in_grace(T0));
-    let (old, _) = mount(&st, "old", 1);
+    let (old, _) = mount_reclaiming(&st, "old", 1);
     let (new, _) = mount(&st, "new", 1);
     assert_eq!(
         st.open(
@@ -590,4 +598,52 @@ fn confirmed_owners_are_what_the_next_boot_may_reclaim() {
     st.exchange_id(&owner("unconfirmed"), [1; 8], 0, ROOT, T0)
         .unwrap();
     assert_eq!(st.confirmed_owners(), vec![owner("a")]);
+}
+
+#[test]
+fn a_client_opens_anew_only_after_reclaim_complete() {
+    let st = state();
+    let (c, _) = mount_reclaiming(&st, "fresh", 1);
+    assert_eq!(
+        st.open(
+            c,
+            &req("p", 1, share::ACCESS_READ, share::DENY_NONE, false),
+            T0
+        ),
+        Err(Nfsstat4::Grace)
+    );
+    st.reclaim_complete(c).unwrap();
+    assert!(st
+        .open(
+            c,
+            &req("p", 1, share::ACCESS_READ, share::DENY_NONE, false),
+            T0
+        )
+        .is_ok());
+}
+
+#[test]
+fn an_expired_client_keeps_its_share_reservation_only_until_it_is_in_the_way() {
+    let st = state();
+    let (a, _) = mount(&st, "a", 1);
+    let (b, sb) = mount(&st, "b", 1);
+    st.open(
+        a,
+        &req("p", 1, share::ACCESS_READ, share::DENY_WRITE, false),
+        T0,
+    )
+    .unwrap();
+    let lease = st.lease().as_secs();
+    // B renews; A does not. Before A's lease ends its deny holds; after, it yields.
+    let Ok((_, Admission::Run(t))) = st.sequence(&seq(sb, 0, 1), secs(lease)) else {
+        panic!()
+    };
+    t.finish(None);
+    let write = req("q", 1, share::ACCESS_WRITE, share::DENY_NONE, false);
+    assert_eq!(
+        st.open(b, &write, secs(lease - 1)),
+        Err(Nfsstat4::ShareDenied)
+    );
+    assert!(st.open(b, &write, secs(lease)).is_ok());
+    assert!(st.client(a).is_none(), "the expired client's state is gone");
 }

@@ -171,7 +171,17 @@ fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
         return done(Nfsstat4::Resource, Vec::new());
     }
     let Some(first) = args.ops.first() else {
-        return done(Nfsstat4::Ok, Vec::new());
+        // Nothing decoded: an empty COMPOUND, or its first operation was unreadable.
+        return match &args.stopped {
+            Some(Stopped::BadXdr { opnum, .. }) => done(
+                Nfsstat4::Badxdr,
+                vec![ResOp::Refused {
+                    op: *opnum,
+                    status: Nfsstat4::Badxdr,
+                }],
+            ),
+            _ => done(Nfsstat4::Ok, Vec::new()),
+        };
     };
     let mut cx = Cx {
         s,

@@ -139,6 +139,12 @@ pub fn lookupp(cx: &mut Cx<'_>) -> Result<(), Nfsstat4> {
         }
         Fh::File { export, id, .. } => {
             let cred = cx.s.core.cred(&export, &cx.ctx.auth);
+            let attr = export.getattr(id).map_err(status_of)?;
+            match attr.file_type {
+                vfs::FileType::Directory => {}
+                vfs::FileType::Symlink => return Err(Nfsstat4::Symlink),
+                _ => return Err(Nfsstat4::Notdir),
+            }
             let found = export.lookup(&cred, id, b"..").map_err(status_of)?;
             let raw = Bytes::copy_from_slice(&cx.s.core.exports.handle(&export, &found.attr));
             Fh::File {
@@ -154,7 +160,11 @@ pub fn lookupp(cx: &mut Cx<'_>) -> Result<(), Nfsstat4> {
 
 /// SECINFO (`name` given) and SECINFO_NO_NAME: AUTH_SYS, the flavor granary serves. Both
 /// consume the current filehandle (RFC 8881 section 2.6.3.1.1.8).
-pub fn secinfo(cx: &mut Cx<'_>, name: Option<&Component4>) -> Result<SecinfoOk, Nfsstat4> {
+pub fn secinfo(
+    cx: &mut Cx<'_>,
+    name: Option<&Component4>,
+    style_parent: bool,
+) -> Result<SecinfoOk, Nfsstat4> {
     if let Some(name) = name {
         let name = check_name(name)?;
         match cx.cur()?.clone() {
@@ -165,6 +175,17 @@ pub fn secinfo(cx: &mut Cx<'_>, name: Option<&Component4>) -> Result<SecinfoOk, 
                 let cred = cx.s.core.cred(&export, &cx.ctx.auth);
                 export.lookup(&cred, id, name).map_err(status_of)?;
             }
+        }
+    } else if style_parent {
+        // The parent of the current directory: none above the root.
+        match cx.cur()? {
+            Fh::Pseudo(0) => return Err(Nfsstat4::Noent),
+            Fh::File { export, id, .. }
+                if *id == export.root() && cx.s.pseudo.parent_of_export(export).is_none() =>
+            {
+                return Err(Nfsstat4::Noent)
+            }
+            _ => {}
         }
     } else {
         cx.cur()?;

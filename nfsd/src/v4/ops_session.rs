@@ -29,8 +29,10 @@ pub fn dispatch(cx: &mut Cx<'_>, op: &ArgOp) -> ResOp {
         ArgOp::Restorefh => ResOp::Restorefh(status(ops_fh::restorefh(cx))),
         ArgOp::Lookup(name) => ResOp::Lookup(status(ops_fh::lookup(cx, name))),
         ArgOp::Lookupp => ResOp::Lookupp(status(ops_fh::lookupp(cx))),
-        ArgOp::Secinfo(name) => ResOp::Secinfo(ops_fh::secinfo(cx, Some(name)).into()),
-        ArgOp::SecinfoNoName(_) => ResOp::SecinfoNoName(ops_fh::secinfo(cx, None).into()),
+        ArgOp::Secinfo(name) => ResOp::Secinfo(ops_fh::secinfo(cx, Some(name), false).into()),
+        ArgOp::SecinfoNoName(style) => ResOp::SecinfoNoName(
+            ops_fh::secinfo(cx, None, *style == nfs4::ops::SecinfoStyle4::Parent).into(),
+        ),
         ArgOp::Getattr(mask) => ResOp::Getattr(ops_attr::getattr(cx, mask).into()),
         ArgOp::Setattr(a) => {
             let (status, set) = ops_attr::setattr(cx, a);

@@ -48,6 +48,9 @@ pub struct Nfs4State {
     /// `eir_server_owner.so_major_id` and `eir_server_scope`: one server, one scope.
     pub server_owner: Bytes,
     pub pseudo: pseudo::Pseudo,
+    /// Some export's backend may block (host, erofs). A server of mem exports only never
+    /// sends a COMPOUND to the blocking pool: its calls do not sleep.
+    pub may_block: bool,
 }
 
 impl Nfs4State {
@@ -58,12 +61,14 @@ impl Nfs4State {
         let pseudo = pseudo::Pseudo::new(&core.exports);
         let now = clock.monotonic();
         let server_owner = Bytes::from(format!("granary-{:08x}", config.epoch));
+        let may_block = core.exports.iter().any(|e| e.backend().kind() != "mem");
         Self {
             state: State::new(config, now),
             core,
             clock,
             server_owner,
             pseudo,
+            may_block,
         }
     }
 

@@ -39,6 +39,20 @@ pub enum Fh {
     },
 }
 
+impl Fh {
+    /// A file of `export` with attributes `attr`, named by the handle the core signs for
+    /// it (the same bytes NFSv3 hands out).
+    #[must_use]
+    pub fn file(s: &Nfs4State, export: Arc<Export>, attr: &vfs::Attr) -> Self {
+        let raw = s.core.handle(&export, attr).0;
+        Self::File {
+            export,
+            id: attr.fileid,
+            raw,
+        }
+    }
+}
+
 /// What one COMPOUND works with.
 pub struct Cx<'a> {
     pub s: &'a Nfs4State,

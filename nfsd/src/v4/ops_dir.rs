@@ -56,12 +56,7 @@ pub fn create(cx: &mut Cx<'_>, a: &CreateArgs) -> Result<CreateOk, Nfsstat4> {
         Createtype4::Other(_) => return Err(Nfsstat4::Badtype),
     }
     .map_err(status_of)?;
-    let raw = Bytes::copy_from_slice(&cx.s.core.exports.handle(&export, &made.attr));
-    cx.cur = Some(Fh::File {
-        export,
-        id: made.attr.fileid,
-        raw,
-    });
+    cx.cur = Some(Fh::file(cx.s, export, &made.attr));
     cx.cur_sid = None;
     Ok(CreateOk {
         cinfo: cinfo(&made.dir),
@@ -292,6 +287,6 @@ fn entry_attrs(
         }
         Err(e) => return Err(status_of(e)),
     };
-    let raw = Bytes::copy_from_slice(&cx.s.core.exports.handle(export, &attr));
+    let raw = cx.s.core.handle(export, &attr).0;
     Ok(super::ops_attr::file_attrs(cx, export, &attr, raw, mask)?.to_fattr4())
 }

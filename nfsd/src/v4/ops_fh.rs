@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use nfs4::results::{Secinfo4, SecinfoOk};
 use nfs4::types::{Component4, NfsFh4};
 use nfs4::Nfsstat4;
@@ -22,12 +21,7 @@ pub fn export_root(cx: &Cx<'_>, export: &Arc<Export>) -> Result<Fh, Nfsstat4> {
         return Err(Nfsstat4::Access);
     }
     let attr = export.getattr(export.root()).map_err(status_of)?;
-    let raw = Bytes::copy_from_slice(&cx.s.core.exports.handle(export, &attr));
-    Ok(Fh::File {
-        export: Arc::clone(export),
-        id: export.root(),
-        raw,
-    })
+    Ok(Fh::file(cx.s, Arc::clone(export), &attr))
 }
 
 fn set_cur(cx: &mut Cx<'_>, fh: Fh) {
@@ -115,12 +109,7 @@ pub fn lookup(cx: &mut Cx<'_>, name: &Component4) -> Result<(), Nfsstat4> {
         Fh::File { export, id, .. } => {
             let cred = cx.s.core.cred(&export, &cx.ctx.auth);
             let found = export.lookup(&cred, id, name).map_err(status_of)?;
-            let raw = Bytes::copy_from_slice(&cx.s.core.exports.handle(&export, &found.attr));
-            Fh::File {
-                export,
-                id: found.attr.fileid,
-                raw,
-            }
+            Fh::file(cx.s, export, &found.attr)
         }
     };
     set_cur(cx, fh);
@@ -146,12 +135,7 @@ pub fn lookupp(cx: &mut Cx<'_>) -> Result<(), Nfsstat4> {
                 _ => return Err(Nfsstat4::Notdir),
             }
             let found = export.lookup(&cred, id, b"..").map_err(status_of)?;
-            let raw = Bytes::copy_from_slice(&cx.s.core.exports.handle(&export, &found.attr));
-            Fh::File {
-                export,
-                id: found.attr.fileid,
-                raw,
-            }
+            Fh::file(cx.s, export, &found.attr)
         }
     };
     set_cur(cx, fh);

@@ -62,12 +62,7 @@ pub fn open(cx: &mut Cx<'_>, a: &OpenArgs) -> Result<OpenOk, Nfsstat4> {
         reclaim,
     };
     let granted = cx.s.state.open(client, &req, cx.now)?;
-    let raw = Bytes::copy_from_slice(&cx.s.core.exports.handle(export, attr));
-    cx.cur = Some(Fh::File {
-        export: Arc::clone(export),
-        id: attr.fileid,
-        raw,
-    });
+    cx.cur = Some(Fh::file(cx.s, Arc::clone(export), attr));
     cx.cur_sid = Some(granted.stateid);
     let delegation = if want & share::WANT_DELEG_MASK == 0 {
         OpenDelegation4::None

@@ -26,6 +26,10 @@ pub struct NfsState {
     creds: Option<CredCache>,
     /// When a large READ is sent from the file with `sendfile` (`--sendfile`).
     pub sendfile: SendfileMode,
+    /// The one byte-range lock manager of the server: NFSv4 LOCK and NLM (NFSv3) take
+    /// their locks here, so each protocol's locks are in the other's way
+    /// (docs/LOCKS.md). Keyed by [`locks::FileKey`] = (export id, file id).
+    pub locks: Arc<locks::LockManager>,
 }
 
 /// When a READ of at least [`vfs::limits::ZERO_COPY_READ_MIN_BYTES`] from a backend that
@@ -113,6 +117,7 @@ impl NfsState {
             mounts: Mutex::new(VecDeque::new()),
             creds: Some(CredCache::new()),
             sendfile: SendfileMode::default(),
+            locks: Arc::new(locks::LockManager::default()),
         }
     }
 

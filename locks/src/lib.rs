@@ -19,8 +19,8 @@
 //!   served in arrival order: a newcomer that would conflict with an earlier waiter's
 //!   request is refused while that waiter waits, unless the newcomer holds a lock the
 //!   waiter waits for (holding it back would deadlock both). When a lock is released,
-//!   waiters whose ranges are free are woken in order ([`Wake`]); how the client learns
-//!   of it is the front end's: [`Wait::Poll`] waiters are told once and keep their place
+//!   waiters whose ranges are free are woken in order ([`Wake`]) and handed to the
+//!   [`Waker`] their protocol registered; how the client learns of it is the front end's: [`Wait::Poll`] waiters are told once and keep their place
 //!   until they ask again before their deadline (NFSv4 polls, and CB_NOTIFY_LOCK says
 //!   when), [`Wait::Grant`] waiters are given the lock at once (NLM sends GRANTED).
 //! - **Release in bulk**: all locks and waiters of an owner ([`LockManager::release_owner`]),
@@ -52,7 +52,7 @@ mod segments;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -226,6 +226,17 @@ pub struct Wake {
     pub kind: Kind,
     pub range: Range,
     pub granted: bool,
+}
+
+/// Delivers woken waiters to the clients of one protocol (NLM: GRANTED callbacks;
+/// NFSv4: CB_NOTIFY_LOCK). Registered with [`LockManager::set_waker`].
+///
+/// The manager calls it after its own mutex is released, on the thread whose call
+/// freed the range: that may be another protocol's front end (an NFSv4 LOCKU that frees
+/// an NLM waiter) or a timer. It must not block: queue the work and return.
+pub trait Waker: Send + Sync {
+    /// `wakes` are of this waker's protocol, in queue order.
+    fn wake(&self, wakes: &[Wake]);
 }
 
 /// A granted lock request, and the waiters it woke (a downgrade frees readers).
@@ -471,10 +482,24 @@ struct Inner {
 }
 
 /// The lock manager of one server (share it with an `Arc` between front ends).
-#[derive(Debug)]
+///
+/// Every call that frees a range returns the [`Wake`]s it caused and hands each to the
+/// [`Waker`] registered for its protocol, after the manager's mutex is released. The
+/// returned list is for the caller's logs and tests: a front end with a registered
+/// waker must not deliver it a second time.
 pub struct LockManager {
     limits: Limits,
     inner: Mutex<Inner>,
+    wakers: RwLock<[Option<Arc<dyn Waker>>; 2]>,
+}
+
+impl fmt::Debug for LockManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockManager")
+            .field("limits", &self.limits)
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for LockManager {
@@ -489,7 +514,40 @@ impl LockManager {
         Self {
             limits,
             inner: Mutex::new(Inner::default()),
+            wakers: RwLock::new([None, None]),
         }
+    }
+
+    /// Registers the waker of `protocol`'s woken waiters (replacing an earlier one).
+    pub fn set_waker(&self, protocol: Protocol, waker: Arc<dyn Waker>) {
+        let mut w = self.wakers.write().unwrap_or_else(PoisonError::into_inner);
+        w[protocol_index(protocol)] = Some(waker);
+    }
+
+    /// Hands `wakes` to their protocols' wakers; returns them.
+    fn deliver(&self, wakes: Vec<Wake>) -> Vec<Wake> {
+        if wakes.is_empty() {
+            return wakes;
+        }
+        let wakers = self
+            .wakers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for p in Protocol::ALL {
+            let Some(w) = &wakers[protocol_index(p)] else {
+                continue;
+            };
+            let mine: Vec<Wake> = wakes
+                .iter()
+                .filter(|x| x.owner.protocol() == p)
+                .cloned()
+                .collect();
+            if !mine.is_empty() {
+                w.wake(&mine);
+            }
+        }
+        wakes
     }
 
     #[must_use]
@@ -501,17 +559,8 @@ impl LockManager {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes (or changes: upgrade, downgrade, extend, shrink by re-locking) a lock.
-    ///
-    /// A granted request replaces the owner's locks on its range with one of its kind,
-    /// merged with the owner's adjacent locks of that kind; it ends the owner's waiting
-    /// request on the file, if any. A refused request changes no lock; a waiting one is
-    /// queued or keeps its place ([`LockError::Denied`] `queued`).
-    ///
-    /// # Errors
-    /// [`LockError::Denied`] with the lock in the way; [`LockError::Limit`] when a bound
-    /// would be passed.
-    pub fn lock(&self, req: &Request, now: Duration) -> Result<Granted, LockError> {
+    /// [`Self::lock`] before its wakes are delivered.
+    fn lock_now(&self, req: &Request, now: Duration) -> Result<Granted, LockError> {
         if req.owner.id.len() > limits::MAX_OWNER_BYTES
             || req.owner.client.name.len() > limits::MAX_CLIENT_BYTES
         {
@@ -548,10 +597,8 @@ impl LockManager {
         conflict_at(f, &g.books, other, at)
     }
 
-    /// Unlocks `range` of `owner`'s locks on `file` (nothing held there is not an
-    /// error). Never refused: an unlock of a range's middle may leave the owner one lock
-    /// over its client's bound.
-    pub fn unlock(&self, file: FileKey, owner: &Owner, range: Range, now: Duration) -> Vec<Wake> {
+    /// [`Self::unlock`] before its wakes are delivered.
+    fn unlock_now(&self, file: FileKey, owner: &Owner, range: Range, now: Duration) -> Vec<Wake> {
         let mut g = self.inner();
         let Inner { files, books } = &mut *g;
         let (Some(&id), Some(f)) = (books.ids.get(owner), files.get_mut(&file)) else {
@@ -567,9 +614,8 @@ impl LockManager {
         wakes
     }
 
-    /// Removes `owner`'s waiting request on `file` (NLM CANCEL; an NFSv4 client that
-    /// gave up). `Released::waiters` is 1 when there was one.
-    pub fn cancel(&self, file: FileKey, owner: &Owner, now: Duration) -> Released {
+    /// [`Self::cancel`] before its wakes are delivered.
+    fn cancel_now(&self, file: FileKey, owner: &Owner, now: Duration) -> Released {
         let mut g = self.inner();
         let Inner { files, books } = &mut *g;
         let (Some(&id), Some(f)) = (books.ids.get(owner), files.get_mut(&file)) else {
@@ -589,9 +635,8 @@ impl LockManager {
         out
     }
 
-    /// Releases every lock and waiting request of `owner` on `file` (an NFSv4 lock-owner
-    /// whose open is gone; a process that closed the file).
-    pub fn release_owner_file(&self, file: FileKey, owner: &Owner, now: Duration) -> Released {
+    /// [`Self::release_owner_file`] before its wakes are delivered.
+    fn release_owner_file_now(&self, file: FileKey, owner: &Owner, now: Duration) -> Released {
         let mut g = self.inner();
         let Inner { files, books } = &mut *g;
         let Some(&id) = books.ids.get(owner) else {
@@ -600,8 +645,8 @@ impl LockManager {
         release_on(files, books, id, file, now, &self.limits)
     }
 
-    /// Releases every lock and waiting request of `owner`.
-    pub fn release_owner(&self, owner: &Owner, now: Duration) -> Released {
+    /// [`Self::release_owner`] before its wakes are delivered.
+    fn release_owner_now(&self, owner: &Owner, now: Duration) -> Released {
         let mut g = self.inner();
         let Inner { files, books } = &mut *g;
         let Some(&id) = books.ids.get(owner) else {
@@ -610,9 +655,8 @@ impl LockManager {
         release_all(files, books, id, now, &self.limits)
     }
 
-    /// Releases every lock and waiting request of every owner of `client` (an NFSv4
-    /// lease expiry, an NSM reboot notice, NLM FREE_ALL).
-    pub fn release_client(&self, client: &Client, now: Duration) -> Released {
+    /// [`Self::release_client`] before its wakes are delivered.
+    fn release_client_now(&self, client: &Client, now: Duration) -> Released {
         let mut g = self.inner();
         let Inner { files, books } = &mut *g;
         let owners: Vec<OwnerId> = books
@@ -632,10 +676,8 @@ impl LockManager {
         out
     }
 
-    /// Drops the [`Wait::Poll`] waiters whose deadline passed and wakes those behind
-    /// them. Call it from a timer (the NFSv4 lease timer); between calls an expired
-    /// waiter holds nobody back.
-    pub fn expire_waiters(&self, now: Duration) -> Vec<Wake> {
+    /// [`Self::expire_waiters`] before its wakes are delivered.
+    fn expire_waiters_now(&self, now: Duration) -> Vec<Wake> {
         let mut g = self.inner();
         let Inner { files, books } = &mut *g;
         let keys: Vec<FileKey> = files
@@ -661,6 +703,70 @@ impl LockManager {
             }
         }
         wakes
+    }
+
+    /// Takes (or changes: upgrade, downgrade, extend, shrink by re-locking) a lock.
+    ///
+    /// A granted request replaces the owner's locks on its range with one of its kind,
+    /// merged with the owner's adjacent locks of that kind; it ends the owner's waiting
+    /// request on the file, if any. A refused request changes no lock; a waiting one is
+    /// queued or keeps its place ([`LockError::Denied`] `queued`).
+    ///
+    /// # Errors
+    /// [`LockError::Denied`] with the lock in the way; [`LockError::Limit`] when a bound
+    /// would be passed.
+    pub fn lock(&self, req: &Request, now: Duration) -> Result<Granted, LockError> {
+        let g = self.lock_now(req, now)?;
+        Ok(Granted {
+            wakes: self.deliver(g.wakes),
+        })
+    }
+
+    /// Unlocks `range` of `owner`'s locks on `file` (nothing held there is not an
+    /// error). Never refused: an unlock of a range's middle may leave the owner one lock
+    /// over its client's bound.
+    pub fn unlock(&self, file: FileKey, owner: &Owner, range: Range, now: Duration) -> Vec<Wake> {
+        let w = self.unlock_now(file, owner, range, now);
+        self.deliver(w)
+    }
+
+    /// Removes `owner`'s waiting request on `file` (NLM CANCEL; an NFSv4 client that
+    /// gave up). `Released::waiters` is 1 when there was one.
+    pub fn cancel(&self, file: FileKey, owner: &Owner, now: Duration) -> Released {
+        let mut r = self.cancel_now(file, owner, now);
+        r.wakes = self.deliver(r.wakes);
+        r
+    }
+
+    /// Releases every lock and waiting request of `owner` on `file` (an NFSv4 lock-owner
+    /// whose open is gone; a process that closed the file).
+    pub fn release_owner_file(&self, file: FileKey, owner: &Owner, now: Duration) -> Released {
+        let mut r = self.release_owner_file_now(file, owner, now);
+        r.wakes = self.deliver(r.wakes);
+        r
+    }
+
+    /// Releases every lock and waiting request of `owner`.
+    pub fn release_owner(&self, owner: &Owner, now: Duration) -> Released {
+        let mut r = self.release_owner_now(owner, now);
+        r.wakes = self.deliver(r.wakes);
+        r
+    }
+
+    /// Releases every lock and waiting request of every owner of `client` (an NFSv4
+    /// lease expiry, an NSM reboot notice, NLM FREE_ALL).
+    pub fn release_client(&self, client: &Client, now: Duration) -> Released {
+        let mut r = self.release_client_now(client, now);
+        r.wakes = self.deliver(r.wakes);
+        r
+    }
+
+    /// Drops the [`Wait::Poll`] waiters whose deadline passed and wakes those behind
+    /// them. Call it from a timer (the NFSv4 lease timer); between calls an expired
+    /// waiter holds nobody back.
+    pub fn expire_waiters(&self, now: Duration) -> Vec<Wake> {
+        let w = self.expire_waiters_now(now);
+        self.deliver(w)
     }
 
     /// `owner`'s locks on `file`, in order of offset.
@@ -714,6 +820,13 @@ impl LockManager {
     pub fn counts(&self) -> (usize, usize, usize) {
         let g = self.inner();
         (g.books.locks, g.books.waiters, g.files.len())
+    }
+}
+
+const fn protocol_index(p: Protocol) -> usize {
+    match p {
+        Protocol::Nfs4 => 0,
+        Protocol::Nlm => 1,
     }
 }
 

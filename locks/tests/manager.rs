@@ -436,3 +436,37 @@ fn many_locks() {
         );
     }
 }
+
+#[test]
+fn each_protocols_waker_gets_its_wakes_after_the_call() {
+    use std::sync::{Arc, Mutex};
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<Wake>>);
+    impl granary_locks::Waker for Seen {
+        fn wake(&self, wakes: &[Wake]) {
+            self.0.lock().unwrap().extend_from_slice(wakes);
+        }
+    }
+    let lm = Arc::new(LockManager::default());
+    let (nfs4, nlm_seen) = (Arc::new(Seen::default()), Arc::new(Seen::default()));
+    lm.set_waker(Protocol::Nfs4, nfs4.clone());
+    lm.set_waker(Protocol::Nlm, nlm_seen.clone());
+    let (h, a, b) = (v4(1, "h"), v4(2, "a"), nlm("n", 1));
+    lock(&lm, &h, Kind::Write, r(0, 9)).unwrap();
+    let poll = Wait::Poll { deadline: NOW * 2 };
+    let _ = lm.lock(&req(F, &a, Kind::Read, r(0, 0), poll), NOW);
+    let _ = lm.lock(&req(F, &b, Kind::Read, r(9, 9), Wait::Grant), NOW);
+    let all = lm.unlock(F, &h, Range::WHOLE, NOW);
+    assert_eq!(all.len(), 2);
+    let got4 = nfs4.0.lock().unwrap().clone();
+    let got3 = nlm_seen.0.lock().unwrap().clone();
+    assert_eq!(
+        (got4.len(), got4[0].owner.clone(), got4[0].granted),
+        (1, a, false)
+    );
+    assert_eq!(
+        (got3.len(), got3[0].owner.clone(), got3[0].granted),
+        (1, b.clone(), true)
+    );
+    assert!(lm.holds_locks(F, &b));
+}

@@ -18,9 +18,10 @@ use gtime::Timestamp;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use vfs::limits::{MAX_FILE_SIZE, MAX_IO_BYTES, MAX_LINKS, MAX_NAME_BYTES};
 use vfs::{
-    AccessMask, Attr, Backend, Change, Checks, Cookie, CreateMode, Created, DeviceNumber, DirPage,
-    FileId, FileType, Found, FsError, FsProperties, FsResult, FsStat, Linked, Name, PreAttr,
-    ReadDone, ReadSlice, Renamed, SetAttr, SpecialFile, Stability, Written,
+    AccessMask, Attr, Backend, Change, Checks, Content, Cookie, Copied, CreateMode, Created,
+    DeviceNumber, DirPage, FileId, FileType, Found, FsError, FsProperties, FsResult, FsStat,
+    Linked, Name, PreAttr, ReadDone, ReadSlice, Renamed, SetAttr, Sought, SpecialFile, Stability,
+    Written,
 };
 
 use crate::attr::{stat_fd, to_attr};
@@ -526,6 +527,74 @@ impl Backend for HostFs {
                 after: to_attr(&stat_fd(&d.fd)?),
             },
         })
+    }
+
+    fn seek(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        what: Content,
+        checks: &dyn Checks,
+    ) -> FsResult<Sought> {
+        self.seek_in(id, offset_bytes, what, checks)
+    }
+
+    fn allocate(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        len_bytes: u64,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        self.space_range(id, offset_bytes, len_bytes, false, checks)
+    }
+
+    fn deallocate(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        len_bytes: u64,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        self.space_range(id, offset_bytes, len_bytes, true, checks)
+    }
+
+    fn copy_range(
+        &self,
+        src: FileId,
+        src_offset_bytes: u64,
+        dst: FileId,
+        dst_offset_bytes: u64,
+        len_bytes: u64,
+        checks: &dyn Checks,
+    ) -> FsResult<Copied> {
+        self.copy_in(
+            src,
+            src_offset_bytes,
+            dst,
+            dst_offset_bytes,
+            len_bytes,
+            checks,
+        )
+    }
+
+    fn clone_range(
+        &self,
+        src: FileId,
+        src_offset_bytes: u64,
+        dst: FileId,
+        dst_offset_bytes: u64,
+        len_bytes: u64,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        self.clone_in(
+            src,
+            src_offset_bytes,
+            dst,
+            dst_offset_bytes,
+            len_bytes,
+            checks,
+        )
     }
 
     fn readdir(

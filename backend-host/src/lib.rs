@@ -36,6 +36,10 @@
 //!   [`HostFs::writeback_errors`], which the NFS server folds into the write verifier of
 //!   later WRITE and COMMIT replies (`vfs::Backend::writeback_errors`), so clients resend
 //!   the UNSTABLE data they could have lost.
+//! - **NFSv4.2's space and copy calls** map to `lseek` `SEEK_DATA`/`SEEK_HOLE`,
+//!   `fallocate`, `copy_file_range` (at most `vfs::limits::MAX_COPY_BYTES` a call) and
+//!   `FICLONERANGE` (`NotSupp` on file systems without shared extents), as the caller
+//!   (`ranges`).
 //! - **Fast syscalls.** `statx` for attributes, `pread` straight into the reply buffer,
 //!   `pwrite` straight from the request, `getdents64` for listings, whose `d_off` values are
 //!   the READDIR cookies (ext4, xfs and btrfs keep them valid while the directory changes;
@@ -95,6 +99,7 @@ pub mod index;
 pub mod limits;
 mod lock;
 mod ops;
+mod ranges;
 mod search;
 mod sys;
 

@@ -5,9 +5,9 @@ use bytes::{Bytes, BytesMut};
 use gtime::Timestamp;
 use vfs::limits::{MAX_FILE_SIZE, MAX_IO_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_PATH_BYTES};
 use vfs::{
-    Attr, Backend, Change, Checks, Cookie, CreateMode, Created, DirPage, FileId, FileType, Found,
-    FsError, FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone, Renamed, SetAttr,
-    SpecialFile, Stability, Written,
+    Attr, Backend, Change, Checks, Content, Cookie, CreateMode, Created, DirPage, FileId, FileType,
+    Found, FsError, FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone, Renamed,
+    SetAttr, Sought, SpecialFile, Stability, Written,
 };
 
 use crate::dir::Dir;
@@ -323,6 +323,39 @@ impl Backend for MemFs {
     }
 
     /// `TooSmall` for `max_entries` 0: a page that can hold nothing would never progress.
+    /// Holes are the missing 64 KiB chunks (see `sparse`), and the virtual one at the end.
+    fn seek(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        what: Content,
+        checks: &dyn Checks,
+    ) -> FsResult<Sought> {
+        self.seek_in(id, offset_bytes, what, checks)
+    }
+
+    /// Zeroed chunks, reserved from the size cap, over the range.
+    fn allocate(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        len_bytes: u64,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        self.space_range(id, offset_bytes, len_bytes, false, checks)
+    }
+
+    /// Chunks the range covers whole are freed; the partial ones at its ends are zeroed.
+    fn deallocate(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        len_bytes: u64,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        self.space_range(id, offset_bytes, len_bytes, true, checks)
+    }
+
     fn readdir(
         &self,
         dir: FileId,
@@ -367,7 +400,11 @@ impl MemFs {
     /// check asks for set-id bits to be cleared (and then clears them, checking again
     /// under that lock). Returns the attributes checked (after any clearing) and, if bits
     /// were cleared, the attributes before that.
-    fn check_write(&self, inode: &Inode, checks: &dyn Checks) -> FsResult<(Attr, Option<Attr>)> {
+    pub(crate) fn check_write(
+        &self,
+        inode: &Inode,
+        checks: &dyn Checks,
+    ) -> FsResult<(Attr, Option<Attr>)> {
         // The permission check's attributes are not what the client is told is current
         // (the reply's post-op attributes are, and those are marked observed): marking
         // here would make every WRITE take a fine stamp (seed 000).

@@ -8,7 +8,8 @@
 //! - `dir`: directory entries with insertion-order cookies that never expire;
 //! - `table`: the sharded `FileId` → inode map (ids are never reused);
 //! - `space`: the byte and file caps (`NoSpc`, reserved before anything changes);
-//! - `namespace` and `rename`: the directory operations.
+//! - `namespace` and `rename`: the directory operations;
+//! - `ranges`: NFSv4.2's SEEK, ALLOCATE and DEALLOCATE over the chunk map.
 //!
 //! # Locks
 //!
@@ -48,6 +49,7 @@ mod backend;
 mod dir;
 mod inode;
 mod namespace;
+mod ranges;
 mod rename;
 mod space;
 mod sparse;

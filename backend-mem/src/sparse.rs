@@ -222,6 +222,86 @@ impl SparseData {
     }
 }
 
+impl SparseData {
+    /// The first byte at or after `offset_bytes` (below the size) that lies in an
+    /// allocated chunk (`data` true) or in a hole (`data` false). A hole always exists:
+    /// the virtual one at the size. `None`: no data follows.
+    pub(crate) fn seek(&self, offset_bytes: u64, data: bool) -> Option<u64> {
+        let size_bytes = self.size_bytes();
+        if offset_bytes >= size_bytes {
+            return (!data).then_some(size_bytes);
+        }
+        let map = self.map();
+        let first = offset_bytes / CHUNK_BYTES;
+        let found = if data {
+            map.range(first..).next().map(|(&i, _)| i)
+        } else {
+            // The first index from `first` on with no chunk: the chunks are sorted, so
+            // walk while they are consecutive.
+            let mut next = first;
+            for (&i, _) in map.range(first..) {
+                if i != next {
+                    break;
+                }
+                next += 1;
+            }
+            Some(next)
+        };
+        found
+            .map(|i| (i * CHUNK_BYTES).max(offset_bytes))
+            .filter(|&o| o < size_bytes || !data)
+            .map(|o| o.min(size_bytes))
+    }
+
+    /// Allocates zeroed chunks for `[offset_bytes, end_bytes)`, reserving them from
+    /// `space` first (on `NoSpc` nothing changed), and grows the size to `end_bytes`.
+    /// The caller holds a write range lock from `offset_bytes` to the end of the file.
+    pub(crate) fn reserve(&self, offset_bytes: u64, end_bytes: u64, space: &Space) -> FsResult<()> {
+        debug_assert!(offset_bytes < end_bytes && end_bytes <= vfs::limits::MAX_FILE_SIZE);
+        let indices = offset_bytes / CHUNK_BYTES..end_bytes.div_ceil(CHUNK_BYTES);
+        let mut map = self.map_mut();
+        let present = map.range(indices.clone()).count() as u64;
+        let new_chunks = (indices.end - indices.start) - present;
+        space.reserve_bytes(new_chunks.saturating_mul(CHUNK_BYTES))?;
+        for i in indices {
+            map.entry(i)
+                .or_insert_with(|| RwLock::new(vec![0; CHUNK_LEN].into_boxed_slice()));
+        }
+        self.chunk_count.fetch_add(new_chunks, Ordering::AcqRel);
+        drop(map);
+        self.size_bytes.fetch_max(end_bytes, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Makes `[offset_bytes, end_bytes)` read as zeros, freeing the chunks it covers
+    /// whole (their bytes go back to `space`); the size does not change. The caller
+    /// holds a write range lock over the range.
+    pub(crate) fn punch(&self, offset_bytes: u64, end_bytes: u64, space: &Space) {
+        let end_bytes = end_bytes.min(self.size_bytes());
+        if offset_bytes >= end_bytes {
+            return;
+        }
+        let mut map = self.map_mut();
+        let whole = offset_bytes.div_ceil(CHUNK_BYTES)..end_bytes / CHUNK_BYTES;
+        let gone: Vec<u64> = map.range(whole).map(|(&i, _)| i).collect();
+        for i in &gone {
+            map.remove(i);
+        }
+        self.chunk_count
+            .fetch_sub(gone.len() as u64, Ordering::AcqRel);
+        space.release_bytes(gone.len() as u64 * CHUNK_BYTES);
+        // What is left of the range lies in the partial chunks at either end.
+        let len = usize::try_from(end_bytes - offset_bytes).unwrap_or(usize::MAX);
+        for piece in pieces(offset_bytes, len).filter(|p| p.len < CHUNK_LEN) {
+            if let Some(chunk) = map.get_mut(&piece.index) {
+                chunk.get_mut().unwrap_or_else(PoisonError::into_inner)
+                    [piece.within..piece.within + piece.len]
+                    .fill(0);
+            }
+        }
+    }
+}
+
 /// Chunks a write of `data` at `offset_bytes` would have to allocate.
 fn missing(map: &Chunks, offset_bytes: u64, data: &[u8]) -> u64 {
     pieces(offset_bytes, data.len())
@@ -325,6 +405,61 @@ mod tests {
         assert_eq!(space.stat().free_bytes, C);
         data.clear(&space);
         assert_eq!(space.stat().free_bytes, 2 * C);
+    }
+
+    #[test]
+    fn seek_finds_chunks_and_holes() {
+        let space = space();
+        let d = SparseData::default();
+        d.write(C, &[1; 10], &space).unwrap();
+        d.write(3 * C, &[1; 10], &space).unwrap();
+        d.set_size(5 * C, &space);
+        assert_eq!(d.seek(0, true), Some(C));
+        assert_eq!(d.seek(C + 5, true), Some(C + 5));
+        assert_eq!(d.seek(2 * C, true), Some(3 * C));
+        assert_eq!(d.seek(4 * C, true), None);
+        assert_eq!(d.seek(0, false), Some(0));
+        assert_eq!(d.seek(C, false), Some(2 * C));
+        assert_eq!(d.seek(3 * C + 1, false), Some(4 * C));
+        // The virtual hole at the end.
+        d.set_size(3 * C + 10, &space);
+        assert_eq!(d.seek(3 * C, false), Some(3 * C + 10));
+        assert_eq!(d.seek(3 * C + 10, false), Some(3 * C + 10));
+        assert_eq!(d.seek(3 * C + 10, true), None);
+    }
+
+    #[test]
+    fn reserve_grows_and_punch_frees_whole_chunks() {
+        let space = space();
+        let d = SparseData::default();
+        d.write(0, &[7; 10], &space).unwrap();
+        d.reserve(C / 2, 3 * C, &space).unwrap();
+        assert_eq!(d.size_bytes(), 3 * C);
+        assert_eq!(d.allocated_bytes(), 3 * C);
+        assert_eq!(d.seek(0, false), Some(3 * C));
+        // Reserving again takes nothing more.
+        d.reserve(0, C, &space).unwrap();
+        assert_eq!(d.allocated_bytes(), 3 * C);
+        d.write(C, &[9; 100], &space).unwrap();
+        d.punch(5, 2 * C + 1, &space);
+        assert_eq!(d.allocated_bytes(), 2 * C, "chunk 1 was covered whole");
+        assert_eq!(d.size_bytes(), 3 * C);
+        let (bytes, _) = d.read(0, 3 * C);
+        assert_eq!(&bytes[..5], &[7; 5]);
+        assert!(bytes[5..].iter().all(|&b| b == 0));
+        assert_eq!(d.seek(0, false), Some(C));
+        // Past the end nothing happens.
+        d.punch(3 * C, 10 * C, &space);
+        assert_eq!(d.size_bytes(), 3 * C);
+    }
+
+    #[test]
+    fn reserve_that_does_not_fit_changes_nothing() {
+        let space = Space::new(2 * C, 100);
+        let d = SparseData::default();
+        assert_eq!(d.reserve(0, 3 * C, &space), Err(FsError::NoSpc));
+        assert_eq!(d.size_bytes(), 0);
+        assert_eq!(d.allocated_bytes(), 0);
     }
 
     #[test]

@@ -28,6 +28,13 @@
 //! - attributes it returns are "observed" (multigrain timestamps, seed 000): a client saw
 //!   them, so the next change must get a later ctime.
 //!
+//! The space and copy calls of NFSv4.2 ([`Backend::seek`], [`Backend::allocate`],
+//! [`Backend::deallocate`], [`Backend::copy_range`], [`Backend::clone_range`]) have
+//! defaults: a file that is all data with the virtual hole at its end, a copy through
+//! `read_into` and `write`, and `NotSupp` for the rest. They are called with ranges the
+//! export checked (see [`crate::Export`]): a non-empty length whose end fits
+//! `limits::MAX_FILE_SIZE`, and no overlap when both ends are one file.
+//!
 //! One call per RPC is the aim: the NFSv3 server makes one backend call for GETATTR, READ,
 //! WRITE, SETATTR, LOOKUP, ACCESS, CREATE, MKDIR, REMOVE, RENAME and LINK when they
 //! succeed (failures add one getattr for the reply's post-operation attributes).
@@ -36,10 +43,12 @@ use bytes::{Bytes, BytesMut};
 use gtime::Timestamp;
 
 use crate::checks::Checks;
-use crate::error::FsResult;
+use crate::error::{FsError, FsResult};
+use crate::limits::{MAX_COPY_BYTES, MAX_IO_BYTES};
 use crate::types::{
-    AccessMask, Attr, Change, Cookie, CreateMode, Created, DirPage, FileId, Found, FsProperties,
-    FsStat, Linked, Name, ReadDone, ReadSlice, Renamed, SetAttr, SpecialFile, Stability, Written,
+    AccessMask, Attr, Change, Content, Cookie, Copied, CreateMode, Created, DirPage, FileId, Found,
+    FsProperties, FsStat, Linked, Name, ReadDone, ReadSlice, Renamed, SetAttr, Sought, SpecialFile,
+    Stability, Written,
 };
 
 /// Storage behind an export: `mem`, `host` or `erofs`.
@@ -222,4 +231,168 @@ pub trait Backend: Send + Sync + 'static {
         max_entries: usize,
         checks: &dyn Checks,
     ) -> FsResult<(DirPage, Attr)>;
+
+    /// Where the first byte of `what` at or after `offset_bytes` is, after
+    /// `checks.may_read` (`lseek` `SEEK_DATA` / `SEEK_HOLE`). `NxIo` at or past the end
+    /// of the file; `IsDir` for a directory, `Inval` for another non-regular file. The
+    /// default knows no holes: the whole file is data and the one hole is the virtual
+    /// hole at its end, as `lseek` answers on a file system that keeps no holes.
+    fn seek(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        what: Content,
+        checks: &dyn Checks,
+    ) -> FsResult<Sought> {
+        let attr = self.getattr(id)?;
+        regular(&attr)?;
+        checks.may_read(&attr)?;
+        if offset_bytes >= attr.size_bytes {
+            return Err(FsError::NxIo);
+        }
+        let found = match what {
+            Content::Data => offset_bytes,
+            Content::Hole => attr.size_bytes,
+        };
+        Ok(Sought {
+            offset_bytes: Some(found),
+            attr,
+        })
+    }
+
+    /// Reserves storage for `len_bytes` at `offset_bytes`, after `checks.may_write`, so
+    /// writes there cannot fail for space; the file grows to the end of the range
+    /// (`fallocate` mode 0). `NoSpc` when it does not fit (nothing reserved then).
+    /// Default: `NotSupp`.
+    fn allocate(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        len_bytes: u64,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        let _ = (id, offset_bytes, len_bytes, checks);
+        Err(FsError::NotSupp)
+    }
+
+    /// Frees the storage of `len_bytes` at `offset_bytes`, after `checks.may_write`: the
+    /// range reads as zeros and the size does not change (`fallocate`
+    /// `PUNCH_HOLE | KEEP_SIZE`). Default: `NotSupp`.
+    fn deallocate(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        len_bytes: u64,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        let _ = (id, offset_bytes, len_bytes, checks);
+        Err(FsError::NotSupp)
+    }
+
+    /// Copies up to `len_bytes` from `src` at `src_offset_bytes` to `dst` at
+    /// `dst_offset_bytes`, after `checks.may_read(src)` and `checks.may_write(dst)`.
+    /// Copies at most `limits::MAX_COPY_BYTES` per call and stops at the source's end: a
+    /// short count is not an error. The default reads and writes `MAX_IO_BYTES` at a
+    /// time through [`Backend::read_into`] and [`Backend::write`] (unstable writes).
+    fn copy_range(
+        &self,
+        src: FileId,
+        src_offset_bytes: u64,
+        dst: FileId,
+        dst_offset_bytes: u64,
+        len_bytes: u64,
+        checks: &dyn Checks,
+    ) -> FsResult<Copied> {
+        let mut done = 0_u64;
+        let mut committed = Stability::FileSync;
+        let mut first: Option<Change> = None;
+        let mut last = None;
+        let want = len_bytes.min(MAX_COPY_BYTES);
+        let mut buf = BytesMut::new();
+        while done < want {
+            let count =
+                u32::try_from((want - done).min(u64::from(MAX_IO_BYTES))).unwrap_or(MAX_IO_BYTES);
+            buf.clear();
+            let read = self.read_into(src, src_offset_bytes + done, count, &mut buf, checks)?;
+            if buf.is_empty() {
+                break;
+            }
+            let w = self.write(
+                dst,
+                dst_offset_bytes + done,
+                &buf,
+                Stability::Unstable,
+                checks,
+            )?;
+            committed = committed.min(w.committed);
+            done += u64::from(w.count);
+            last = Some(w.file.after.clone());
+            first.get_or_insert(w.file);
+            if read.eof {
+                break;
+            }
+        }
+        let file = match (first, last) {
+            (Some(first), Some(after)) => Change {
+                before: first.before,
+                after,
+            },
+            _ => {
+                let attr = self.getattr(dst)?;
+                checks.may_write(&attr)?;
+                Change {
+                    before: None,
+                    after: attr,
+                }
+            }
+        };
+        Ok(Copied {
+            count_bytes: done,
+            committed,
+            file,
+        })
+    }
+
+    /// Makes `len_bytes` of `dst` at `dst_offset_bytes` share the storage of `src` at
+    /// `src_offset_bytes` (`FICLONERANGE`), all or nothing, after `checks.may_read(src)`
+    /// and `checks.may_write(dst)`. Offsets and length are multiples of
+    /// [`Backend::clone_block_bytes`] (the length may instead reach the source's end).
+    /// Default: `NotSupp`.
+    fn clone_range(
+        &self,
+        src: FileId,
+        src_offset_bytes: u64,
+        dst: FileId,
+        dst_offset_bytes: u64,
+        len_bytes: u64,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        let _ = (
+            src,
+            src_offset_bytes,
+            dst,
+            dst_offset_bytes,
+            len_bytes,
+            checks,
+        );
+        Err(FsError::NotSupp)
+    }
+
+    /// The alignment [`Backend::clone_range`] needs, when this backend can clone at all
+    /// (NFSv4.2's `clone_blksize`). Default: `None`, no clones.
+    fn clone_block_bytes(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// `Ok` for a regular file; `IsDir` for a directory, `Inval` for any other type.
+///
+/// # Errors
+/// As above.
+pub fn regular(attr: &Attr) -> FsResult<()> {
+    match attr.file_type {
+        crate::types::FileType::Regular => Ok(()),
+        crate::types::FileType::Directory => Err(FsError::IsDir),
+        _ => Err(FsError::Inval),
+    }
 }

@@ -92,8 +92,9 @@ pub enum FsError {
     /// The call would block (sleep on the disk or on a decode job) and the calling thread
     /// may not (`sync::blocking::allowed` is false: a network worker's event loop).
     /// Nothing was changed; the server runs the same call again on a thread that may
-    /// block, so a client never sees it. Only `read_into`, `write`, `commit` and
-    /// `setattr` return it. Transient.
+    /// block, so a client never sees it. Only `read_into`, `write`, `commit`,
+    /// `setattr` and the NFSv4.2 calls (`seek`, `allocate`, `deallocate`, `copy_range`,
+    /// `clone_range`) return it. Transient.
     #[error("would block")]
     WouldBlock,
 }

@@ -19,10 +19,11 @@ use crate::backend::Backend;
 use crate::checks::{Caller, Checks};
 use crate::error::{FsError, FsResult};
 use crate::handle::{Handle, HandleKey, HANDLE_BYTES};
+use crate::limits::MAX_FILE_SIZE;
 use crate::types::{
-    AccessMask, Attr, Change, Cookie, CreateMode, Created, Cred, DirPage, FileId, Found,
-    FsProperties, FsStat, Linked, Name, ReadDone, ReadSlice, Renamed, SetAttr, SpecialFile,
-    Stability, Written,
+    AccessMask, Attr, Change, Content, Cookie, Copied, CreateMode, Created, Cred, DirPage, FileId,
+    Found, FsProperties, FsStat, Linked, Name, ReadDone, ReadSlice, Renamed, SetAttr, Sought,
+    SpecialFile, Stability, Written,
 };
 
 /// Identifies an export inside handles; stable across restarts for the same config.
@@ -443,6 +444,116 @@ impl Export {
         Ok((page, self.own(attr)))
     }
 
+    /// Where the next data or hole at or after `offset_bytes` is (see [`Backend::seek`]).
+    pub fn seek(
+        &self,
+        cred: &Cred,
+        id: FileId,
+        offset_bytes: u64,
+        what: Content,
+    ) -> FsResult<Sought> {
+        let mut sought = self
+            .backend
+            .seek(id, offset_bytes, what, &Caller::new(cred))?;
+        debug_assert!(sought.offset_bytes.is_none_or(|o| o >= offset_bytes));
+        sought.attr = self.own(sought.attr);
+        Ok(sought)
+    }
+
+    /// Reserves storage for a range (see [`Backend::allocate`]): `Inval` for an empty
+    /// range, `FBig` for one that ends past `MAX_FILE_SIZE`.
+    pub fn allocate(
+        &self,
+        cred: &Cred,
+        id: FileId,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> FsResult<Change> {
+        self.writable()?;
+        range_end(offset_bytes, len_bytes)?;
+        let change = self
+            .backend
+            .allocate(id, offset_bytes, len_bytes, &Caller::new(cred))?;
+        Ok(self.own_change(change))
+    }
+
+    /// Punches a hole (see [`Backend::deallocate`]), with the ranges of
+    /// [`Export::allocate`].
+    pub fn deallocate(
+        &self,
+        cred: &Cred,
+        id: FileId,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> FsResult<Change> {
+        self.writable()?;
+        range_end(offset_bytes, len_bytes)?;
+        let change = self
+            .backend
+            .deallocate(id, offset_bytes, len_bytes, &Caller::new(cred))?;
+        Ok(self.own_change(change))
+    }
+
+    /// Copies between two files of this export (see [`Backend::copy_range`]): `Inval`
+    /// for overlapping ranges of one file, `FBig` for a destination past
+    /// `MAX_FILE_SIZE`. An empty range copies nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy_range(
+        &self,
+        cred: &Cred,
+        src: FileId,
+        src_offset_bytes: u64,
+        dst: FileId,
+        dst_offset_bytes: u64,
+        len_bytes: u64,
+    ) -> FsResult<Copied> {
+        self.writable()?;
+        check_pair(src, src_offset_bytes, dst, dst_offset_bytes, len_bytes)?;
+        let mut copied = self.backend.copy_range(
+            src,
+            src_offset_bytes,
+            dst,
+            dst_offset_bytes,
+            len_bytes,
+            &Caller::new(cred),
+        )?;
+        debug_assert!(copied.count_bytes <= len_bytes);
+        copied.file = self.own_change(copied.file);
+        Ok(copied)
+    }
+
+    /// Clones a range between two files of this export (see [`Backend::clone_range`]),
+    /// with the ranges of [`Export::copy_range`]; `NotSupp` when the backend cannot.
+    pub fn clone_range(
+        &self,
+        cred: &Cred,
+        src: FileId,
+        src_offset_bytes: u64,
+        dst: FileId,
+        dst_offset_bytes: u64,
+        len_bytes: u64,
+    ) -> FsResult<Change> {
+        self.writable()?;
+        check_pair(src, src_offset_bytes, dst, dst_offset_bytes, len_bytes)?;
+        let change = self.backend.clone_range(
+            src,
+            src_offset_bytes,
+            dst,
+            dst_offset_bytes,
+            len_bytes,
+            &Caller::new(cred),
+        )?;
+        Ok(self.own_change(change))
+    }
+
+    /// The alignment clones need, if the backend can clone (see
+    /// [`Backend::clone_block_bytes`]); `None` on a read-only export too.
+    #[must_use]
+    pub fn clone_block_bytes(&self) -> Option<u32> {
+        self.writable().ok()?;
+        self.backend.clone_block_bytes()
+    }
+
     pub fn fsstat(&self) -> FsResult<FsStat> {
         self.backend.fsstat()
     }
@@ -453,6 +564,41 @@ impl Export {
         props.read_only |= self.options.read_only;
         props
     }
+}
+
+/// The end of a non-empty range: `Inval` when empty, `FBig` past `MAX_FILE_SIZE`.
+fn range_end(offset_bytes: u64, len_bytes: u64) -> FsResult<u64> {
+    if len_bytes == 0 {
+        return Err(FsError::Inval);
+    }
+    offset_bytes
+        .checked_add(len_bytes)
+        .filter(|&end| end <= MAX_FILE_SIZE)
+        .ok_or(FsError::FBig)
+}
+
+/// A copy's or clone's ranges: the source's end must be a file offset (`Inval`), the
+/// destination's fit `MAX_FILE_SIZE` (`FBig`), and two ranges of one file must not
+/// overlap (`Inval`).
+fn check_pair(
+    src: FileId,
+    src_offset_bytes: u64,
+    dst: FileId,
+    dst_offset_bytes: u64,
+    len_bytes: u64,
+) -> FsResult<()> {
+    let src_end = src_offset_bytes
+        .checked_add(len_bytes)
+        .filter(|&end| end <= MAX_FILE_SIZE)
+        .ok_or(FsError::Inval)?;
+    let dst_end = dst_offset_bytes
+        .checked_add(len_bytes)
+        .filter(|&end| end <= MAX_FILE_SIZE)
+        .ok_or(FsError::FBig)?;
+    if src == dst && src_offset_bytes < dst_end && dst_offset_bytes < src_end {
+        return Err(FsError::Inval);
+    }
+    Ok(())
 }
 
 /// Every export of a server, and the key that signs their handles.
@@ -610,6 +756,23 @@ mod tests {
         assert_eq!(opts.map_cred(Some(&sent)).uid, 1000);
         opts.squash = Squash::None;
         assert_eq!(opts.map_cred(Some(&Cred::root())), Cred::root());
+    }
+
+    #[test]
+    fn ranges_of_space_and_copy_calls() {
+        assert_eq!(range_end(0, 0), Err(FsError::Inval));
+        assert_eq!(range_end(5, 10), Ok(15));
+        assert_eq!(range_end(MAX_FILE_SIZE, 1), Err(FsError::FBig));
+        assert_eq!(range_end(u64::MAX, 2), Err(FsError::FBig));
+        let (a, b) = (FileId(1), FileId(2));
+        assert_eq!(check_pair(a, 0, b, 0, 100), Ok(()));
+        assert_eq!(check_pair(a, 0, a, 100, 100), Ok(()));
+        assert_eq!(check_pair(a, 0, a, 99, 100), Err(FsError::Inval));
+        assert_eq!(check_pair(a, 150, a, 100, 100), Err(FsError::Inval));
+        assert_eq!(check_pair(a, u64::MAX, b, 0, 2), Err(FsError::Inval));
+        assert_eq!(check_pair(a, 0, b, MAX_FILE_SIZE, 1), Err(FsError::FBig));
+        // An empty range of one file overlaps nothing.
+        assert_eq!(check_pair(a, 10, a, 10, 0), Ok(()));
     }
 
     #[test]

@@ -16,6 +16,14 @@ pub const MAX_IO_BYTES: u32 = 1 << 20;
 /// than a system call of its own per reply, and small replies batch into one write.
 pub const ZERO_COPY_READ_MIN_BYTES: u32 = 64 << 10;
 
+/// Most bytes one copy between files moves per call (`Backend::copy_range`); a longer
+/// copy answers a short count and the client asks again for the rest (RFC 7862 section
+/// 15.2.3 allows it). A copy runs on a blocking-pool thread and holds the client's slot
+/// while it runs: 4 MiB takes well under a second on any disk, so one COPY cannot hold a
+/// thread for minutes. knfsd bounds its synchronous copies by the same 4 MiB, for the
+/// same reason.
+pub const MAX_COPY_BYTES: u64 = 4 << 20;
+
 /// Largest file offset + 1 that any backend will accept (2^63 - 1, the POSIX off_t limit).
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
@@ -27,4 +35,5 @@ pub const MAX_LINKS: u32 = 65_000;
 
 const _: () = assert!(MAX_NAME_BYTES < MAX_PATH_BYTES);
 const _: () = assert!((MAX_IO_BYTES as u64) < MAX_FILE_SIZE);
+const _: () = assert!(MAX_COPY_BYTES >= MAX_IO_BYTES as u64);
 const _: () = assert!(ZERO_COPY_READ_MIN_BYTES <= MAX_IO_BYTES);

@@ -308,6 +308,37 @@ impl std::fmt::Debug for ReadSlice {
     }
 }
 
+/// What a seek looks for (`lseek`'s `SEEK_DATA` / `SEEK_HOLE`, NFSv4.2 SEEK's
+/// `data_content4`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Content {
+    Data,
+    Hole,
+}
+
+/// Where a seek found what it looked for (see [`crate::Backend::seek`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sought {
+    /// The first byte at or after the offset asked for that holds the content; `None`
+    /// when no data follows the offset. A hole always follows: every file ends in the
+    /// virtual hole at its size.
+    pub offset_bytes: Option<u64>,
+    /// The attributes the permission check saw (the size the answer is bounded by).
+    pub attr: Attr,
+}
+
+/// Outcome of a copy between two files (see [`crate::Backend::copy_range`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Copied {
+    /// Bytes copied: fewer than asked is a short copy the client continues, and 0 means
+    /// the source ends at the offset asked for.
+    pub count_bytes: u64,
+    /// The stability the copied bytes reached in the destination.
+    pub committed: Stability,
+    /// The destination's attributes around the copy.
+    pub file: Change,
+}
+
 /// Outcome of a write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {

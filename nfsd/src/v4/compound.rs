@@ -157,10 +157,17 @@ pub fn run(
 }
 
 /// Operations whose backend call may sleep on the disk: a COMPOUND holding one runs on the
-/// blocking pool (READ: a page-cache miss, or an EROFS decode; SETATTR: a size change).
+/// blocking pool (READ: a page-cache miss, or an EROFS decode; SETATTR: a size change;
+/// NFSv4.2's SEEK, ALLOCATE, DEALLOCATE, COPY and CLONE: extent maps, block allocation
+/// and copies of up to `vfs::limits::MAX_COPY_BYTES`).
 fn may_block(op: &ArgOp) -> bool {
     match op {
         ArgOp::Read(_) | ArgOp::Commit(_) | ArgOp::Setattr(_) => true,
+        ArgOp::Seek(_)
+        | ArgOp::Allocate(_)
+        | ArgOp::Deallocate(_)
+        | ArgOp::Copy(_)
+        | ArgOp::Clone(_) => true,
         ArgOp::Write(w) => w.stable != StableHow4::Unstable,
         _ => false,
     }

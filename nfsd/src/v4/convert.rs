@@ -74,10 +74,15 @@ pub fn change_of(attr: &Attr) -> u64 {
     attr.ctime.as_nanos()
 }
 
-/// The attributes granary reports. `supported_attrs` lists exactly these.
+/// The attributes granary reports for a file system whose backend clones (`clone`
+/// true: `clone_blksize` too) or not. `supported_attrs` lists exactly these.
 #[must_use]
-pub fn supported() -> Bitmap4 {
-    let mut all = Fattr::known();
+pub fn supported(clone: bool) -> Bitmap4 {
+    let clone_bit = nfs4::attr::num::CLONE_BLKSIZE;
+    let mut all = Bitmap4::default();
+    for bit in Fattr::known().iter().filter(|&b| clone || b != clone_bit) {
+        all.set(bit);
+    }
     // Settable-only attributes are supported (SETATTR takes them) but never reported.
     all.set(nfs4::attr::num::TIME_ACCESS_SET);
     all.set(nfs4::attr::num::TIME_MODIFY_SET);
@@ -105,6 +110,8 @@ pub struct Context<'a> {
     pub stat: Option<FsStat>,
     pub lease_secs: u32,
     pub max_io_bytes: u32,
+    /// The alignment of CLONE on this file system, when its backend clones.
+    pub clone_blksize: Option<u32>,
     /// The fileid this file is mounted on (differs from `attr.fileid` only at an export
     /// root seen from the pseudo file system).
     pub mounted_on_fileid: u64,
@@ -116,7 +123,7 @@ pub fn fattr(attr: &Attr, want: &Bitmap4, cx: &Context<'_>) -> Fattr {
     let io = u64::from(cx.max_io_bytes);
     let stat = cx.stat.unwrap_or_default();
     let mut f = Fattr {
-        supported_attrs: Some(supported()),
+        supported_attrs: Some(supported(cx.clone_blksize.is_some())),
         ftype: Some(ftype(attr.file_type)),
         fh_expire_type: Some(FH4_PERSISTENT),
         change: Some(change_of(attr)),
@@ -173,7 +180,7 @@ pub fn fattr(attr: &Attr, want: &Bitmap4, cx: &Context<'_>) -> Fattr {
         time_modify_set: None,
         mounted_on_fileid: Some(cx.mounted_on_fileid),
         suppattr_exclcreat: Some(settable()),
-        clone_blksize: None,
+        clone_blksize: cx.clone_blksize,
         change_attr_type: Some(change_type::TIME_METADATA),
         xattr_support: Some(false),
     };

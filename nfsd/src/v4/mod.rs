@@ -5,7 +5,8 @@
 //! - [`compound`]: the COMPOUND loop — session rules, SEQUENCE and the slot reply cache
 //!   (exactly once), the current and saved filehandles and stateids;
 //! - `ops_*`: one file per family of operations (filehandles and names, attributes,
-//!   directories, opens and I/O, clients and sessions);
+//!   directories, opens and I/O, clients and sessions, NFSv4.2's space and copy
+//!   operations);
 //! - [`convert`]: the one `FsError` → `nfsstat4` mapping and the attribute set of a file;
 //! - [`pseudo`]: the pseudo file system that joins the exports' paths.
 //!
@@ -20,6 +21,7 @@ mod ops_dir;
 mod ops_fh;
 mod ops_io;
 mod ops_session;
+mod ops_v42;
 pub mod pseudo;
 
 use std::sync::Arc;

@@ -90,6 +90,7 @@ pub fn attrs_of(cx: &Cx<'_>, fh: &Fh, mask: &Bitmap4) -> Result<Fattr, Nfsstat4>
                 stat: None,
                 lease_secs,
                 max_io_bytes,
+                clone_blksize: None,
                 mounted_on_fileid: attr.fileid.0,
             };
             Ok(convert::fattr(&attr, mask, &c))
@@ -125,6 +126,7 @@ pub fn file_attrs(
         stat,
         lease_secs,
         max_io_bytes: cx.s.core.max_io_bytes,
+        clone_blksize: export.clone_block_bytes(),
         mounted_on_fileid: attr.fileid.0,
     };
     Ok(convert::fattr(attr, mask, &c))

@@ -16,7 +16,7 @@ use rpc::Auth;
 use state4::Principal;
 
 use super::compound::{refuse, Cx};
-use super::{ops_attr, ops_dir, ops_fh, ops_io};
+use super::{ops_attr, ops_dir, ops_fh, ops_io, ops_v42};
 
 /// Runs one operation (SEQUENCE at the head of the COMPOUND was handled by the loop).
 pub fn dispatch(cx: &mut Cx<'_>, op: &ArgOp) -> ResOp {
@@ -66,14 +66,13 @@ pub fn dispatch(cx: &mut Cx<'_>, op: &ArgOp) -> ResOp {
         ArgOp::TestStateid(a) => ResOp::TestStateid(test_stateid(cx, &a.ts_stateids).into()),
         ArgOp::FreeStateid(sid) => ResOp::FreeStateid(status(free_stateid(cx, sid))),
         ArgOp::Sequence(_) => ResOp::Sequence(Res4::Err(Nfsstat4::SequencePos)),
-        // Locks arrive with the lock manager; space and copy operations with backend
-        // support for them. Until then they are refused as unsupported.
+        // Locks arrive with the lock manager. Until then they are refused as unsupported.
         ArgOp::Lock(_) | ArgOp::Lockt(_) | ArgOp::Locku(_) => refuse(op, Nfsstat4::Notsupp),
-        ArgOp::Allocate(_)
-        | ArgOp::Deallocate(_)
-        | ArgOp::Seek(_)
-        | ArgOp::Copy(_)
-        | ArgOp::Clone(_) => refuse(op, Nfsstat4::Notsupp),
+        ArgOp::Seek(a) => ResOp::Seek(ops_v42::seek(cx, a).into()),
+        ArgOp::Allocate(a) => ResOp::Allocate(status(ops_v42::space(cx, a, false))),
+        ArgOp::Deallocate(a) => ResOp::Deallocate(status(ops_v42::space(cx, a, true))),
+        ArgOp::Copy(a) => ResOp::Copy(ops_v42::copy(cx, a).into()),
+        ArgOp::Clone(a) => ResOp::Clone(status(ops_v42::clone(cx, a))),
         ArgOp::NotSupported(_) => refuse(op, Nfsstat4::Notsupp),
         ArgOp::Illegal(_) => refuse(op, Nfsstat4::OpIllegal),
     }

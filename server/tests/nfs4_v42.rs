@@ -1,0 +1,710 @@
+//! NFSv4.2's SEEK, ALLOCATE, DEALLOCATE, COPY and CLONE (RFC 7862) of the real `granary`
+//! binary, through whole COMPOUNDs: on a mem export (holes are missing 64 KiB chunks), on
+//! a host export (lseek, fallocate, copy_file_range, FICLONERANGE on the test machine's
+//! file system), and the RFC's errors: ranges, types, open modes, a read-only export and
+//! copies between two exports.
+
+mod common;
+
+use bytes::Bytes;
+use client::{auth_sys, RpcConnection};
+use common::Server;
+use nfs4::attr::{num, Fattr};
+use nfs4::ops::*;
+use nfs4::results::*;
+use nfs4::types::*;
+use nfs4::{Compound4Args, Compound4Res, Nfsstat4, Stateid4};
+
+const PROGRAM: u32 = 100_003;
+/// The mem backend's chunk: its unit of holes.
+const C: u64 = 64 * 1024;
+
+struct V4 {
+    conn: RpcConnection,
+    session: Sessionid4,
+    seqid: u32,
+}
+
+fn channel() -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        ca_headerpadsize: 0,
+        ca_maxrequestsize: 2 << 20,
+        ca_maxresponsesize: 2 << 20,
+        ca_maxresponsesize_cached: 4096,
+        ca_maxoperations: 16,
+        ca_maxrequests: 8,
+        ca_rdma_ird: None,
+    }
+}
+
+async fn call(conn: &RpcConnection, args: &Compound4Args) -> Compound4Res {
+    conn.call_decode(PROGRAM, 4, 1, args)
+        .await
+        .expect("COMPOUND")
+}
+
+impl V4 {
+    async fn connect(server: &Server, owner: &str) -> V4 {
+        let conn = RpcConnection::connect(server.addr)
+            .await
+            .expect("connect")
+            .with_auth(&auth_sys(0, 0, &[]))
+            .with_timeout(std::time::Duration::from_secs(20));
+        let eid = ArgOp::ExchangeId(ExchangeIdArgs {
+            eia_clientowner: ClientOwner4 {
+                co_verifier: [3; 8],
+                co_ownerid: Opaque4(Bytes::from(owner.to_string())),
+            },
+            eia_flags: 0,
+            eia_state_protect: StateProtect4A::None,
+            eia_client_impl_id: AtMostOne(None),
+        });
+        let res = call(&conn, &Compound4Args::new(2, vec![eid])).await;
+        let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
+            panic!("EXCHANGE_ID: {res:?}")
+        };
+        let cs = ArgOp::CreateSession(CreateSessionArgs {
+            csa_clientid: e.eir_clientid,
+            csa_sequence: e.eir_sequenceid,
+            csa_flags: 0,
+            csa_fore_chan_attrs: channel(),
+            csa_back_chan_attrs: channel(),
+            csa_cb_program: 0x4000_0000,
+            csa_sec_parms: CallbackSecList(vec![CallbackSecParms4::None]),
+        });
+        let res = call(&conn, &Compound4Args::new(2, vec![cs])).await;
+        let ResOp::CreateSession(Res4::Ok(s)) = &res.results[0] else {
+            panic!("CREATE_SESSION: {res:?}")
+        };
+        let mut v4 = V4 {
+            conn,
+            session: s.csr_sessionid,
+            seqid: 0,
+        };
+        let (status, _) = v4.run(vec![ArgOp::ReclaimComplete(false)]).await;
+        assert_eq!(status, Nfsstat4::Ok, "RECLAIM_COMPLETE");
+        v4
+    }
+
+    /// SEQUENCE + `ops` as minor version 2; the results after SEQUENCE's.
+    async fn run(&mut self, ops: Vec<ArgOp>) -> (Nfsstat4, Vec<ResOp>) {
+        self.seqid += 1;
+        let mut all = vec![ArgOp::Sequence(SequenceArgs {
+            sa_sessionid: self.session,
+            sa_sequenceid: self.seqid,
+            sa_slotid: 0,
+            sa_highest_slotid: 0,
+            sa_cachethis: false,
+        })];
+        all.extend(ops);
+        let res = call(&self.conn, &Compound4Args::new(2, all)).await;
+        let mut results = res.results.into_iter();
+        assert_eq!(results.next().expect("SEQUENCE").status(), Nfsstat4::Ok);
+        (res.status, results.collect())
+    }
+
+    /// The status of the last operation of `ops` (run after PUTFH `fh`).
+    async fn status(&mut self, fh: &NfsFh4, ops: Vec<ArgOp>) -> Nfsstat4 {
+        let mut all = vec![ArgOp::Putfh(fh.clone())];
+        all.extend(ops);
+        self.run(all).await.0
+    }
+
+    /// Creates (or opens) `file` in the root with `access`: its handle and stateid.
+    async fn open(&mut self, file: &str, access: u32) -> (NfsFh4, Stateid4) {
+        let (status, r) = self
+            .run(vec![
+                ArgOp::Putrootfh,
+                ArgOp::Open(OpenArgs {
+                    seqid: 0,
+                    share_access: access,
+                    share_deny: share::DENY_NONE,
+                    owner: StateOwner4 {
+                        clientid: 0,
+                        // One owner per access: a second OPEN by one owner would
+                        // upgrade its first open's stateid instead.
+                        owner: Opaque4(Bytes::from(format!("v42-{access}"))),
+                    },
+                    openhow: Openflag4::Create(Createhow4::Unchecked(
+                        Fattr {
+                            mode: Some(0o644),
+                            ..Fattr::default()
+                        }
+                        .to_fattr4(),
+                    )),
+                    claim: OpenClaim4::Null(name(file)),
+                }),
+                ArgOp::Getfh,
+            ])
+            .await;
+        assert_eq!(status, Nfsstat4::Ok, "OPEN {file}: {r:?}");
+        let ResOp::Open(Res4::Ok(o)) = &r[1] else {
+            panic!("{r:?}")
+        };
+        let ResOp::Getfh(Res4::Ok(fh)) = &r[2] else {
+            panic!("{r:?}")
+        };
+        (fh.clone(), o.stateid)
+    }
+
+    async fn write(&mut self, fh: &NfsFh4, sid: Stateid4, offset: u64, data: &[u8]) {
+        let st = self
+            .status(
+                fh,
+                vec![ArgOp::Write(WriteArgs {
+                    stateid: sid,
+                    offset,
+                    stable: StableHow4::FileSync,
+                    data: Bytes::copy_from_slice(data),
+                })],
+            )
+            .await;
+        assert_eq!(st, Nfsstat4::Ok, "WRITE");
+    }
+
+    async fn read(&mut self, fh: &NfsFh4, offset: u64, count: u32) -> Bytes {
+        let (status, r) = self
+            .run(vec![
+                ArgOp::Putfh(fh.clone()),
+                ArgOp::Read(ReadArgs {
+                    stateid: Stateid4::ANONYMOUS,
+                    offset,
+                    count,
+                }),
+            ])
+            .await;
+        assert_eq!(status, Nfsstat4::Ok);
+        let ResOp::Read(Res4::Ok(read)) = &r[1] else {
+            panic!("{r:?}")
+        };
+        read.data.clone()
+    }
+
+    async fn seek(
+        &mut self,
+        fh: &NfsFh4,
+        offset: u64,
+        what: DataContent4,
+    ) -> Result<SeekOk, Nfsstat4> {
+        let (_, r) = self
+            .run(vec![
+                ArgOp::Putfh(fh.clone()),
+                ArgOp::Seek(SeekArgs {
+                    sa_stateid: Stateid4::ANONYMOUS,
+                    sa_offset: offset,
+                    sa_what: what,
+                }),
+            ])
+            .await;
+        match &r[..] {
+            [_, ResOp::Seek(Res4::Ok(s))] => Ok(*s),
+            [_, ResOp::Seek(Res4::Err(e))] => Err(*e),
+            other => panic!("SEEK: {other:?}"),
+        }
+    }
+
+    async fn attrs(&mut self, fh: &NfsFh4, bits: &[u32]) -> Fattr {
+        let (_, r) = self
+            .run(vec![
+                ArgOp::Putfh(fh.clone()),
+                ArgOp::Getattr(Bitmap4::from_bits(bits)),
+            ])
+            .await;
+        let ResOp::Getattr(Res4::Ok(f)) = &r[1] else {
+            panic!("GETATTR: {r:?}")
+        };
+        Fattr::from_fattr4(f).expect("attributes unpack")
+    }
+
+    async fn size(&mut self, fh: &NfsFh4) -> u64 {
+        self.attrs(fh, &[num::SIZE]).await.size.expect("size")
+    }
+
+    /// COPY from `src` (saved) to `dst` (current); the whole result.
+    async fn copy(
+        &mut self,
+        src: (&NfsFh4, Stateid4),
+        dst: (&NfsFh4, Stateid4),
+        offsets: (u64, u64),
+        count: u64,
+    ) -> Result<CopyOk, Nfsstat4> {
+        let (_, r) = self
+            .run(vec![
+                ArgOp::Putfh(src.0.clone()),
+                ArgOp::Savefh,
+                ArgOp::Putfh(dst.0.clone()),
+                ArgOp::Copy(CopyArgs {
+                    ca_src_stateid: src.1,
+                    ca_dst_stateid: dst.1,
+                    ca_src_offset: offsets.0,
+                    ca_dst_offset: offsets.1,
+                    ca_count: count,
+                    ca_consecutive: true,
+                    ca_synchronous: false,
+                    ca_source_servers: 0,
+                }),
+            ])
+            .await;
+        match r.last() {
+            Some(ResOp::Copy(Res4::Ok(ok))) => Ok(ok.clone()),
+            Some(ResOp::Copy(Res4::Err(e))) => Err(*e),
+            Some(other) => Err(other.status()),
+            None => panic!("no results"),
+        }
+    }
+
+    async fn clone_range(
+        &mut self,
+        src: &NfsFh4,
+        dst: &NfsFh4,
+        offsets: (u64, u64),
+        count: u64,
+    ) -> Nfsstat4 {
+        self.run(vec![
+            ArgOp::Putfh(src.clone()),
+            ArgOp::Savefh,
+            ArgOp::Putfh(dst.clone()),
+            ArgOp::Clone(CloneArgs {
+                cl_src_stateid: Stateid4::ANONYMOUS,
+                cl_dst_stateid: Stateid4::ANONYMOUS,
+                cl_src_offset: offsets.0,
+                cl_dst_offset: offsets.1,
+                cl_count: count,
+            }),
+        ])
+        .await
+        .0
+    }
+}
+
+fn name(s: &str) -> Component4 {
+    Component4(Bytes::from(s.to_string()))
+}
+
+fn space(sid: Stateid4, offset: u64, length: u64) -> RangeArgs {
+    RangeArgs {
+        stateid: sid,
+        offset,
+        length,
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// SEEK over holes, ALLOCATE, DEALLOCATE, and their errors, on any export of `c`.
+/// Holes are `hole_unit` apart; `block` is the granularity of the backend's holes (the
+/// first hole after a few bytes at offset 0).
+async fn seek_allocate_deallocate(c: &mut V4, hole_unit: u64, block: u64) -> NfsFh4 {
+    let (fh, sid) = c.open("sparse", share::ACCESS_BOTH).await;
+    c.write(&fh, sid, 0, b"head").await;
+    c.write(&fh, sid, 3 * hole_unit + 5, b"tail").await;
+    let size = 3 * hole_unit + 9;
+    assert_eq!(c.size(&fh).await, size);
+    let data = DataContent4::Data;
+    let hole = DataContent4::Hole;
+    let at = |sr_offset, sr_eof| Ok(SeekOk { sr_eof, sr_offset });
+    assert_eq!(c.seek(&fh, 0, data).await, at(0, false));
+    assert_eq!(c.seek(&fh, 0, hole).await, at(block, false));
+    assert_eq!(c.seek(&fh, hole_unit, data).await, at(3 * hole_unit, false));
+    assert_eq!(c.seek(&fh, 3 * hole_unit, hole).await, at(size, true));
+    assert_eq!(c.seek(&fh, size, data).await, Err(Nfsstat4::Nxio));
+    assert_eq!(c.seek(&fh, u64::MAX, hole).await, Err(Nfsstat4::Nxio));
+
+    // ALLOCATE past the end grows the file, with zeros, and takes space.
+    let used = c.attrs(&fh, &[num::SPACE_USED]).await.space_used.unwrap();
+    let st = c
+        .status(&fh, vec![ArgOp::Allocate(space(sid, 0, 5 * hole_unit))])
+        .await;
+    assert_eq!(st, Nfsstat4::Ok);
+    assert_eq!(c.size(&fh).await, 5 * hole_unit);
+    let after = c.attrs(&fh, &[num::SPACE_USED]).await.space_used.unwrap();
+    assert!(after >= used + 2 * hole_unit, "{used} -> {after}");
+    // mem's reserved chunks are data; ext4 and XFS report allocated but unwritten
+    // extents as holes (lseek(2)), so past the first block either answer is right there.
+    let first_hole = c.seek(&fh, 0, hole).await;
+    if block == C {
+        assert_eq!(first_hole, at(5 * hole_unit, true));
+    } else {
+        assert!(
+            first_hole == at(5 * hole_unit, true) || first_hole == at(block, false),
+            "{first_hole:?}"
+        );
+    }
+    assert_eq!(&c.read(&fh, 3 * hole_unit + 5, 4).await[..], b"tail");
+
+    // DEALLOCATE punches a hole and keeps the size.
+    let st = c
+        .status(
+            &fh,
+            vec![ArgOp::Deallocate(space(sid, hole_unit, 2 * hole_unit))],
+        )
+        .await;
+    assert_eq!(st, Nfsstat4::Ok);
+    assert_eq!(c.size(&fh).await, 5 * hole_unit);
+    // The first hole: the punched one (mem), or the unwritten blocks before it (host).
+    assert_eq!(c.seek(&fh, 0, hole).await, at(block, false));
+    assert_eq!(c.seek(&fh, hole_unit, data).await, at(3 * hole_unit, false));
+    let zeros = c.read(&fh, hole_unit, 100).await;
+    assert!(zeros.iter().all(|&b| b == 0) && zeros.len() == 100);
+    assert_eq!(&c.read(&fh, 0, 4).await[..], b"head");
+
+    // The RFC's errors.
+    let bad = [
+        (ArgOp::Allocate(space(sid, 0, 0)), Nfsstat4::Inval),
+        (ArgOp::Deallocate(space(sid, 0, 0)), Nfsstat4::Inval),
+        (
+            ArgOp::Allocate(space(sid, u64::MAX - 5, 10)),
+            Nfsstat4::Fbig,
+        ),
+        (
+            ArgOp::Deallocate(space(
+                Stateid4 {
+                    seqid: 1,
+                    other: [9; 12],
+                },
+                0,
+                10,
+            )),
+            Nfsstat4::BadStateid,
+        ),
+    ];
+    for (op, want) in bad {
+        assert_eq!(c.status(&fh, vec![op.clone()]).await, want, "{op:?}");
+    }
+    // A read-only open may seek but not allocate.
+    let (_, read_only) = c.open("sparse", share::ACCESS_READ).await;
+    let st = c
+        .status(&fh, vec![ArgOp::Allocate(space(read_only, 0, 10))])
+        .await;
+    assert_eq!(st, Nfsstat4::Openmode);
+    fh
+}
+
+/// COPY between two files, the whole file and a short copy at the bound; its errors.
+async fn copy_between_files(c: &mut V4) {
+    let (src, src_sid) = c.open("copy-src", share::ACCESS_BOTH).await;
+    let (dst, dst_sid) = c.open("copy-dst", share::ACCESS_BOTH).await;
+    // 5 MiB: more than one COPY moves (vfs::limits::MAX_COPY_BYTES, 4 MiB).
+    let data = pattern(5 << 20, 7);
+    for (i, piece) in data.chunks(1 << 20).enumerate() {
+        c.write(&src, src_sid, (i as u64) << 20, piece).await;
+    }
+    let ok = c
+        .copy((&src, src_sid), (&dst, dst_sid), (0, 0), 0)
+        .await
+        .expect("COPY");
+    assert_eq!(ok.cr_response.wr_callback_id, AtMostOne(None));
+    assert!(ok.cr_synchronous && ok.cr_consecutive);
+    assert_eq!(ok.cr_response.wr_count, 4 << 20, "one COPY moves 4 MiB");
+    let rest = c
+        .copy((&src, src_sid), (&dst, dst_sid), (4 << 20, 4 << 20), 0)
+        .await
+        .expect("COPY of the rest");
+    assert_eq!(rest.cr_response.wr_count, 1 << 20);
+    if rest.cr_response.wr_committed == StableHow4::Unstable {
+        let st = c
+            .status(
+                &dst,
+                vec![ArgOp::Commit(CommitArgs {
+                    offset: 0,
+                    count: 0,
+                })],
+            )
+            .await;
+        assert_eq!(st, Nfsstat4::Ok);
+    }
+    assert_eq!(c.size(&dst).await, 5 << 20);
+    for i in 0..5u64 {
+        let got = c.read(&dst, i << 20, 1 << 20).await;
+        assert!(
+            got[..] == data[(i as usize) << 20..((i + 1) as usize) << 20],
+            "MiB {i}"
+        );
+    }
+    // At an offset, within one file, with anonymous stateids.
+    let anon = Stateid4::ANONYMOUS;
+    let ok = c
+        .copy((&src, anon), (&src, anon), (10, (6 << 20) + 3), 1000)
+        .await
+        .expect("COPY within one file");
+    assert_eq!(ok.cr_response.wr_count, 1000);
+    assert_eq!(
+        &c.read(&src, (6 << 20) + 3, 1000).await[..],
+        &data[10..1010]
+    );
+    // At the source's end: nothing to copy.
+    let size = c.size(&src).await;
+    let none = c.copy((&src, anon), (&dst, anon), (size, 0), 0).await;
+    assert_eq!(none.map(|o| o.cr_response.wr_count), Ok(0));
+
+    // Errors: past the source's end, overlapping ranges of one file, a read-only
+    // destination stateid, a directory.
+    let past = c.copy((&src, anon), (&dst, anon), (size - 10, 0), 11).await;
+    assert_eq!(past.err(), Some(Nfsstat4::Inval));
+    let past = c.copy((&src, anon), (&dst, anon), (size + 1, 0), 0).await;
+    assert_eq!(past.err(), Some(Nfsstat4::Inval));
+    let overlap = c.copy((&src, anon), (&src, anon), (0, 100), 200).await;
+    assert_eq!(overlap.err(), Some(Nfsstat4::Inval));
+    let (_, read_only) = c.open("copy-dst", share::ACCESS_READ).await;
+    let mode = c.copy((&src, anon), (&dst, read_only), (0, 0), 10).await;
+    assert_eq!(mode.err(), Some(Nfsstat4::Openmode));
+    let (_, r) = c.run(vec![ArgOp::Putrootfh, ArgOp::Getfh]).await;
+    let ResOp::Getfh(Res4::Ok(root)) = &r[1] else {
+        panic!("{r:?}")
+    };
+    let dir = c.copy((&src, anon), (root, anon), (0, 0), 10).await;
+    assert_eq!(dir.err(), Some(Nfsstat4::Isdir));
+    // No saved filehandle.
+    let (_, r) = c
+        .run(vec![
+            ArgOp::Putfh(dst.clone()),
+            ArgOp::Copy(CopyArgs {
+                ca_src_stateid: anon,
+                ca_dst_stateid: anon,
+                ca_src_offset: 0,
+                ca_dst_offset: 0,
+                ca_count: 1,
+                ca_consecutive: true,
+                ca_synchronous: true,
+                ca_source_servers: 0,
+            }),
+        ])
+        .await;
+    assert_eq!(r[1].status(), Nfsstat4::Nofilehandle);
+}
+
+/// A symlink is the wrong type for every one of them.
+async fn wrong_types(c: &mut V4) {
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putrootfh,
+            ArgOp::Create(CreateArgs {
+                objtype: Createtype4::Link(Linktext4(Bytes::from_static(b"sparse"))),
+                objname: name("link"),
+                createattrs: Fattr4::default(),
+            }),
+            ArgOp::Getfh,
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Getfh(Res4::Ok(link)) = &r[2] else {
+        panic!("{r:?}")
+    };
+    let got = c.seek(link, 0, DataContent4::Data).await;
+    assert_eq!(got, Err(Nfsstat4::WrongType));
+    let st = c
+        .status(
+            link,
+            vec![ArgOp::Allocate(space(Stateid4::ANONYMOUS, 0, 1))],
+        )
+        .await;
+    assert_eq!(st, Nfsstat4::WrongType);
+    let (_, r) = c.run(vec![ArgOp::Putrootfh, ArgOp::Getfh]).await;
+    let ResOp::Getfh(Res4::Ok(root)) = &r[1] else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        c.seek(root, 0, DataContent4::Hole).await,
+        Err(Nfsstat4::Isdir)
+    );
+}
+
+#[tokio::test]
+async fn mem_export_seeks_allocates_deallocates_and_copies() {
+    let server = Server::start(&[]);
+    let mut c = V4::connect(&server, "v42-mem").await;
+    let fh = seek_allocate_deallocate(&mut c, C, C).await;
+    copy_between_files(&mut c).await;
+    wrong_types(&mut c).await;
+    // mem shares no storage between files: CLONE is not offered, nor clone_blksize.
+    assert_eq!(c.clone_range(&fh, &fh, (0, C), C).await, Nfsstat4::Notsupp);
+    let f = c
+        .attrs(&fh, &[num::SUPPORTED_ATTRS, num::CLONE_BLKSIZE])
+        .await;
+    assert!(!f.supported_attrs.unwrap().contains(num::CLONE_BLKSIZE));
+    assert_eq!(f.clone_blksize, None);
+}
+
+/// The host file system's allocation unit, for where SEEK finds holes.
+fn block_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).unwrap().blksize().max(4096)
+}
+
+#[tokio::test]
+async fn host_export_seeks_allocates_deallocates_copies_and_clones() {
+    use std::os::unix::fs::MetadataExt;
+    let base = std::env::temp_dir().join(format!("granary-nfs4-v42-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("export")).unwrap();
+    let (export, state) = (base.join("export"), base.join("state"));
+    let server = Server::start(&[
+        export.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--squash",
+        "none",
+    ]);
+    let mut c = V4::connect(&server, "v42-host").await;
+    // Holes in units of the host's blocks, at least 64 KiB apart so every file system
+    // with holes keeps them.
+    let block = block_bytes(&export);
+    let fh = seek_allocate_deallocate(&mut c, block.max(C), block).await;
+    let unit = block.max(C);
+    let meta = std::fs::metadata(export.join("sparse")).unwrap();
+    assert_eq!(
+        meta.len(),
+        5 * unit,
+        "the host file has the size ALLOCATE gave"
+    );
+    assert!(
+        meta.blocks() * 512 <= 3 * unit + 4096,
+        "DEALLOCATE freed the host file's blocks: {} bytes used",
+        meta.blocks() * 512
+    );
+    copy_between_files(&mut c).await;
+    assert_eq!(
+        std::fs::read(export.join("copy-dst")).unwrap(),
+        pattern(5 << 20, 7),
+        "COPY wrote the host file"
+    );
+    wrong_types(&mut c).await;
+    // CLONE is FICLONERANGE: the file systems with shared extents (btrfs, XFS) clone,
+    // the others (ext4, tmpfs) refuse it and the client copies instead.
+    let (dst, _) = c.open("clone-dst", share::ACCESS_BOTH).await;
+    let got = c.clone_range(&fh, &dst, (0, 0), unit).await;
+    let probe = reflink_probe(&base);
+    if probe {
+        assert_eq!(got, Nfsstat4::Ok);
+        assert_eq!(&c.read(&dst, 0, 4).await[..], b"head");
+    } else {
+        assert_eq!(got, Nfsstat4::Notsupp);
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Whether the file system under `dir` clones (`cp --reflink=always` succeeds).
+fn reflink_probe(dir: &std::path::Path) -> bool {
+    let (a, b) = (dir.join("probe-a"), dir.join("probe-b"));
+    std::fs::write(&a, b"x").unwrap();
+    let ok = std::process::Command::new("cp")
+        .arg("--reflink=always")
+        .arg(&a)
+        .arg(&b)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
+    ok
+}
+
+/// A copy or clone between two exports is `NFS4ERR_XDEV`.
+#[tokio::test]
+async fn copies_between_exports_are_refused() {
+    let dir = std::env::temp_dir().join(format!("granary-nfs4-v42-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("granary.toml");
+    std::fs::write(
+        &config,
+        "[[export]]\npath = \"/a\"\nsquash = \"none\"\n\
+         [[export]]\npath = \"/b\"\nsquash = \"none\"\n",
+    )
+    .unwrap();
+    let server = Server::start(&["--config", config.to_str().unwrap()]);
+    let mut c = V4::connect(&server, "v42-two").await;
+    let mut handles = Vec::new();
+    for export in ["a", "b"] {
+        let (status, r) = c
+            .run(vec![
+                ArgOp::Putrootfh,
+                ArgOp::Lookup(name(export)),
+                ArgOp::Open(OpenArgs {
+                    seqid: 0,
+                    share_access: share::ACCESS_BOTH,
+                    share_deny: share::DENY_NONE,
+                    owner: StateOwner4 {
+                        clientid: 0,
+                        owner: Opaque4(Bytes::from_static(b"two")),
+                    },
+                    openhow: Openflag4::Create(Createhow4::Unchecked(Fattr4::default())),
+                    claim: OpenClaim4::Null(name("f")),
+                }),
+                ArgOp::Write(WriteArgs {
+                    stateid: Stateid4::CURRENT,
+                    offset: 0,
+                    stable: StableHow4::FileSync,
+                    data: Bytes::from_static(b"0123456789"),
+                }),
+                ArgOp::Getfh,
+            ])
+            .await;
+        assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+        let ResOp::Getfh(Res4::Ok(fh)) = &r[4] else {
+            panic!("{r:?}")
+        };
+        handles.push(fh.clone());
+    }
+    let anon = Stateid4::ANONYMOUS;
+    let got = c
+        .copy((&handles[0], anon), (&handles[1], anon), (0, 0), 5)
+        .await;
+    assert_eq!(got.err(), Some(Nfsstat4::Xdev));
+    let got = c.clone_range(&handles[0], &handles[1], (0, 0), 5).await;
+    assert_eq!(got, Nfsstat4::Xdev);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An EROFS image: SEEK answers from the default (all data, the hole at the end), every
+/// change is `NFS4ERR_ROFS`. Needs erofs-utils (scripts/test-all.sh installs it).
+#[tokio::test]
+async fn erofs_export_seeks_and_refuses_changes() {
+    let dir = std::env::temp_dir().join(format!("granary-nfs4-v42-erofs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tree")).unwrap();
+    std::fs::write(dir.join("tree/f"), pattern(10_000, 3)).unwrap();
+    let image = dir.join("image.erofs");
+    let made = std::process::Command::new("mkfs.erofs")
+        .arg(&image)
+        .arg(dir.join("tree"))
+        .output()
+        .expect("mkfs.erofs (erofs-utils) runs");
+    assert!(made.status.success(), "{made:?}");
+    let server = Server::start(&[image.to_str().unwrap()]);
+    let mut c = V4::connect(&server, "v42-erofs").await;
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putrootfh,
+            ArgOp::Lookup(name("f")),
+            ArgOp::Getfh,
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Getfh(Res4::Ok(f)) = &r[2] else {
+        panic!("{r:?}")
+    };
+    let at = |sr_offset, sr_eof| Ok(SeekOk { sr_eof, sr_offset });
+    assert_eq!(c.seek(f, 100, DataContent4::Data).await, at(100, false));
+    assert_eq!(c.seek(f, 100, DataContent4::Hole).await, at(10_000, true));
+    assert_eq!(
+        c.seek(f, 10_000, DataContent4::Data).await,
+        Err(Nfsstat4::Nxio)
+    );
+    let anon = Stateid4::ANONYMOUS;
+    for op in [
+        ArgOp::Allocate(space(anon, 0, 1)),
+        ArgOp::Deallocate(space(anon, 0, 1)),
+    ] {
+        assert_eq!(c.status(f, vec![op]).await, Nfsstat4::Rofs);
+    }
+    let got = c.copy((f, anon), (f, anon), (0, 5000), 100).await;
+    assert_eq!(got.err(), Some(Nfsstat4::Rofs));
+    assert_eq!(c.clone_range(f, f, (0, 5000), 100).await, Nfsstat4::Rofs);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -294,6 +294,47 @@ grp_writers() {
     # The tree stays on the mount: persist checks it again across umount + mount.
 }
 
+# ------------------------------------------------------------- NFSv4.2 space and copy
+# lseek SEEK_DATA/SEEK_HOLE over a file with 64 KiB holes, fallocate (util-linux) to
+# allocate and punch, copy_file_range (12 MiB, at offsets, past the end) and
+# cp --reflink=never/always, through the kernel (space.py). Then, on an NFS mount, that
+# the client sent the server its SEEK, ALLOCATE, DEALLOCATE and COPY (this mount's
+# mountstats) rather than doing the work itself; on the reference the file system
+# does it, so it prints the same.
+served() { # OP...: each OP reached the server (NFS), or the reference's own file system
+    local op n
+    for op in "$@"; do
+        if [ "$KT_KIND" = nfs ]; then
+            n=$(mount_calls | awk -v o="$op" '$1 == o { print $2 }')
+            [ "${n:-0}" -gt 0 ] && echo "$op: served" || echo "$op: not sent (the client did it alone)"
+            echo "note: $op calls: ${n:-0}"
+        else
+            echo "$op: served"
+        fi
+    done
+}
+grp_space() {
+    local d=$KT_ROOT/space
+    mkdir -p "$d"
+    echo "== space-seek"
+    python3 -S "$KT_GUEST/space.py" "$d" seek; echo "rc $?"
+    served seek
+    echo "== space-allocate"
+    python3 -S "$KT_GUEST/space.py" "$d" allocate; echo "rc $?"
+    served allocate deallocate
+    step "seek, allocate"
+    echo "== space-copy"
+    python3 -S "$KT_GUEST/space.py" "$d" copy "$KT_SRC/f.67108864"; echo "rc $?"
+    served copy
+    step copy
+    reload || return 1
+    echo "== space-after-reload"
+    echo "sparse: size $(stat -c %s "$d/sparse"), sha $(sha <"$d/sparse")"
+    echo "space: size $(stat -c %s "$d/space"), sha $(sha <"$d/space")"
+    echo "copies: $(sha <"$d/copy-a") $(sha <"$d/copy-c"), copy-b size $(stat -c %s "$d/copy-b")"
+    rm -rf "$d"
+}
+
 # ------------------------------------------------------------- persistence
 grp_persist() {
     local d=$KT_ROOT/persist before=/tmp/kt-persist.$$ after=/tmp/kt-persist2.$$

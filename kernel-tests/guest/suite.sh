@@ -23,7 +23,7 @@ KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 read -r -a TARGETS <<<"${KT_TARGETS:-granary host host-ext4 v4 knfsd}"
 HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|acl|quota|restart)$}
 HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|acl|restart)$}
-V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|persist)$}
+V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|persist)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
 
@@ -31,10 +31,12 @@ T0=${EPOCHREALTIME/./}
 # exports (its reference runs as nobody, 65534, which is what root becomes there).
 # persist comes (nearly) last: it checks everything the others left on the mount.
 # restart (host only) kills and restarts the server under the mounted client.
+# space (NFSv4.2's SEEK, ALLOCATE, DEALLOCATE, COPY) runs on v4 only: the other targets
+# are NFSv3 mounts, which have none of them.
 GROUPS_=(
     "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
     "fio 600" "stress-ng 120" "writers 300" "ownership 300" "acl 120" "quota 120"
-    "erofs 300" "persist 300" "restart 120"
+    "erofs 300" "space 120" "persist 300" "restart 120"
 )
 
 # runs_on TARGET GROUP: whether GROUP runs on TARGET. acl lays its files out in the
@@ -49,7 +51,7 @@ runs_on() {
     host) [[ $2 =~ $HOST_GROUPS ]] && [ "$2" != erofs ] ;;
     host-ext4) [[ $2 =~ $HOST_EXT4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != quota ] ;;
     v4) [[ $2 =~ $V4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != restart ] ;;
-    *) [ "$2" != restart ] && { [[ ! $2 =~ ^(acl|quota)$ ]] || [ "$1" = knfsd ]; } ;;
+    *) [ "$2" != restart ] && [ "$2" != space ] && { [[ ! $2 =~ ^(acl|quota)$ ]] || [ "$1" = knfsd ]; } ;;
     esac
 }
 

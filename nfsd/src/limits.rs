@@ -92,7 +92,15 @@ pub const CRED_KEY_WORDS: usize = 4 + rpc::limits::MAX_AUTH_GROUPS as usize;
 /// Seconds for which FSSTAT figures stay valid (`invarsec`): 0, they change any time.
 pub const FSSTAT_INVARSEC: u32 = 0;
 
+/// Seconds an NFSv4 blocking LOCK (READW_LT/WRITEW_LT) that was refused keeps its place
+/// in the file's queue without asking again. Linux asks again after 1, 2, 4, 8, 16 and
+/// then every 30 s (NFS4_LOCK_MAXTIMEOUT); a waiter that misses a whole period gave up
+/// (its process was killed: NFSv4 has no way to cancel) and must not hold others back
+/// for longer than this.
+pub const LOCK_POLL_KEEPS_PLACE_SECS: u64 = 45;
+
 const _: () = assert!(MAX_IO_BYTES <= nfs3::limits::MAX_DATA);
+const _: () = assert!(LOCK_POLL_KEEPS_PLACE_SECS > 30);
 const _: () = assert!(MAX_MOUNTS_PER_CLIENT <= MAX_MOUNT_ENTRIES);
 const _: () = assert!(CRED_CACHE_ENTRIES > 0);
 const _: () = assert!(RECENT_CREDS > 0);

@@ -43,6 +43,9 @@ pub struct ServerConfig {
     /// When large READs of host exports are sent with `sendfile`: auto (default: not to
     /// loopback peers), always or never.
     pub sendfile: nfsd::SendfileMode,
+    /// The NFSv4 lease, in seconds: a client that stops renewing for this long loses its
+    /// opens and locks.
+    pub lease_secs: u32,
 }
 
 /// Connection limits (defaults in `rpc::limits`).
@@ -169,6 +172,7 @@ struct FileConfig {
     decode: Option<Spanned<String>>,
     fhcache: Option<Spanned<String>>,
     sendfile: Option<Spanned<String>>,
+    lease_secs: Option<Spanned<u32>>,
     #[serde(default)]
     limits: FileLimits,
     #[serde(default, rename = "export")]
@@ -263,6 +267,9 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
     }
     if let Some(d) = &file.decode {
         config.decode = d.get_ref().parse().map_err(|m| at(&d.span(), m))?;
+    }
+    if let Some(l) = &file.lease_secs {
+        config.lease_secs = check_lease_secs(*l.get_ref()).map_err(|m| at(&l.span(), m))?;
     }
     apply_limits(&mut config.limits, &file.limits, &at)?;
     config.state_dir.clone_from(&file.state_dir);
@@ -485,7 +492,27 @@ impl ServerConfig {
             erofs_cache_bytes: backend_erofs::default_cache_bytes(),
             fhcache: true,
             sendfile: nfsd::SendfileMode::default(),
+            lease_secs: state4::limits::DEFAULT_LEASE_SECS,
         }
+    }
+}
+
+/// Checks `--lease-secs` / `lease_secs =` against the bounds of `state4::limits`.
+///
+/// # Errors
+/// A lease outside them, with the range to use.
+pub fn check_lease_secs(secs: u32) -> Result<u32, String> {
+    let (lo, hi) = (
+        state4::limits::MIN_LEASE_SECS,
+        state4::limits::MAX_LEASE_SECS,
+    );
+    if (lo..=hi).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(format!(
+            "an NFSv4 lease of {secs} s is out of range; give {lo} to {hi} seconds (default {})",
+            state4::limits::DEFAULT_LEASE_SECS
+        ))
     }
 }
 
@@ -799,6 +826,19 @@ capacity_bytes = 4096
         assert!(e.contains("no exports"), "{e}");
         let e = error_of("timestamps = \"exact\"\n[[export]]\npath = \"/\"\n");
         assert!(e.contains("line 1") && e.contains("\"multigrain\""), "{e}");
+    }
+
+    #[test]
+    fn the_nfsv4_lease_is_checked() {
+        let c = parse("[[export]]\npath = \"/\"\n", "t.toml").unwrap();
+        assert_eq!(c.lease_secs, 90);
+        let c = parse("lease_secs = 10\n[[export]]\npath = \"/\"\n", "t.toml").unwrap();
+        assert_eq!(c.lease_secs, 10);
+        let e = error_of("lease_secs = 5\n[[export]]\npath = \"/\"\n");
+        assert!(
+            e.contains("line 1") && e.contains("give 10 to 3600 seconds"),
+            "{e}"
+        );
     }
 
     #[test]

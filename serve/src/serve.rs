@@ -87,10 +87,13 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     let mut dispatcher = Dispatcher::new();
     nfsd::register(&mut dispatcher, &state);
     // NFSv4.1/4.2 on the same port, over the same exports, handles and credentials.
-    let v4 = Arc::new(nfsd::v4::Nfs4State::with_defaults(
+    let mut v4_config = state4::Config::new(rand::random());
+    v4_config.lease = Duration::from_secs(u64::from(config.lease_secs));
+    v4_config.grace = v4_config.lease;
+    let v4 = Arc::new(nfsd::v4::Nfs4State::new(
         Arc::clone(&state),
         Arc::clone(&clock),
-        rand::random(),
+        v4_config,
     ));
     nfsd::v4::register(&mut dispatcher, &v4);
     let reply_cache = Arc::new(ReplyCache::new(
@@ -335,7 +338,8 @@ fn schedule_reply_cache_prune(
     timers.insert(from, REPLY_CACHE_PRUNE_INTERVAL, Scope::Global, prune);
 }
 
-/// Drops the NFSv4 state of clients that stopped renewing their lease: one global timer
+/// Drops the NFSv4 state (opens, locks) of clients that stopped renewing their lease, and
+/// the places of blocked LOCKs nobody asks for any more: one global timer
 /// (the knfsd laundromat's shape; seed 002: under `--timers pull` an idle worker hands it
 /// to the hierarchy and is not woken for it) that runs every half lease, so a client's
 /// state goes between one and one and a half leases after its last SEQUENCE. A renewing
@@ -345,13 +349,17 @@ fn schedule_lease_expiry(timers: Arc<Timers>, v4: Arc<nfsd::v4::Nfs4State>) {
     let again = Arc::clone(&timers);
     let every = v4.state.lease() / 2;
     let expire: runtime::timers::Callback = Box::new(move || {
-        for gone in v4.state.expire(v4.now()) {
+        let now = v4.now();
+        for gone in v4.state.expire(now) {
             tracing::info!(
                 client = format_args!("{:#x}", gone.client),
                 opens = gone.closed.len(),
+                locks = gone.locks,
                 "NFSv4 client stopped renewing its lease: its state is released"
             );
         }
+        // Blocked LOCKs whose clients stopped asking give up their places.
+        v4.state.lock_manager().expire_waiters(now);
         schedule_lease_expiry(again, v4);
     });
     timers.insert(from, every, Scope::Global, expire);

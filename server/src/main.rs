@@ -209,6 +209,11 @@ struct ServeArgs {
     #[arg(long, value_name = "auto|always|never")]
     sendfile: Option<String>,
 
+    /// The NFSv4 lease in seconds (10 to 3600, default 90): a client that stops renewing
+    /// for this long loses its opens and locks.
+    #[arg(long, value_name = "SECS")]
+    lease_secs: Option<u32>,
+
     /// Where EROFS decompression runs (seed 001): percore (pinned per-core workers at raised
     /// priority, fed by the core that read the data; default), pool (one shared queue, the
     /// design the seed replaced) or inline (on the network worker).
@@ -336,6 +341,9 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     }
     if let Some(m) = &args.sendfile {
         c.sendfile = m.parse().map_err(|m| format!("--sendfile: {m}"))?;
+    }
+    if let Some(l) = args.lease_secs {
+        c.lease_secs = config::check_lease_secs(l).map_err(|m| format!("--lease-secs: {m}"))?;
     }
     if let Some(r) = &args.rangelock {
         c.rangelock = config::parse_rangelock(r).map_err(|m| format!("--rangelock: {m}"))?;

@@ -22,6 +22,11 @@
 //!   `NFS4ERR_GRACE` until those clients reclaimed (RECLAIM_COMPLETE) or the grace period
 //!   ended; reclaims are refused outside it (`NFS4ERR_NO_GRACE`) and from clients that
 //!   had no state before (`NFS4ERR_RECLAIM_BAD`).
+//! - **Lock stateids** ([`lock`]) are derived from an open, one per lock-owner and file,
+//!   and checked like open stateids; the locks are the shared lock manager's
+//!   ([`Config::locks`]), so they die with the client's lease, its reboot or its
+//!   DESTROY_CLIENTID, and a CLOSE or FREE_STATEID that would strand them is refused
+//!   (`NFS4ERR_LOCKS_HELD`).
 //! - **Bounded**: every table has a limit in [`limits`].
 //!
 //! Locking: one mutex over clients, opens and grace (operations that change state are a
@@ -31,6 +36,7 @@
 
 pub mod client;
 pub mod limits;
+pub mod lock;
 pub mod open;
 pub mod session;
 
@@ -46,6 +52,7 @@ use nfs4::types::{ChannelAttrs4, Sessionid4, Verifier4};
 use nfs4::{Nfsstat4, Stateid4};
 
 pub use client::{Client, Clients, Exchanged, Principal};
+pub use lock::{LockKey, LockStateid, LockStateids};
 pub use open::{Closed, Granted, IoStateid, Open, Opens};
 pub use session::{Admission, Session, Ticket};
 
@@ -66,6 +73,8 @@ pub struct Config {
     pub grace: Duration,
     /// Most client records.
     pub max_clients: usize,
+    /// The server's lock manager (shared with NLM): the locks of lock stateids.
+    pub locks: Arc<locks::LockManager>,
 }
 
 impl Config {
@@ -79,6 +88,7 @@ impl Config {
             previous_owners: Vec::new(),
             grace: lease,
             max_clients: limits::MAX_CLIENTS,
+            locks: Arc::new(locks::LockManager::default()),
         }
     }
 }
@@ -97,11 +107,13 @@ pub struct OpenRequest<K> {
     pub reclaim: bool,
 }
 
-/// State released when a client went away: the files whose opens it held.
+/// State released when a client went away: the files whose opens it held, and how many
+/// locks it held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Released<K> {
     pub client: ClientId,
     pub closed: Vec<Closed<K>>,
+    pub locks: usize,
 }
 
 #[derive(Debug)]
@@ -121,6 +133,7 @@ impl Grace {
 struct Inner<K> {
     clients: Clients,
     opens: Opens<K>,
+    locks: LockStateids<K>,
     grace: Grace,
 }
 
@@ -159,7 +172,7 @@ fn back_channel(ask: &ChannelAttrs4) -> ChannelAttrs4 {
 /// PUTFH and a GETATTR each way. Asks below it get `NFS4ERR_TOOSMALL`.
 const MIN_CHANNEL_BYTES: u32 = 512;
 
-impl<K: Clone + Eq + Hash> State<K> {
+impl<K: Clone + Eq + Hash + LockKey> State<K> {
     #[must_use]
     pub fn new(config: Config, now: Duration) -> Self {
         let grace = Grace {
@@ -170,6 +183,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             inner: Mutex::new(Inner {
                 clients: Clients::new(config.epoch),
                 opens: Opens::new(config.epoch),
+                locks: LockStateids::new(config.epoch),
                 grace,
             }),
             sessions: RwLock::new(HashMap::new()),
@@ -282,6 +296,8 @@ impl<K: Clone + Eq + Hash> State<K> {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, session);
+        drop(g);
+        let replaced = replaced.map(|r| self.release_locks(r, now));
         Ok((ok, replaced))
     }
 
@@ -381,20 +397,7 @@ impl<K: Clone + Eq + Hash> State<K> {
         now: Duration,
     ) -> Result<Granted, Nfsstat4> {
         let mut g = self.inner();
-        let c = g.clients.get(client).ok_or(Nfsstat4::StaleClientid)?;
-        let grace = g.grace.active(now);
-        if req.reclaim {
-            if !grace {
-                return Err(Nfsstat4::NoGrace);
-            }
-            if c.reclaim_complete || !g.grace.pending.contains(&c.owner) {
-                return Err(Nfsstat4::ReclaimBad);
-            }
-        } else if grace || !c.reclaim_complete {
-            // A client opens anew only after RECLAIM_COMPLETE says it reclaimed what it
-            // had (RFC 8881 section 18.51.3; knfsd answers the same).
-            return Err(Nfsstat4::Grace);
-        }
+        grace_rules(&g, client, req.reclaim, now)?;
         if g.opens.count_client(client) >= limits::MAX_OPENS_PER_CLIENT {
             return Err(Nfsstat4::Resource);
         }
@@ -421,17 +424,20 @@ impl<K: Clone + Eq + Hash> State<K> {
         if dead.is_empty() {
             return first;
         }
-        for id in dead {
-            self.purge(&mut g, id);
-        }
-        g.opens.open(
+        let gone: Vec<Released<K>> = dead.into_iter().map(|id| self.purge(&mut g, id)).collect();
+        let again = g.opens.open(
             client,
             &req.owner,
             &req.file,
             req.access,
             req.deny,
             limits::MAX_OPENS,
-        )
+        );
+        drop(g);
+        for r in gone {
+            self.release_locks(r, now);
+        }
+        again
     }
 
     /// OPEN_DOWNGRADE.
@@ -452,8 +458,25 @@ impl<K: Clone + Eq + Hash> State<K> {
     ///
     /// # Errors
     /// Stateid errors.
+    /// CLOSE: refused with `NFS4ERR_LOCKS_HELD` while a lock-owner of the open holds a
+    /// lock on the file (RFC 8881 section 18.2.4); otherwise the open's lock stateids go
+    /// with it.
     pub fn close(&self, client: ClientId, sid: &Stateid4) -> Result<Closed<K>, Nfsstat4> {
-        self.inner().opens.close(client, sid)
+        let mut g = self.inner();
+        let open = g.opens.get(client, sid)?.other;
+        let derived = g.locks.of_open(&open);
+        let held = derived.iter().any(|l| {
+            self.config
+                .locks
+                .holds_locks(l.file.lock_key(), &l.lock_owner())
+        });
+        if held {
+            return Err(Nfsstat4::LocksHeld);
+        }
+        for l in &derived {
+            g.locks.remove(&l.other);
+        }
+        g.opens.close(client, sid)
     }
 
     /// The file an open stateid of `client` is for.
@@ -475,26 +498,183 @@ impl<K: Clone + Eq + Hash> State<K> {
         file: &K,
         write: bool,
     ) -> Result<IoStateid, Nfsstat4> {
-        self.inner().opens.check_io(client, sid, file, write)
+        let g = self.inner();
+        if !g.locks.is_lock(&sid.other) {
+            return g.opens.check_io(client, sid, file, write);
+        }
+        // A lock stateid does I/O as the open it came from (Linux sends it while it holds
+        // a lock).
+        let l = g.locks.get(client, sid)?;
+        if l.file != *file {
+            return Err(Nfsstat4::BadStateid);
+        }
+        let open = Stateid4 {
+            seqid: 0,
+            other: l.open,
+        };
+        g.opens.check_io(client, &open, file, write)
     }
 
     /// TEST_STATEID.
     #[must_use]
     pub fn test_stateids(&self, client: ClientId, sids: &[Stateid4]) -> Vec<Nfsstat4> {
         let g = self.inner();
-        sids.iter().map(|s| g.opens.test(client, s)).collect()
+        sids.iter()
+            .map(|s| {
+                if g.locks.is_lock(&s.other) {
+                    g.locks.get(client, s).err().unwrap_or(Nfsstat4::Ok)
+                } else {
+                    g.opens.test(client, s)
+                }
+            })
+            .collect()
     }
 
-    /// FREE_STATEID: an open stateid is freed by CLOSE, not here (`NFS4ERR_LOCKS_HELD`,
-    /// as knfsd answers); an unknown one is `NFS4ERR_BAD_STATEID`.
+    /// FREE_STATEID: a lock stateid whose lock-owner holds no lock on its file is freed;
+    /// one that does, and an open stateid (freed by CLOSE), get `NFS4ERR_LOCKS_HELD`, as
+    /// knfsd answers; an unknown one is `NFS4ERR_BAD_STATEID`.
     ///
     /// # Errors
     /// As above.
     pub fn free_stateid(&self, client: ClientId, sid: &Stateid4) -> Result<(), Nfsstat4> {
-        match self.inner().opens.get(client, sid) {
+        let mut g = self.inner();
+        if g.locks.is_lock(&sid.other) {
+            let l = g.locks.get(client, sid)?;
+            if self
+                .config
+                .locks
+                .holds_locks(l.file.lock_key(), &l.lock_owner())
+            {
+                return Err(Nfsstat4::LocksHeld);
+            }
+            let other = l.other;
+            g.locks.remove(&other);
+            return Ok(());
+        }
+        match g.opens.get(client, sid) {
             Ok(_) => Err(Nfsstat4::LocksHeld),
             Err(e) => Err(e),
         }
+    }
+
+    /// The lock manager the lock stateids' locks live in.
+    #[must_use]
+    pub fn lock_manager(&self) -> &Arc<locks::LockManager> {
+        &self.config.locks
+    }
+
+    /// The grace rules of LOCK (`reclaim` as it asks) and LOCKT (no reclaim): see
+    /// [`Self::open`].
+    ///
+    /// # Errors
+    /// `NFS4ERR_GRACE`, `NFS4ERR_NO_GRACE`, `NFS4ERR_RECLAIM_BAD`,
+    /// `NFS4ERR_STALE_CLIENTID`.
+    pub fn check_lock_grace(
+        &self,
+        client: ClientId,
+        reclaim: bool,
+        now: Duration,
+    ) -> Result<(), Nfsstat4> {
+        grace_rules(&self.inner(), client, reclaim, now)
+    }
+
+    /// The open a first LOCK of lock-owner `owner` names (`open_to_lock_owner4`): the
+    /// caller's, current, on `file`, opened for reading (a read lock) or writing (a write
+    /// lock, `NFS4ERR_OPENMODE` otherwise, as knfsd). Returns the open's `other`.
+    ///
+    /// # Errors
+    /// Stateid errors, `NFS4ERR_OPENMODE`, `NFS4ERR_RESOURCE` at the lock stateid bounds.
+    pub fn lock_open(
+        &self,
+        client: ClientId,
+        open_sid: &Stateid4,
+        owner: &Bytes,
+        file: &K,
+        write: bool,
+    ) -> Result<open::Other, Nfsstat4> {
+        let g = self.inner();
+        let o = g.opens.get(client, open_sid)?;
+        if o.file != *file {
+            return Err(Nfsstat4::BadStateid);
+        }
+        check_lock_mode(o.access, write)?;
+        let other = o.other;
+        if g.locks.find(client, owner, file).is_none()
+            && (g.locks.len() >= limits::MAX_LOCK_STATEIDS
+                || g.locks.count_client(client) >= limits::MAX_LOCK_STATEIDS_PER_CLIENT)
+        {
+            return Err(Nfsstat4::Resource);
+        }
+        Ok(other)
+    }
+
+    /// The lock stateid a LOCK (`exist_lock_owner4`) or LOCKU names: the caller's,
+    /// current, on `file`; for a LOCK (`write` given) its open must allow the lock's kind.
+    ///
+    /// # Errors
+    /// Stateid errors, `NFS4ERR_OPENMODE`.
+    pub fn lock_stateid(
+        &self,
+        client: ClientId,
+        sid: &Stateid4,
+        file: &K,
+        write: Option<bool>,
+    ) -> Result<LockStateid<K>, Nfsstat4> {
+        let g = self.inner();
+        let l = g.locks.get(client, sid)?;
+        if l.file != *file {
+            return Err(Nfsstat4::BadStateid);
+        }
+        if let Some(write) = write {
+            let access = g.opens.access_of(&l.open).ok_or(Nfsstat4::BadStateid)?;
+            check_lock_mode(access, write)?;
+        }
+        Ok(l.clone())
+    }
+
+    /// A LOCK was granted to lock-owner `owner` of `client` on `file`: its lock stateid,
+    /// one seqid up, or a new one derived from the open `open`.
+    ///
+    /// # Errors
+    /// `NFS4ERR_BAD_STATEID` when the open was closed meanwhile.
+    pub fn lock_granted(
+        &self,
+        client: ClientId,
+        owner: &Bytes,
+        file: &K,
+        open: open::Other,
+    ) -> Result<Stateid4, Nfsstat4> {
+        let mut g = self.inner();
+        if g.opens.access_of(&open).is_none() {
+            return Err(Nfsstat4::BadStateid);
+        }
+        Ok(g.locks.granted(client, owner, file, open))
+    }
+
+    /// A LOCKU changed the locks of `sid`: the stateid one seqid up.
+    ///
+    /// # Errors
+    /// Stateid errors.
+    pub fn lock_changed(&self, client: ClientId, sid: &Stateid4) -> Result<Stateid4, Nfsstat4> {
+        self.inner().locks.changed(client, sid)
+    }
+
+    /// A courteous server's last step: releases the state of `client` if its lease ran
+    /// out (its lock is in another client's way). Returns whether it did.
+    pub fn expire_client(&self, client: ClientId, now: Duration) -> bool {
+        let mut g = self.inner();
+        let lease = self.config.lease;
+        let expired = g
+            .clients
+            .get(client)
+            .is_some_and(|c| c.renewed + lease <= now);
+        if !expired {
+            return false;
+        }
+        let r = self.purge(&mut g, client);
+        drop(g);
+        self.release_locks(r, now);
+        true
     }
 
     /// Whether any client has `file` open (a removed file's data stays until then).
@@ -522,10 +702,18 @@ impl<K: Clone + Eq + Hash> State<K> {
             .filter(|c| c.renewed + lease <= now)
             .map(|c| c.id)
             .collect();
-        dead.into_iter().map(|id| self.purge(&mut g, id)).collect()
+        let gone: Vec<Released<K>> = dead.into_iter().map(|id| self.purge(&mut g, id)).collect();
+        drop(g);
+        gone.into_iter()
+            .map(|r| self.release_locks(r, now))
+            .collect()
     }
 
+    /// Removes a client's record, sessions, opens and lock stateids. Its locks are
+    /// released by [`Self::release_locks`] once the caller let go of `g`: the lock
+    /// manager's wakers may call back into this state.
     fn purge(&self, g: &mut Inner<K>, id: ClientId) -> Released<K> {
+        g.locks.remove_client(id);
         let closed = g.opens.remove_client(id);
         if let Some(c) = g.clients.remove(id) {
             let mut sessions = self
@@ -536,7 +724,18 @@ impl<K: Clone + Eq + Hash> State<K> {
                 sessions.remove(s);
             }
         }
-        Released { client: id, closed }
+        Released {
+            client: id,
+            closed,
+            locks: 0,
+        }
+    }
+
+    /// Releases the locks of a client [`Self::purge`] removed (not under `inner`).
+    fn release_locks(&self, mut r: Released<K>, now: Duration) -> Released<K> {
+        let client = locks::Client::nfs4(r.client);
+        r.locks = self.config.locks.release_client(&client, now).locks;
+        r
     }
 
     /// Owners of the confirmed clients, for the state directory (they may reclaim after
@@ -549,6 +748,12 @@ impl<K: Clone + Eq + Hash> State<K> {
             .filter(|c| c.confirmed)
             .map(|c| c.owner.clone())
             .collect()
+    }
+
+    /// Lock stateids in total.
+    #[must_use]
+    pub fn lock_stateids(&self) -> usize {
+        self.inner().locks.len()
     }
 
     /// Counts for metrics and the memory bound: (clients, sessions, opens).
@@ -568,6 +773,45 @@ impl<K: Clone + Eq + Hash> State<K> {
     pub fn client(&self, client: ClientId) -> Option<Client> {
         self.inner().clients.get(client).cloned()
     }
+}
+
+/// Whether `client` may open or lock now: a reclaim only during grace and only by a
+/// client of the previous boot that has not finished reclaiming; anything new only
+/// after grace and after the client's RECLAIM_COMPLETE.
+/// A read lock needs an open for reading, a write lock one for writing.
+fn check_lock_mode(access: u32, write: bool) -> Result<(), Nfsstat4> {
+    let need = if write {
+        nfs4::ops::share::ACCESS_WRITE
+    } else {
+        nfs4::ops::share::ACCESS_READ
+    };
+    if access & need == 0 {
+        return Err(Nfsstat4::Openmode);
+    }
+    Ok(())
+}
+
+fn grace_rules<K>(
+    g: &Inner<K>,
+    client: ClientId,
+    reclaim: bool,
+    now: Duration,
+) -> Result<(), Nfsstat4> {
+    let c = g.clients.get(client).ok_or(Nfsstat4::StaleClientid)?;
+    let grace = g.grace.active(now);
+    if reclaim {
+        if !grace {
+            return Err(Nfsstat4::NoGrace);
+        }
+        if c.reclaim_complete || !g.grace.pending.contains(&c.owner) {
+            return Err(Nfsstat4::ReclaimBad);
+        }
+    } else if grace || !c.reclaim_complete {
+        // A client opens anew only after RECLAIM_COMPLETE says it reclaimed what it
+        // had (RFC 8881 section 18.51.3; knfsd answers the same).
+        return Err(Nfsstat4::Grace);
+    }
+    Ok(())
 }
 
 /// A session id: the client id (so a session is traced to its client in a packet

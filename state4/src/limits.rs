@@ -44,6 +44,14 @@ pub const MAX_OPENS_PER_CLIENT: usize = 65_536;
 /// 200 MiB at worst (docs/LIMITS.md).
 pub const MAX_OPENS: usize = 1 << 20;
 
+/// Most lock stateids of one client: one per lock-owner (a process, for Linux) and file
+/// it locked, like opens.
+pub const MAX_LOCK_STATEIDS_PER_CLIENT: usize = 65_536;
+
+/// Most lock stateids in total: about 150 bytes each (the locks themselves are bounded
+/// by the lock manager's own limits).
+pub const MAX_LOCK_STATEIDS: usize = 1 << 20;
+
 /// Default lease time, in seconds (the RFC's suggestion and knfsd's default).
 pub const DEFAULT_LEASE_SECS: u32 = 90;
 
@@ -55,3 +63,4 @@ pub const MAX_LEASE_SECS: u32 = 3600;
 const _: () = assert!(MAX_CACHED_REPLY_BYTES < MAX_RESPONSE_BYTES);
 const _: () = assert!(MIN_LEASE_SECS <= DEFAULT_LEASE_SECS && DEFAULT_LEASE_SECS <= MAX_LEASE_SECS);
 const _: () = assert!(MAX_OPENS_PER_CLIENT <= MAX_OPENS);
+const _: () = assert!(MAX_LOCK_STATEIDS_PER_CLIENT <= MAX_LOCK_STATEIDS);

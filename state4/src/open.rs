@@ -235,6 +235,12 @@ impl<K: Clone + Eq + Hash> Opens<K> {
         Ok(e)
     }
 
+    /// The share access an open holds now, by its `other` (any client, any seqid).
+    #[must_use]
+    pub fn access_of(&self, other: &Other) -> Option<u32> {
+        self.by_other.get(other).map(|e| e.access)
+    }
+
     /// OPEN_DOWNGRADE: back to an access and deny the owner was granted before.
     ///
     /// # Errors

@@ -5,8 +5,8 @@
 //! - [`compound`]: the COMPOUND loop — session rules, SEQUENCE and the slot reply cache
 //!   (exactly once), the current and saved filehandles and stateids;
 //! - `ops_*`: one file per family of operations (filehandles and names, attributes,
-//!   directories, opens and I/O, clients and sessions, NFSv4.2's space and copy
-//!   operations);
+//!   directories, opens and I/O, byte-range locks, clients and sessions, NFSv4.2's
+//!   space and copy operations);
 //! - [`convert`]: the one `FsError` → `nfsstat4` mapping and the attribute set of a file;
 //! - [`pseudo`]: the pseudo file system that joins the exports' paths.
 //!
@@ -20,6 +20,7 @@ mod ops_attr;
 mod ops_dir;
 mod ops_fh;
 mod ops_io;
+mod ops_lock;
 mod ops_session;
 mod ops_v42;
 pub mod pseudo;
@@ -59,7 +60,11 @@ impl Nfs4State {
     /// `epoch` distinguishes this boot's client ids and stateids from any earlier
     /// boot's (random per start, or from the state directory).
     #[must_use]
-    pub fn new(core: Arc<NfsState>, clock: Arc<dyn gtime::Clock>, config: Config) -> Self {
+    pub fn new(core: Arc<NfsState>, clock: Arc<dyn gtime::Clock>, mut config: Config) -> Self {
+        // One lock manager for NFSv4 and NLM.
+        config.locks = Arc::clone(&core.locks);
+        core.locks
+            .set_waker(locks::Protocol::Nfs4, Arc::new(ops_lock::NotifyLock));
         let pseudo = pseudo::Pseudo::new(&core.exports);
         let now = clock.monotonic();
         let server_owner = Bytes::from(format!("granary-{:08x}", config.epoch));

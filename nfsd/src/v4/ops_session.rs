@@ -16,7 +16,7 @@ use rpc::Auth;
 use state4::Principal;
 
 use super::compound::{refuse, Cx};
-use super::{ops_attr, ops_dir, ops_fh, ops_io, ops_v42};
+use super::{ops_attr, ops_dir, ops_fh, ops_io, ops_lock, ops_v42};
 
 /// Runs one operation (SEQUENCE at the head of the COMPOUND was handled by the loop).
 pub fn dispatch(cx: &mut Cx<'_>, op: &ArgOp) -> ResOp {
@@ -65,9 +65,10 @@ pub fn dispatch(cx: &mut Cx<'_>, op: &ArgOp) -> ResOp {
         ArgOp::ReclaimComplete(_) => ResOp::ReclaimComplete(status(reclaim_complete(cx))),
         ArgOp::TestStateid(a) => ResOp::TestStateid(test_stateid(cx, &a.ts_stateids).into()),
         ArgOp::FreeStateid(sid) => ResOp::FreeStateid(status(free_stateid(cx, sid))),
+        ArgOp::Lock(a) => ResOp::Lock(ops_lock::lock(cx, a)),
+        ArgOp::Lockt(a) => ResOp::Lockt(ops_lock::lockt(cx, a)),
+        ArgOp::Locku(a) => ResOp::Locku(ops_lock::locku(cx, a).into()),
         ArgOp::Sequence(_) => ResOp::Sequence(Res4::Err(Nfsstat4::SequencePos)),
-        // Locks arrive with the lock manager. Until then they are refused as unsupported.
-        ArgOp::Lock(_) | ArgOp::Lockt(_) | ArgOp::Locku(_) => refuse(op, Nfsstat4::Notsupp),
         ArgOp::Seek(a) => ResOp::Seek(ops_v42::seek(cx, a).into()),
         ArgOp::Allocate(a) => ResOp::Allocate(status(ops_v42::space(cx, a, false))),
         ArgOp::Deallocate(a) => ResOp::Deallocate(status(ops_v42::space(cx, a, true))),

@@ -1,0 +1,249 @@
+//! Byte-range locks (RFC 8881 sections 9, 18.10-18.12): LOCK, LOCKT and LOCKU over the
+//! server's one lock manager (`granary-locks`, shared with NLM, so NFSv3 and NFSv4
+//! clients exclude each other) and `state4`'s lock stateids.
+//!
+//! - Ranges are NFSv4's: a length of all ones reaches the end of the file; a length of 0
+//!   or an offset + length past 2^64 - 1 is `NFS4ERR_INVAL`. POSIX split and merge are
+//!   the lock manager's, so `NFS4ERR_LOCK_RANGE` is never needed.
+//! - The first LOCK of a lock-owner names an open (`open_to_lock_owner4`); later ones
+//!   and LOCKU name the lock stateid, whose seqid goes up with each change. The
+//!   `clientid` inside a 4.1 `lock_owner4` is ignored (section 18.10.3): the session's
+//!   client is the owner's.
+//! - A refused LOCK or LOCKT is `NFS4ERR_DENIED` with the lock in the way: its range,
+//!   type and owner (an NLM holder is reported with client id 0 and its caller name).
+//! - READW_LT/WRITEW_LT are polls: a refused one keeps its place in the file's queue
+//!   while the client asks again within [`LOCK_POLL_KEEPS_PLACE_SECS`], so a later
+//!   request for the same bytes is refused in its favour. When its range frees, the
+//!   lock manager wakes it through [`NotifyLock`] (the CB_NOTIFY_LOCK hook).
+//! - A courteous server: a lock of a client whose lease ran out is in nobody's way; the
+//!   first request it is in the way of releases that client's state.
+//! - Locks are advisory: READ and WRITE never wait for them.
+
+use std::time::Duration;
+
+use locks::{Conflict, Kind, LockError, Owner, Range, Request, Wait, Wake};
+use nfs4::ops::{LockArgs, LockDenied4, Locker4, LocktArgs, LockuArgs, NfsLockType4};
+use nfs4::results::{LockRes, Nothing};
+use nfs4::types::{Opaque4, StateOwner4};
+use nfs4::{Nfsstat4, Stateid4};
+use state4::{ClientId, LockKey};
+use vfs::FileType;
+
+use super::compound::{Cx, Fh};
+use super::convert::status_of;
+use super::FileKey;
+use crate::limits::LOCK_POLL_KEEPS_PLACE_SECS;
+
+/// Why a LOCK or LOCKT did not succeed.
+enum Refusal {
+    Denied(LockDenied4),
+    Status(Nfsstat4),
+}
+
+impl From<Nfsstat4> for Refusal {
+    fn from(s: Nfsstat4) -> Self {
+        Self::Status(s)
+    }
+}
+
+fn answer<T>(r: Result<T, Refusal>) -> LockRes<T> {
+    match r {
+        Ok(v) => LockRes::Ok(v),
+        Err(Refusal::Denied(d)) => LockRes::Denied(d),
+        Err(Refusal::Status(s)) => LockRes::Err(s),
+    }
+}
+
+/// The lock's kind, and whether it is a blocking (polling) request.
+fn kind_of(t: NfsLockType4) -> (Kind, bool) {
+    match t {
+        NfsLockType4::Read => (Kind::Read, false),
+        NfsLockType4::Write => (Kind::Write, false),
+        NfsLockType4::ReadW => (Kind::Read, true),
+        NfsLockType4::WriteW => (Kind::Write, true),
+    }
+}
+
+fn range(offset: u64, length: u64) -> Result<Range, Nfsstat4> {
+    Range::nfs4(offset, length).map_err(|_| Nfsstat4::Inval)
+}
+
+/// The current filehandle as a file that can be locked: a regular file.
+fn lock_target(cx: &Cx<'_>) -> Result<FileKey, Nfsstat4> {
+    let Fh::File { export, id, .. } = cx.cur()? else {
+        return Err(Nfsstat4::Isdir);
+    };
+    match export.getattr(*id).map_err(status_of)?.file_type {
+        FileType::Regular => Ok(Cx::key(export, *id)),
+        FileType::Directory => Err(Nfsstat4::Isdir),
+        FileType::Symlink => Err(Nfsstat4::Symlink),
+        _ => Err(Nfsstat4::WrongType),
+    }
+}
+
+/// LOCK4denied for the lock in the way.
+fn denied(c: &Conflict) -> LockDenied4 {
+    let (offset, length) = c.range.to_nfs4();
+    let owner = match c.owner.client.nfs4_clientid() {
+        Some(clientid) => StateOwner4 {
+            clientid,
+            owner: Opaque4(c.owner.id.clone()),
+        },
+        None => StateOwner4 {
+            clientid: 0,
+            owner: Opaque4(c.owner.client.name.clone()),
+        },
+    };
+    LockDenied4 {
+        offset,
+        length,
+        locktype: match c.kind {
+            Kind::Read => NfsLockType4::Read,
+            Kind::Write => NfsLockType4::Write,
+        },
+        owner,
+    }
+}
+
+/// Asks the lock manager; when a client whose lease ran out is in the way, releases it
+/// and asks once more (a courteous server).
+fn ask(cx: &Cx<'_>, client: ClientId, req: &Request) -> Result<(), LockError> {
+    let mgr = cx.s.state.lock_manager();
+    let first = mgr.lock(req, cx.now);
+    let Err(LockError::Denied { conflict, .. }) = &first else {
+        return first.map(|_| ());
+    };
+    match conflict.owner.client.nfs4_clientid() {
+        Some(holder) if holder != client && cx.s.state.expire_client(holder, cx.now) => {
+            tracing::info!(
+                client = format_args!("{holder:#x}"),
+                "NFSv4 client's lease had run out and its lock was in another's way: its state is released"
+            );
+            mgr.lock(req, cx.now).map(|_| ())
+        }
+        _ => first.map(|_| ()),
+    }
+}
+
+pub fn lock(cx: &mut Cx<'_>, a: &LockArgs) -> LockRes<Stateid4> {
+    answer(try_lock(cx, a))
+}
+
+fn try_lock(cx: &mut Cx<'_>, a: &LockArgs) -> Result<Stateid4, Refusal> {
+    let client = cx.client()?;
+    let file = lock_target(cx)?;
+    let (kind, blocking) = kind_of(a.locktype);
+    let range = range(a.offset, a.length)?;
+    cx.s.state.check_lock_grace(client, a.reclaim, cx.now)?;
+    let write = kind == Kind::Write;
+    let (owner, open) = match &a.locker {
+        Locker4::New(n) => {
+            let sid = cx.stateid(&n.open_stateid)?;
+            let owner = n.lock_owner.owner.0.clone();
+            let open = cx.s.state.lock_open(client, &sid, &owner, &file, write)?;
+            (owner, open)
+        }
+        Locker4::Existing(e) => {
+            let sid = cx.stateid(&e.lock_stateid)?;
+            let l = cx.s.state.lock_stateid(client, &sid, &file, Some(write))?;
+            (l.owner, l.open)
+        }
+    };
+    let wait = if blocking {
+        Wait::Poll {
+            deadline: cx.now + Duration::from_secs(LOCK_POLL_KEEPS_PLACE_SECS),
+        }
+    } else {
+        Wait::No
+    };
+    let req = Request {
+        file: file.lock_key(),
+        owner: Owner::nfs4(client, owner.clone()),
+        kind,
+        range,
+        wait,
+    };
+    match ask(cx, client, &req) {
+        Ok(()) => {}
+        Err(LockError::Denied { conflict, .. }) => return Err(Refusal::Denied(denied(&conflict))),
+        Err(LockError::Limit(reason)) => {
+            tracing::debug!(peer = %cx.ctx.peer, %reason, "NFSv4 LOCK refused by a bound");
+            return Err(Nfsstat4::Resource.into());
+        }
+    }
+    let sid = match cx.s.state.lock_granted(client, &owner, &file, open) {
+        Ok(sid) => sid,
+        Err(e) => {
+            // The open was closed while the lock was taken: nothing may hold it now.
+            cx.s.state
+                .lock_manager()
+                .unlock(req.file, &req.owner, range, cx.now);
+            return Err(e.into());
+        }
+    };
+    cx.cur_sid = Some(sid);
+    Ok(sid)
+}
+
+pub fn lockt(cx: &mut Cx<'_>, a: &LocktArgs) -> LockRes<Nothing> {
+    answer(try_lockt(cx, a))
+}
+
+fn try_lockt(cx: &mut Cx<'_>, a: &LocktArgs) -> Result<Nothing, Refusal> {
+    let client = cx.client()?;
+    let file = lock_target(cx)?;
+    let (kind, _) = kind_of(a.locktype);
+    let range = range(a.offset, a.length)?;
+    if cx.s.state.in_grace(cx.now) {
+        // Locks not yet reclaimed are not there to be seen (knfsd answers the same).
+        return Err(Nfsstat4::Grace.into());
+    }
+    let owner = Owner::nfs4(client, a.owner.owner.0.clone());
+    let mgr = cx.s.state.lock_manager();
+    let Some(c) = mgr.test(file.lock_key(), &owner, kind, range) else {
+        return Ok(Nothing);
+    };
+    let expired = c
+        .owner
+        .client
+        .nfs4_clientid()
+        .is_some_and(|holder| holder != client && cx.s.state.expire_client(holder, cx.now));
+    match expired.then(|| mgr.test(file.lock_key(), &owner, kind, range)) {
+        Some(None) => Ok(Nothing),
+        Some(Some(again)) => Err(Refusal::Denied(denied(&again))),
+        None => Err(Refusal::Denied(denied(&c))),
+    }
+}
+
+pub fn locku(cx: &mut Cx<'_>, a: &LockuArgs) -> Result<Stateid4, Nfsstat4> {
+    let client = cx.client()?;
+    let file = lock_target(cx)?;
+    let range = range(a.offset, a.length)?;
+    let sid = cx.stateid(&a.lock_stateid)?;
+    let l = cx.s.state.lock_stateid(client, &sid, &file, None)?;
+    cx.s.state
+        .lock_manager()
+        .unlock(file.lock_key(), &l.lock_owner(), range, cx.now);
+    let new = cx.s.state.lock_changed(client, &sid)?;
+    cx.cur_sid = Some(new);
+    Ok(new)
+}
+
+/// The CB_NOTIFY_LOCK hook: the lock manager hands it the NFSv4 waiters whose ranges
+/// came free. granary serves no back channel yet, so it only logs; OPEN does not set
+/// `OPEN4_RESULT_MAY_NOTIFY_LOCK`, so clients poll, and a woken waiter keeps its place
+/// until it asks again. The back channel sends CB_NOTIFY_LOCK from here.
+pub struct NotifyLock;
+
+impl locks::Waker for NotifyLock {
+    fn wake(&self, wakes: &[Wake]) {
+        for w in wakes {
+            tracing::debug!(
+                client = ?w.owner.client.nfs4_clientid(),
+                file = w.file.file,
+                range = %w.range,
+                "NFSv4 lock waiter's range is free (CB_NOTIFY_LOCK not sent: no back channel; the client polls)"
+            );
+        }
+    }
+}

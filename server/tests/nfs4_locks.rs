@@ -1,0 +1,424 @@
+//! NFSv4.1 byte-range locks of the real `granary` binary (RFC 8881 sections 9 and
+//! 18.10-18.12), through whole COMPOUNDs of two (or three) clients: conflicting locks and
+//! the NFS4ERR_DENIED that names the lock in the way, LOCKT, LOCKU and the lock
+//! stateid's seqid, CLOSE and FREE_STATEID while locks are held, bad ranges and stateids,
+//! a blocked LOCK that keeps its place, and locks that die with their client's lease.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use client::{auth_sys, RpcConnection};
+use common::Server;
+use nfs4::attr::Fattr;
+use nfs4::ops::*;
+use nfs4::results::*;
+use nfs4::types::*;
+use nfs4::{Compound4Args, Compound4Res, Nfsstat4, Stateid4};
+
+const PROGRAM: u32 = 100_003;
+
+/// One NFSv4.1 client: a connection, a confirmed client id and a session with one slot.
+struct V4 {
+    conn: RpcConnection,
+    clientid: u64,
+    session: Sessionid4,
+    seqid: u32,
+}
+
+fn channel() -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        ca_headerpadsize: 0,
+        ca_maxrequestsize: 1 << 20,
+        ca_maxresponsesize: 1 << 20,
+        ca_maxresponsesize_cached: 4096,
+        ca_maxoperations: 16,
+        ca_maxrequests: 8,
+        ca_rdma_ird: None,
+    }
+}
+
+async fn call(conn: &RpcConnection, args: &Compound4Args) -> Compound4Res {
+    conn.call_decode(PROGRAM, 4, 1, args)
+        .await
+        .expect("COMPOUND")
+}
+
+impl V4 {
+    async fn connect(server: &Server, owner: &str) -> V4 {
+        let conn = RpcConnection::connect(server.addr)
+            .await
+            .expect("connect")
+            .with_auth(&auth_sys(0, 0, &[]))
+            .with_timeout(Duration::from_secs(10));
+        let eid = ArgOp::ExchangeId(ExchangeIdArgs {
+            eia_clientowner: ClientOwner4 {
+                co_verifier: [7; 8],
+                co_ownerid: Opaque4(Bytes::from(owner.to_string())),
+            },
+            eia_flags: 0,
+            eia_state_protect: StateProtect4A::None,
+            eia_client_impl_id: AtMostOne(None),
+        });
+        let res = call(&conn, &Compound4Args::new(1, vec![eid])).await;
+        let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
+            panic!("EXCHANGE_ID: {res:?}")
+        };
+        let cs = ArgOp::CreateSession(CreateSessionArgs {
+            csa_clientid: e.eir_clientid,
+            csa_sequence: e.eir_sequenceid,
+            csa_flags: 0,
+            csa_fore_chan_attrs: channel(),
+            csa_back_chan_attrs: channel(),
+            csa_cb_program: 0x4000_0000,
+            csa_sec_parms: CallbackSecList(vec![CallbackSecParms4::None]),
+        });
+        let res = call(&conn, &Compound4Args::new(1, vec![cs])).await;
+        let ResOp::CreateSession(Res4::Ok(s)) = &res.results[0] else {
+            panic!("CREATE_SESSION: {res:?}")
+        };
+        let mut v4 = V4 {
+            conn,
+            clientid: e.eir_clientid,
+            session: s.csr_sessionid,
+            seqid: 0,
+        };
+        let (status, _) = v4.run(vec![ArgOp::ReclaimComplete(false)]).await;
+        assert_eq!(status, Nfsstat4::Ok, "RECLAIM_COMPLETE");
+        v4
+    }
+
+    /// SEQUENCE + `ops`: the COMPOUND's status, SEQUENCE's status, and the results after
+    /// SEQUENCE's.
+    async fn try_run(&mut self, ops: Vec<ArgOp>) -> (Nfsstat4, Nfsstat4, Vec<ResOp>) {
+        self.seqid += 1;
+        let mut all = vec![ArgOp::Sequence(SequenceArgs {
+            sa_sessionid: self.session,
+            sa_sequenceid: self.seqid,
+            sa_slotid: 0,
+            sa_highest_slotid: 0,
+            sa_cachethis: true,
+        })];
+        all.extend(ops);
+        let res = call(&self.conn, &Compound4Args::new(2, all)).await;
+        let mut results = res.results.into_iter();
+        let seq = results.next().expect("a SEQUENCE result").status();
+        (res.status, seq, results.collect())
+    }
+
+    async fn run(&mut self, ops: Vec<ArgOp>) -> (Nfsstat4, Vec<ResOp>) {
+        let (status, seq, results) = self.try_run(ops).await;
+        assert_eq!(seq, Nfsstat4::Ok, "SEQUENCE");
+        (status, results)
+    }
+
+    /// Opens (creating) `file` in the root for reading and writing.
+    async fn open(&mut self, file: &str) -> Stateid4 {
+        let (status, r) = self
+            .run(vec![
+                ArgOp::Putrootfh,
+                ArgOp::Open(OpenArgs {
+                    seqid: 0,
+                    share_access: share::ACCESS_BOTH,
+                    share_deny: share::DENY_NONE,
+                    owner: StateOwner4 {
+                        clientid: 0,
+                        owner: Opaque4(Bytes::from_static(b"open-owner")),
+                    },
+                    openhow: Openflag4::Create(Createhow4::Unchecked(
+                        Fattr {
+                            mode: Some(0o644),
+                            ..Fattr::default()
+                        }
+                        .to_fattr4(),
+                    )),
+                    claim: OpenClaim4::Null(name(file)),
+                }),
+            ])
+            .await;
+        assert_eq!(status, Nfsstat4::Ok, "OPEN");
+        let ResOp::Open(Res4::Ok(o)) = &r[1] else {
+            panic!("OPEN: {r:?}")
+        };
+        o.stateid
+    }
+
+    /// PUTROOTFH, LOOKUP `file`, then `op`; the last result.
+    async fn on(&mut self, file: &str, op: ArgOp) -> ResOp {
+        let (_, mut r) = self
+            .run(vec![ArgOp::Putrootfh, ArgOp::Lookup(name(file)), op])
+            .await;
+        assert_eq!(r.len(), 3, "PUTROOTFH and LOOKUP succeed: {r:?}");
+        r.pop().expect("a result")
+    }
+}
+
+fn name(s: &str) -> Component4 {
+    Component4(Bytes::from(s.to_string()))
+}
+
+fn owner(s: &str) -> StateOwner4 {
+    StateOwner4 {
+        clientid: 0,
+        owner: Opaque4(Bytes::from(s.to_string())),
+    }
+}
+
+fn new_lock(t: NfsLockType4, offset: u64, length: u64, open: Stateid4, lo: &str) -> ArgOp {
+    ArgOp::Lock(LockArgs {
+        locktype: t,
+        reclaim: false,
+        offset,
+        length,
+        locker: Locker4::New(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: open,
+            lock_seqid: 0,
+            lock_owner: owner(lo),
+        }),
+    })
+}
+
+fn more_lock(t: NfsLockType4, offset: u64, length: u64, sid: Stateid4) -> ArgOp {
+    ArgOp::Lock(LockArgs {
+        locktype: t,
+        reclaim: false,
+        offset,
+        length,
+        locker: Locker4::Existing(ExistLockOwner4 {
+            lock_stateid: sid,
+            lock_seqid: 0,
+        }),
+    })
+}
+
+fn lockt(t: NfsLockType4, offset: u64, length: u64, lo: &str) -> ArgOp {
+    ArgOp::Lockt(LocktArgs {
+        locktype: t,
+        offset,
+        length,
+        owner: owner(lo),
+    })
+}
+
+fn locku(sid: Stateid4, offset: u64, length: u64) -> ArgOp {
+    ArgOp::Locku(LockuArgs {
+        locktype: NfsLockType4::Write,
+        seqid: 0,
+        lock_stateid: sid,
+        offset,
+        length,
+    })
+}
+
+fn granted(r: &ResOp) -> Stateid4 {
+    match r {
+        ResOp::Lock(LockRes::Ok(sid)) => *sid,
+        other => panic!("expected a granted LOCK, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn two_clients_conflict_and_denied_names_the_lock_in_the_way() {
+    let server = Server::start(&[]);
+    let mut a = V4::connect(&server, "client-a").await;
+    let mut b = V4::connect(&server, "client-b").await;
+    let oa = a.open("db").await;
+    let ob = b.open("db").await;
+
+    let la = granted(
+        &a.on("db", new_lock(NfsLockType4::Write, 0, 100, oa, "lo-a"))
+            .await,
+    );
+    assert_eq!(la.seqid, 1, "a new lock stateid starts at seqid 1");
+    assert_ne!(la.other, oa.other);
+
+    // B's read lock inside A's write lock: DENIED with A's whole lock.
+    let r = b
+        .on("db", new_lock(NfsLockType4::Read, 50, 10, ob, "lo-b"))
+        .await;
+    let want = LockDenied4 {
+        offset: 0,
+        length: 100,
+        locktype: NfsLockType4::Write,
+        owner: StateOwner4 {
+            clientid: a.clientid,
+            owner: Opaque4(Bytes::from_static(b"lo-a")),
+        },
+    };
+    assert_eq!(r, ResOp::Lock(LockRes::Denied(want.clone())));
+    assert_eq!(
+        b.on("db", lockt(NfsLockType4::Write, 99, 1, "lo-b")).await,
+        ResOp::Lockt(LockRes::Denied(want))
+    );
+    assert_eq!(
+        b.on("db", lockt(NfsLockType4::Write, 100, u64::MAX, "lo-b"))
+            .await,
+        ResOp::Lockt(LockRes::Ok(Nothing)),
+        "the bytes after A's lock are free"
+    );
+    // A's own lock-owner is never in its own way; a second range merges into the first.
+    let la2 = granted(
+        &a.on("db", more_lock(NfsLockType4::Write, 100, 50, la))
+            .await,
+    );
+    assert_eq!((la2.other, la2.seqid), (la.other, 2));
+    // The old version of the stateid is refused; another client's is not B's.
+    assert_eq!(
+        a.on("db", more_lock(NfsLockType4::Read, 0, 1, la))
+            .await
+            .status(),
+        Nfsstat4::OldStateid
+    );
+    assert_eq!(
+        b.on("db", locku(la2, 0, 1)).await.status(),
+        Nfsstat4::BadStateid
+    );
+    // Bad ranges: length 0, and an end past 2^64 - 1.
+    for (off, len) in [(0, 0), (u64::MAX - 5, 10)] {
+        assert_eq!(
+            b.on("db", new_lock(NfsLockType4::Read, off, len, ob, "lo-b"))
+                .await
+                .status(),
+            Nfsstat4::Inval
+        );
+    }
+    // I/O through the lock stateid (Linux does it while it holds a lock).
+    let w = a
+        .on(
+            "db",
+            ArgOp::Write(WriteArgs {
+                stateid: la2,
+                offset: 0,
+                stable: StableHow4::FileSync,
+                data: Bytes::from_static(b"row"),
+            }),
+        )
+        .await;
+    assert_eq!(w.status(), Nfsstat4::Ok);
+    // Locks are advisory: B reads under A's write lock.
+    let rd = b
+        .on(
+            "db",
+            ArgOp::Read(ReadArgs {
+                stateid: ob,
+                offset: 0,
+                count: 3,
+            }),
+        )
+        .await;
+    assert_eq!(rd.status(), Nfsstat4::Ok);
+
+    // CLOSE and FREE_STATEID wait for the locks to go.
+    let close_a = ArgOp::Close(CloseArgs {
+        seqid: 0,
+        open_stateid: oa,
+    });
+    assert_eq!(
+        a.on("db", close_a.clone()).await.status(),
+        Nfsstat4::LocksHeld
+    );
+    let (status, _) = a.run(vec![ArgOp::FreeStateid(la2)]).await;
+    assert_eq!(status, Nfsstat4::LocksHeld);
+    let u = a.on("db", locku(la2, 0, u64::MAX)).await;
+    assert_eq!(u, ResOp::Locku(Res4::Ok(Stateid4 { seqid: 3, ..la })));
+
+    // Now B gets what it asked for, and A may close.
+    let lb = granted(
+        &b.on("db", new_lock(NfsLockType4::Read, 50, 10, ob, "lo-b"))
+            .await,
+    );
+    assert_eq!(a.on("db", close_a).await.status(), Nfsstat4::Ok);
+    let (status, r) = b.run(vec![ArgOp::FreeStateid(lb)]).await;
+    assert_eq!(status, Nfsstat4::LocksHeld, "{r:?}");
+    let u = b.on("db", locku(lb, 50, 10)).await;
+    let lb = match u {
+        ResOp::Locku(Res4::Ok(s)) => s,
+        other => panic!("LOCKU: {other:?}"),
+    };
+    let (status, _) = b.run(vec![ArgOp::FreeStateid(lb)]).await;
+    assert_eq!(status, Nfsstat4::Ok);
+    let (status, r) = b
+        .run(vec![ArgOp::TestStateid(TestStateidArgs {
+            ts_stateids: vec![lb],
+        })])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok);
+    assert_eq!(
+        r[0],
+        ResOp::TestStateid(Res4::Ok(TestStateidOk(vec![Nfsstat4::BadStateid])))
+    );
+}
+
+#[tokio::test]
+async fn a_blocked_lock_keeps_its_place_while_it_polls() {
+    let server = Server::start(&[]);
+    let mut a = V4::connect(&server, "holder").await;
+    let mut b = V4::connect(&server, "waiter").await;
+    let mut c = V4::connect(&server, "latecomer").await;
+    let (oa, ob, oc) = (a.open("f").await, b.open("f").await, c.open("f").await);
+    let la = granted(
+        &a.on("f", new_lock(NfsLockType4::Write, 0, u64::MAX, oa, "a"))
+            .await,
+    );
+    // B blocks (WRITEW_LT): refused, and queued.
+    let wb = new_lock(NfsLockType4::WriteW, 0, 10, ob, "b");
+    assert_eq!(b.on("f", wb.clone()).await.status(), Nfsstat4::Denied);
+    a.on("f", locku(la, 0, u64::MAX)).await;
+    // C asks after A unlocked, but B asked first: C is refused in B's favour.
+    let r = c
+        .on("f", new_lock(NfsLockType4::Write, 5, 1, oc, "c"))
+        .await;
+    let ResOp::Lock(LockRes::Denied(d)) = r else {
+        panic!("expected C to be refused: {r:?}")
+    };
+    assert_eq!((d.offset, d.length, d.owner.clientid), (0, 10, b.clientid));
+    // A request elsewhere is not held back.
+    granted(
+        &c.on("f", new_lock(NfsLockType4::Write, 100, 1, oc, "c"))
+            .await,
+    );
+    // B polls again and gets its lock.
+    let lb = granted(&b.on("f", wb).await);
+    assert_eq!(lb.seqid, 1);
+}
+
+#[tokio::test]
+async fn locks_die_with_the_lease() {
+    let server = Server::start(&["--lease-secs", "10"]);
+    let mut a = V4::connect(&server, "goes-away").await;
+    let mut b = V4::connect(&server, "stays").await;
+    let (oa, ob) = (a.open("f").await, b.open("f").await);
+    granted(
+        &a.on("f", new_lock(NfsLockType4::Write, 0, u64::MAX, oa, "a"))
+            .await,
+    );
+    assert_eq!(
+        b.on("f", lockt(NfsLockType4::Read, 0, 1, "b"))
+            .await
+            .status(),
+        Nfsstat4::Denied
+    );
+    // B renews its lease; A stops. Within one and a half leases A's state goes.
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (status, _) = b.run(vec![]).await;
+        assert_eq!(status, Nfsstat4::Ok);
+    }
+    let (_, seq, _) = a.try_run(vec![]).await;
+    assert_eq!(
+        seq,
+        Nfsstat4::Badsession,
+        "A's lease ran out and its session went"
+    );
+    assert_eq!(
+        b.on("f", lockt(NfsLockType4::Write, 0, u64::MAX, "b"))
+            .await,
+        ResOp::Lockt(LockRes::Ok(Nothing))
+    );
+    granted(
+        &b.on("f", new_lock(NfsLockType4::Write, 0, u64::MAX, ob, "b"))
+            .await,
+    );
+}

@@ -4,7 +4,8 @@
 //! - [`mountproc`]: the 6 MOUNT v3 procedures, one table;
 //! - [`convert`]: vfs ⇄ wire types, and the one `FsError` → `nfsstat3` mapping;
 //! - [`readdir`]: filling READDIR/READDIRPLUS replies within the client's limits;
-//! - [`state`]: exports, write verifier, mount list, handle resolution.
+//! - [`state`]: exports, write verifier, mount list, handle resolution;
+//! - [`nlm`]: NLM v4 and NSM v1, byte-range locks for NFSv3 clients.
 #![forbid(unsafe_code)]
 
 pub mod convert;
@@ -12,6 +13,7 @@ pub mod credcache;
 pub mod limits;
 pub mod mountproc;
 pub mod nfs3proc;
+pub mod nlm;
 pub mod readdir;
 pub mod state;
 pub mod v4;

@@ -118,3 +118,53 @@ const _: () = assert!(matches!(
     max_io_bytes_for_record(rpc::limits::DEFAULT_MAX_RECORD_BYTES),
     Ok(MAX_IO_BYTES)
 ));
+
+/// Most NLM LOCK requests blocked at once whose GRANTED call is owed: one per process
+/// blocked in `fcntl(F_SETLKW)` on some client; the lock manager bounds its waiters
+/// (`locks::limits::MAX_WAITERS`) and this record is what NLM adds to each.
+pub const MAX_NLM_BLOCKED: usize = 65_536;
+
+/// Most granted locks whose GRANTED call is unanswered. Each costs one queued callback;
+/// past this a granted waiter's lock is given back rather than a callback queued.
+pub const MAX_NLM_PENDING_GRANTS: usize = 4096;
+
+/// Most NLM DOS share reservations (SHARE): only DOS and OS/2 clients send them.
+pub const MAX_NLM_SHARES: usize = 65_536;
+
+/// Most hosts NSM records as holding locks (written to the state directory, told with
+/// SM_NOTIFY after a restart): client machines, not processes. No more than callbacks
+/// may wait, so a restart can queue an SM_NOTIFY for every one.
+pub const MAX_NSM_HOSTS: usize = 1024;
+
+/// Most SM_MON registrations (local callers watching hosts).
+pub const MAX_NSM_WATCHES: usize = 1024;
+
+/// How long one attempt of a call granary makes to a client (NLM GRANTED, a `_RES`,
+/// SM_NOTIFY) may take: the client's portmapper, the connection and the reply together.
+/// A client on a LAN answers in milliseconds; 5 s covers a loaded one.
+pub const CALLBACK_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Attempts of one callback before it is given up (a GRANTED given up releases the
+/// lock): a client that never answers costs at most this many timeouts and the pauses
+/// between them, about 20 s, and one of [`MAX_CALLBACKS_IN_FLIGHT`].
+pub const CALLBACK_ATTEMPTS: u32 = 3;
+
+/// Pause before the second attempt; it doubles for each later one.
+pub const CALLBACK_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Callbacks waiting to be sent; past it a new one is dropped at once (and a GRANTED
+/// dropped releases its lock). Bounds memory when many clients stop answering.
+pub const MAX_CALLBACKS_QUEUED: usize = 1024;
+
+/// Callbacks being sent at once (each holds a connection to a client): clients that never
+/// answer hold at most this many sockets, never the server's workers.
+pub const MAX_CALLBACKS_IN_FLIGHT: usize = 64;
+
+/// The NLM grace period after a restart when none is configured (`--grace-secs`): the
+/// NFSv4 lease, as knfsd uses one grace period for both.
+pub const DEFAULT_GRACE: std::time::Duration =
+    std::time::Duration::from_secs(state4::limits::DEFAULT_LEASE_SECS as u64);
+
+const _: () = assert!(MAX_CALLBACKS_IN_FLIGHT <= MAX_CALLBACKS_QUEUED);
+const _: () = assert!(MAX_NSM_HOSTS <= MAX_CALLBACKS_QUEUED);
+const _: () = assert!(MAX_NLM_PENDING_GRANTS <= MAX_NLM_BLOCKED);

@@ -21,6 +21,9 @@ pub struct ServerConfig {
     pub exports: Vec<ExportConfig>,
     /// Register with a local portmapper/rpcbind if one runs.
     pub portmap: bool,
+    /// The port of client hosts' portmappers, asked where their NLM and statd listen for
+    /// granary's callbacks (111; tests run a portmapper of their own elsewhere).
+    pub callback_portmap_port: u16,
     /// Where to serve Prometheus metrics (`--metrics ADDR`); off when `None`.
     pub metrics: Option<SocketAddr>,
     /// Timer design (seed 002): pull (default), push or global.
@@ -71,6 +74,9 @@ pub struct Limits {
     pub index_entries: usize,
     /// Bytes each host export's handle index may charge its records.
     pub index_bytes: usize,
+    /// The NLM grace period after a restart with locks recorded: only reclaims are
+    /// granted while it runs.
+    pub grace: Duration,
 }
 
 impl Default for Limits {
@@ -90,6 +96,7 @@ impl Default for Limits {
             server_budget_bytes: rpc::limits::DEFAULT_SERVER_BUDGET_BYTES,
             index_entries: backend_host::limits::DEFAULT_INDEX_ENTRIES,
             index_bytes: backend_host::limits::DEFAULT_INDEX_BYTES,
+            grace: nfsd::limits::DEFAULT_GRACE,
         }
     }
 }
@@ -190,6 +197,7 @@ struct FileLimits {
     record_timeout_secs: Option<Spanned<u64>>,
     max_connections_per_client: Option<Spanned<usize>>,
     reclaim_idle_secs: Option<Spanned<u64>>,
+    grace_secs: Option<Spanned<u64>>,
     write_timeout_secs: Option<Spanned<u64>>,
     conn_budget_bytes: Option<Spanned<usize>>,
     server_budget_bytes: Option<Spanned<usize>>,
@@ -343,6 +351,9 @@ fn apply_budget_limits(
     if let Some(v) = &file.reclaim_idle_secs {
         limits.reclaim_idle = secs_of(v, "reclaim_idle_secs")?;
     }
+    if let Some(v) = &file.grace_secs {
+        limits.grace = secs_of(v, "grace_secs")?;
+    }
     if let Some(v) = &file.write_timeout_secs {
         limits.write_timeout = secs_of(v, "write_timeout_secs")?;
     }
@@ -483,6 +494,7 @@ impl ServerConfig {
                 clients_given: false,
             }],
             portmap: true,
+            callback_portmap_port: 111,
             metrics: None,
             timers: runtime::timers::TimerMode::default(),
             timestamps: backend_mem::TimestampMode::default(),

@@ -1,11 +1,13 @@
 //! The `granary serve` server: configuration (`config`), start-up and the accept loop
-//! (`serve`), and the portmapper registration (`portmap`). The `granary` binary parses
+//! (`serve`), the portmapper registration (`portmap`), and the calls granary makes to
+//! clients for NLM and NSM (`outbox`). The `granary` binary parses
 //! the command line and calls [`run`]; `granary bench` and `granary lab` live in their own
 //! crates, so this one carries no benchmark or plotting dependencies.
 #![forbid(unsafe_code)]
 
 pub mod config;
 pub mod metrics;
+mod outbox;
 mod portmap;
 mod serve;
 mod state;

@@ -64,7 +64,7 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     // export opens a file (seed 004: the cache's bound is checked against RLIMIT_NOFILE).
     raise_fd_limit(config.limits.max_connections + open_files_wanted(&config));
     let open_files = open_file_entries(&config);
-    let (exports, hosts) = build_exports(&config, &stamps, open_files)?;
+    let (exports, hosts, state_dir) = build_exports(&config, &stamps, open_files)?;
     // check_record_bytes refused a record limit too small for one page of data.
     let max_io_bytes = nfsd::limits::max_io_bytes_for_record(config.limits.max_record_bytes)
         .map_err(|smallest| {
@@ -96,6 +96,14 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         v4_config,
     ));
     nfsd::v4::register(&mut dispatcher, &v4);
+    // NLM v4 and NSM v1 for NFSv3 clients' locks, over the core's lock manager.
+    let (outbox, callbacks) = crate::outbox::outbox();
+    let monitor = match &state_dir {
+        Some(dir) => nfsd::nlm::Monitor::open(dir).map_err(ServeError::Export)?,
+        None => nfsd::nlm::Monitor::in_memory(),
+    };
+    let nlm = nfsd::nlm::NlmState::new(Arc::clone(&state), monitor, Arc::clone(&clock), outbox);
+    nfsd::nlm::register(&mut dispatcher, &nlm);
     let reply_cache = Arc::new(ReplyCache::new(
         config.limits.reply_cache_entries,
         rpc::drc::DEFAULT_TTL,
@@ -138,6 +146,8 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         .enable_all()
         .build()?;
     let (stop_tx, stop_rx) = watch::channel(false);
+    main_rt.spawn(crate::outbox::run(callbacks, config.callback_portmap_port));
+    restart_locks(&nlm, config.limits.grace);
     let limits = ConnLimits {
         max_record_bytes: config.limits.max_record_bytes,
         max_in_flight: config.limits.max_in_flight,
@@ -190,6 +200,23 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// After a restart with NLM lock holders recorded in the state directory: a grace period
+/// (only reclaims are granted; checked when a lock is asked for, so it needs no timer of
+/// its own) and SM_NOTIFY to each of those hosts, whose lock managers then reclaim.
+fn restart_locks(nlm: &nfsd::nlm::NlmState, grace: Duration) {
+    let previous = nlm.monitor.previous_hosts().to_vec();
+    tracing::info!(
+        state = nlm.monitor.state(),
+        hosts = previous.len(),
+        "NSM state number"
+    );
+    if previous.is_empty() {
+        return;
+    }
+    nlm.start_grace(grace);
+    nlm.notify_hosts(&previous);
 }
 
 /// How often expired reply-cache entries are dropped.
@@ -380,13 +407,19 @@ fn report_stamps(stamps: &gtime::MultigrainClock) {
     );
 }
 
-/// The exports, and the host backends among them (their open-file caches are aged by the
-/// server's timer).
+/// The exports, the host backends among them (their open-file caches are aged by the
+/// server's timer), and the state directory if an export needs one.
+type Built = (
+    ExportTable,
+    Vec<Arc<backend_host::HostFs>>,
+    Option<std::path::PathBuf>,
+);
+
 fn build_exports(
     config: &ServerConfig,
     clock: &Arc<gtime::MultigrainClock>,
     open_files: usize,
-) -> Result<(ExportTable, Vec<Arc<backend_host::HostFs>>), ServeError> {
+) -> Result<Built, ServeError> {
     tracing::info!(timestamps = %config.timestamps, rangelock = %config.rangelock, "seed designs");
     // Host and erofs exports hand out handles that outlive the process: both need the
     // persisted handle key (and host exports their indexes) from the state directory.
@@ -485,7 +518,7 @@ fn build_exports(
         None => HandleKey::new(rand::random()),
     };
     check_distinct_ids(&exports)?;
-    Ok((ExportTable::new(exports, key), hosts))
+    Ok((ExportTable::new(exports, key), hosts, state_dir))
 }
 
 /// Seed 001's decode workers as the erofs backend's decode runner.
@@ -562,7 +595,7 @@ fn bind(addr: SocketAddr, max_connections: usize) -> Result<TcpListener, ServeEr
 fn announce(local: SocketAddr, config: &ServerConfig) {
     let hosts = reachable_hosts(local.ip());
     let port = local.port();
-    tracing::info!(%local, workers = config.workers, "serving NFSv3, MOUNT v3 and NFSv4.1/4.2 over TCP");
+    tracing::info!(%local, workers = config.workers, "serving NFSv3, MOUNT v3, NLM v4, NSM v1 and NFSv4.1/4.2 over TCP");
     println!(
         "granary: serving NFSv3 + MOUNT v3 on {local} ({} workers)",
         config.workers
@@ -601,6 +634,7 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
     }
     let first = &hosts.names[0];
     println!("  kernel client: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {first}:{} /mnt", config.exports[0].path);
+    println!("    (locks between v3 clients: leave out nolock and run rpcbind on this host; granary registers NLM and NSM with it)");
     // NFSv4 needs no MOUNT protocol: the export's path in the pseudo file system.
     println!(
         "  kernel client, NFSv4.2: mount -t nfs -o vers=4.2,port={port} {first}:{} /mnt",
@@ -684,7 +718,10 @@ fn client_url(host: &str, port: u16, path: &str) -> String {
 fn register_portmap(offered: &[(u32, u32)], port: u16) -> bool {
     match portmap::register(offered, port) {
         Ok(()) => {
-            tracing::info!(port, "registered NFS and MOUNT with the portmapper");
+            tracing::info!(
+                port,
+                "registered NFS, MOUNT, NLM and NSM with the portmapper"
+            );
             true
         }
         Err(portmap::PortmapError::Absent(e)) => {

@@ -136,6 +136,11 @@ struct ServeArgs {
     #[arg(long, value_name = "SECS")]
     reclaim_idle_secs: Option<u64>,
 
+    /// Seconds of the NLM grace period after a restart with locks recorded in the state
+    /// directory: clients reclaim their locks, new locks are refused (default 90).
+    #[arg(long, value_name = "SECS")]
+    grace_secs: Option<u64>,
+
     /// Close a connection whose replies make no progress (client not reading) this long.
     #[arg(long, value_name = "SECS")]
     write_timeout_secs: Option<u64>,
@@ -229,6 +234,10 @@ struct ServeArgs {
     /// Do not register with a local portmapper/rpcbind.
     #[arg(long)]
     no_portmap: bool,
+
+    /// Port of the client hosts' portmappers for NLM and NSM callbacks (tests only).
+    #[arg(long, value_name = "PORT", hide = true)]
+    callback_portmap_port: Option<u16>,
 
     /// Serve Prometheus metrics over HTTP on this address (e.g. 127.0.0.1:9100); off by
     /// default.
@@ -350,6 +359,9 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     }
     apply_limit_flags(&mut c.limits, &args)?;
     c.portmap &= !args.no_portmap;
+    if let Some(p) = args.callback_portmap_port {
+        c.callback_portmap_port = p;
+    }
     if args.metrics.is_some() {
         c.metrics = args.metrics;
     }
@@ -428,6 +440,9 @@ fn apply_budget_flags(l: &mut config::Limits, args: &ServeArgs) -> Result<(), St
     }
     if let Some(s) = args.reclaim_idle_secs {
         l.reclaim_idle = secs(s, "--reclaim-idle-secs")?;
+    }
+    if let Some(s) = args.grace_secs {
+        l.grace = secs(s, "--grace-secs")?;
     }
     if let Some(s) = args.write_timeout_secs {
         l.write_timeout = secs(s, "--write-timeout-secs")?;

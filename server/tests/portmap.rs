@@ -1,6 +1,6 @@
-//! Registration with a real rpcbind: granary registers NFS v3 and MOUNT v3 at start, a
-//! libnfs client finds it through the portmapper with no ports in the URL, and SIGTERM
-//! unregisters. Uses the host's rpcbind if one runs, else starts `rpcbind -f -w` itself
+//! Registration with a real rpcbind: granary registers NFS v3 and v4, MOUNT v3, NLM v4
+//! and NSM v1 at start, a libnfs client finds it through the portmapper with no ports in
+//! the URL, and SIGTERM unregisters. Uses the host's rpcbind if one runs, else starts `rpcbind -f -w` itself
 //! (Debian package rpcbind; needs root to bind port 111) and stops it by PID afterwards.
 
 mod common;
@@ -67,7 +67,16 @@ fn registers_with_rpcbind_and_unregisters_on_exit() {
     let port = server.addr.port();
     let mut regs = registrations(port);
     regs.sort();
-    assert_eq!(regs, vec!["100003 3 tcp", "100003 4 tcp", "100005 3 tcp"]);
+    assert_eq!(
+        regs,
+        vec![
+            "100003 3 tcp",
+            "100003 4 tcp",
+            "100005 3 tcp",
+            "100021 4 tcp",
+            "100024 1 tcp"
+        ]
+    );
     // A libnfs client with no ports in its URL finds granary through the portmapper.
     // (Another NFS server registered on this host would be found instead; CI has none.)
     let out = Command::new("nfs-ls")

@@ -175,6 +175,25 @@ fn rpc_level_errors_get_their_replies() {
             ReplyStatus::Accepted(AcceptStat::ProcUnavail),
         ),
         (
+            // NLM version 4 only (the one with 64-bit offsets), NSM version 1.
+            call_body(31, 100_021, 3, 0, sys_cred(), &[]),
+            ReplyStatus::Accepted(AcceptStat::ProgMismatch { low: 4, high: 4 }),
+        ),
+        (
+            call_body(32, 100_024, 2, 0, sys_cred(), &[]),
+            ReplyStatus::Accepted(AcceptStat::ProgMismatch { low: 1, high: 1 }),
+        ),
+        (
+            // NLM version 4 defines no procedures 16 to 19.
+            call_body(33, 100_021, 4, 17, sys_cred(), &[]),
+            ReplyStatus::Accepted(AcceptStat::ProcUnavail),
+        ),
+        (
+            // An NLM LOCK cut short.
+            call_body(34, 100_021, 4, 2, sys_cred(), &[0, 0, 0, 4, 1]),
+            ReplyStatus::Accepted(AcceptStat::GarbageArgs),
+        ),
+        (
             call_body(4, NFS_PROGRAM, NFS_V3, 1, sys_cred(), &[0, 0]),
             ReplyStatus::Accepted(AcceptStat::GarbageArgs),
         ),

@@ -1,0 +1,473 @@
+//! The NLM v4 procedures (XNFS chapter 10), one handler per procedure and one table.
+//!
+//! Each handler reads the same way: resolve the NFSv3 handle in the arguments exactly as
+//! NFSv3 does (MAC, export, client address; `NLM4_STALE_FH` when it names no file), check
+//! the grace period, turn (offset, length) into a range (`NLM4_FBIG` past 2^64), and make
+//! one call to the lock manager. The `_MSG` variants run the same code and send the
+//! result back as the matching `_RES` call to the caller's NLM; the `_RES` procedures are
+//! clients' answers to such calls (only GRANTED_RES means something to a server).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use locks::{FileKey, LockError, Range, Request, Wait};
+use nfs3::nfs::{NfsFh3, Nfsstat3};
+use nlm::limits::{NLM_PROGRAM, NLM_V4};
+use nlm::nlm4::*;
+use rpc::dispatch::{ProcError, Program};
+use rpc::{procedure, CacheClass, CallContext, Procedure};
+use xdr::{Decoder, Encode, Encoder};
+
+use super::{kind, nlm_owner, BlockedLock, Callback, NlmState};
+
+use CacheClass::Idempotent;
+
+pub const PROGRAM: u32 = NLM_PROGRAM;
+pub const VERSION: u32 = NLM_V4;
+
+/// Reply bound: a cookie and a holder's owner handle (each a netobj of at most 1 KiB).
+const REPLY_BYTES: usize = 2 * (4 + 1024) + 64;
+
+/// The procedures by table index: 0..=15 are procedures 0..=15, 16..=19 are 20..=23.
+/// Every NLM call may be run twice harmlessly (a lock already held by its owner is
+/// granted again), as knfsd keeps no reply cache for NLM either.
+pub static PROCEDURES: [Procedure<NlmState>; 20] = [
+    procedure!("nlm_null", null, 0, Idempotent),
+    procedure!("nlm_test", test, REPLY_BYTES, Idempotent),
+    procedure!("nlm_lock", lock, REPLY_BYTES, Idempotent, may_block),
+    procedure!("nlm_cancel", cancel, REPLY_BYTES, Idempotent),
+    procedure!("nlm_unlock", unlock, REPLY_BYTES, Idempotent),
+    procedure!("nlm_granted", granted, REPLY_BYTES, Idempotent),
+    procedure!("nlm_test_msg", test_msg, 0, Idempotent),
+    procedure!("nlm_lock_msg", lock_msg, 0, Idempotent, may_block),
+    procedure!("nlm_cancel_msg", cancel_msg, 0, Idempotent),
+    procedure!("nlm_unlock_msg", unlock_msg, 0, Idempotent),
+    procedure!("nlm_granted_msg", granted_msg, 0, Idempotent),
+    procedure!("nlm_test_res", test_res, 0, Idempotent),
+    procedure!("nlm_lock_res", ignored_res, 0, Idempotent),
+    procedure!("nlm_cancel_res", ignored_res, 0, Idempotent),
+    procedure!("nlm_unlock_res", ignored_res, 0, Idempotent),
+    procedure!("nlm_granted_res", granted_res, 0, Idempotent),
+    procedure!("nlm_share", share, REPLY_BYTES, Idempotent),
+    procedure!("nlm_unshare", unshare, REPLY_BYTES, Idempotent),
+    procedure!("nlm_nm_lock", nm_lock, REPLY_BYTES, Idempotent),
+    procedure!("nlm_free_all", free_all, 0, Idempotent),
+];
+
+/// The table row of procedure `p`: version 4 defines no procedures 16 to 19.
+fn row(p: u32) -> Option<&'static Procedure<NlmState>> {
+    let index = match p {
+        0..=15 => p,
+        20..=23 => p - 4,
+        _ => return None,
+    };
+    PROCEDURES.get(index as usize)
+}
+
+/// NLM v4 as an RPC program: the table with its gap (PROC_UNAVAIL for 16 to 19).
+pub struct NlmProgram(pub Arc<NlmState>);
+
+impl Program for NlmProgram {
+    fn program(&self) -> u32 {
+        PROGRAM
+    }
+
+    fn version(&self) -> u32 {
+        VERSION
+    }
+
+    fn procedure_name(&self, procedure: u32) -> Option<&'static str> {
+        row(procedure).map(|p| p.name)
+    }
+
+    fn call(
+        &self,
+        ctx: &CallContext,
+        d: &mut Decoder,
+        e: &mut Encoder,
+    ) -> Option<Result<(), ProcError>> {
+        row(ctx.procedure).map(|p| (p.run)(&self.0, ctx, d, e))
+    }
+
+    fn max_reply_bytes(&self, procedure: u32) -> usize {
+        row(procedure).map_or(0, |p| p.max_reply_bytes)
+    }
+
+    fn cache_class(&self, procedure: u32) -> Option<CacheClass> {
+        row(procedure).map(|p| p.cache)
+    }
+}
+
+fn null(_: &NlmState, _: &CallContext, _: Void) -> Void {
+    Void
+}
+
+/// The file an NLM handle names, as the lock manager keys it, and whether its export is
+/// read-only. The handle is checked exactly as NFSv3 checks it, and the file must exist.
+fn file_of(s: &NlmState, ctx: &CallContext, fh: &Netobj) -> Result<(FileKey, bool), Stats> {
+    if fh.0.len() > nfs3::limits::FHSIZE3 as usize {
+        rpc::warn_limited!(rpc::ratelog::Kind::Handle, peer = %ctx.peer, len = fh.0.len(), "NLM: a file handle longer than NFSv3 allows");
+        return Err(Stats::StaleFh);
+    }
+    let t = s
+        .core
+        .resolve(ctx, &NfsFh3(fh.0.clone()))
+        .map_err(|st| match st {
+            Nfsstat3::Acces => Stats::Failed,
+            _ => Stats::StaleFh,
+        })?;
+    if let Err(e) = t.export.getattr(t.id) {
+        tracing::debug!(peer = %ctx.peer, error = %e, "NLM: handle names no file");
+        return Err(Stats::StaleFh);
+    }
+    let key = FileKey {
+        export: t.export.id.0,
+        file: t.id.0,
+    };
+    Ok((key, t.export.properties().read_only))
+}
+
+fn range_of(l: &Lock) -> Result<Range, Stats> {
+    Range::nlm(l.l_offset, l.l_len).map_err(|_| Stats::Fbig)
+}
+
+fn owner_of(ctx: &CallContext, l: &Lock) -> locks::Owner {
+    nlm_owner(
+        ctx.peer.ip(),
+        l.caller_name.as_bytes(),
+        l.svid,
+        l.oh.as_bytes(),
+    )
+}
+
+/// The NLM holder of a conflicting lock: an NLM owner's svid and oh; another protocol's
+/// owner as svid 0 and its owner bytes (at most a netobj's worth).
+fn holder(c: &locks::Conflict) -> Holder {
+    let (l_offset, l_len) = c.range.to_nlm();
+    let (svid, oh) = if c.owner.protocol() == locks::Protocol::Nlm && c.owner.id.len() >= 4 {
+        let svid = i32::from_be_bytes([c.owner.id[0], c.owner.id[1], c.owner.id[2], c.owner.id[3]]);
+        (svid, c.owner.id.slice(4..))
+    } else {
+        let n = c.owner.id.len().min(nlm::limits::MAXNETOBJ_SZ as usize);
+        (0, c.owner.id.slice(..n))
+    };
+    Holder {
+        exclusive: c.kind == locks::Kind::Write,
+        svid,
+        oh: Netobj(oh),
+        l_offset,
+        l_len,
+    }
+}
+
+fn test_reply(s: &NlmState, ctx: &CallContext, a: &TestArgs) -> TestReply {
+    let (file, _) = match file_of(s, ctx, &a.alock.fh) {
+        Ok(f) => f,
+        Err(st) => return TestReply::Other(st),
+    };
+    if s.in_grace() {
+        return TestReply::Other(Stats::DeniedGracePeriod);
+    }
+    let range = match range_of(&a.alock) {
+        Ok(r) => r,
+        Err(st) => return TestReply::Other(st),
+    };
+    let owner = owner_of(ctx, &a.alock);
+    match s.locks.test(file, &owner, kind(a.exclusive), range) {
+        Some(c) => TestReply::Denied(holder(&c)),
+        None => TestReply::Other(Stats::Granted),
+    }
+}
+
+fn test(s: &NlmState, ctx: &CallContext, a: TestArgs) -> TestRes {
+    let stat = test_reply(s, ctx, &a);
+    TestRes {
+        cookie: a.cookie,
+        stat,
+    }
+}
+
+/// LOCK and NM_LOCK: `monitor` records the host for SM_NOTIFY after a restart.
+///
+/// # Errors
+/// [`ProcError::WouldBlock`] when a new host must be written to the state directory and
+/// this thread may not block (nothing was changed).
+fn lock_stat(
+    s: &NlmState,
+    ctx: &CallContext,
+    a: &LockArgs,
+    monitor: bool,
+) -> Result<Stats, ProcError> {
+    let (file, read_only) = match file_of(s, ctx, &a.alock.fh) {
+        Ok(f) => f,
+        Err(st) => return Ok(st),
+    };
+    if a.exclusive && read_only {
+        return Ok(Stats::Rofs);
+    }
+    // As knfsd: in grace only reclaims, and reclaims only in grace.
+    if s.in_grace() != a.reclaim {
+        return Ok(Stats::DeniedGracePeriod);
+    }
+    let range = match range_of(&a.alock) {
+        Ok(r) => r,
+        Err(st) => return Ok(st),
+    };
+    let host = ctx.peer.ip();
+    let name = a.alock.caller_name.as_bytes();
+    if monitor && !s.watch(host, name)? {
+        return Ok(Stats::DeniedNolocks);
+    }
+    if monitor && s.monitor.rebooted(host, name, a.state) {
+        tracing::info!(%host, name = %String::from_utf8_lossy(name), state = a.state, "NLM client restarted (new NSM state in LOCK): its old locks go");
+        s.free_client(host, name);
+        // free_client forgot the host; it holds a lock again from now on.
+        if !s.watch(host, name)? {
+            return Ok(Stats::DeniedNolocks);
+        }
+        s.monitor.rebooted(host, name, a.state);
+    }
+    Ok(take_lock(s, ctx, a, file, range))
+}
+
+/// Asks the lock manager for the lock of a checked LOCK request.
+fn take_lock(s: &NlmState, ctx: &CallContext, a: &LockArgs, file: FileKey, range: Range) -> Stats {
+    let host = ctx.peer.ip();
+    let owner = owner_of(ctx, &a.alock);
+    let block = a.block
+        && s.remember_blocked(
+            file,
+            owner.clone(),
+            BlockedLock {
+                host,
+                exclusive: a.exclusive,
+                alock: a.alock.clone(),
+            },
+        );
+    let req = Request {
+        file,
+        owner: owner.clone(),
+        kind: kind(a.exclusive),
+        range,
+        wait: if block { Wait::Grant } else { Wait::No },
+    };
+    let result = s.locks.lock(&req, s.now());
+    if !matches!(
+        result,
+        Err(LockError::Denied {
+            queued: Some(_),
+            ..
+        })
+    ) && block
+    {
+        super::lock(&s.waiting).blocked.remove(&(file, owner));
+    }
+    match result {
+        // Waiters a downgrade woke reach their protocols' wakers from the manager.
+        Ok(_) => Stats::Granted,
+        Err(LockError::Denied {
+            queued: Some(_), ..
+        }) => Stats::Blocked,
+        Err(LockError::Denied { queued: None, .. }) if a.block => Stats::DeniedNolocks,
+        Err(LockError::Denied { .. }) => Stats::Denied,
+        Err(LockError::Limit(why)) => {
+            rpc::warn_limited!(rpc::ratelog::Kind::Refused, peer = %ctx.peer, "NLM lock refused: {why}");
+            Stats::DeniedNolocks
+        }
+    }
+}
+
+fn lock(s: &NlmState, ctx: &CallContext, a: LockArgs) -> Result<Res, ProcError> {
+    let stat = lock_stat(s, ctx, &a, true)?;
+    Ok(Res {
+        cookie: a.cookie,
+        stat,
+    })
+}
+
+/// NM_LOCK: a non-monitored lock of a client without a status monitor; never blocks.
+fn nm_lock(s: &NlmState, ctx: &CallContext, a: LockArgs) -> Res {
+    let a = LockArgs { block: false, ..a };
+    // Not monitored: nothing to write, so never deferred.
+    let stat = lock_stat(s, ctx, &a, false).unwrap_or(Stats::Failed);
+    Res {
+        cookie: a.cookie,
+        stat,
+    }
+}
+
+fn cancel_stat(s: &NlmState, ctx: &CallContext, a: &CancArgs) -> Stats {
+    let (file, _) = match file_of(s, ctx, &a.alock.fh) {
+        Ok(f) => f,
+        Err(st) => return st,
+    };
+    let owner = owner_of(ctx, &a.alock);
+    let released = s.locks.cancel(file, &owner, s.now());
+    // Granted meanwhile, GRANTED not answered yet: the client gave up, so give it back.
+    if let Some(p) = s.forget_waiting(file, &owner) {
+        if released.waiters == 0 {
+            s.locks.unlock(p.file, &p.owner, p.range, s.now());
+        }
+    }
+    Stats::Granted
+}
+
+fn cancel(s: &NlmState, ctx: &CallContext, a: CancArgs) -> Res {
+    let stat = cancel_stat(s, ctx, &a);
+    Res {
+        cookie: a.cookie,
+        stat,
+    }
+}
+
+fn unlock_stat(s: &NlmState, ctx: &CallContext, a: &UnlockArgs) -> Stats {
+    let (file, _) = match file_of(s, ctx, &a.alock.fh) {
+        Ok(f) => f,
+        Err(st) => return st,
+    };
+    let range = match range_of(&a.alock) {
+        Ok(r) => r,
+        Err(st) => return st,
+    };
+    let owner = owner_of(ctx, &a.alock);
+    s.drop_pending(file, &owner);
+    s.locks.unlock(file, &owner, range, s.now());
+    Stats::Granted
+}
+
+fn unlock(s: &NlmState, ctx: &CallContext, a: UnlockArgs) -> Res {
+    let stat = unlock_stat(s, ctx, &a);
+    Res {
+        cookie: a.cookie,
+        stat,
+    }
+}
+
+/// GRANTED is a client's procedure (its server grants a lock it waited for); granary
+/// waits for no lock, so no request matches: `NLM4_DENIED`, as a client answers then.
+fn granted(_: &NlmState, _: &CallContext, a: TestArgs) -> Res {
+    Res {
+        cookie: a.cookie,
+        stat: Stats::Denied,
+    }
+}
+
+/// Sends the `_RES` call `procedure` with `res` back to the caller's NLM.
+fn reply_res(s: &NlmState, host: IpAddr, procedure: Proc, res: &impl Encode) {
+    s.send(Callback {
+        host,
+        program: PROGRAM,
+        version: VERSION,
+        procedure: procedure as u32,
+        args: res.to_xdr(),
+        local_name_first: false,
+        done: None,
+    });
+}
+
+fn test_msg(s: &NlmState, ctx: &CallContext, a: TestArgs) -> Void {
+    let res = test(s, ctx, a);
+    reply_res(s, ctx.peer.ip(), Proc::TestRes, &res);
+    Void
+}
+
+fn lock_msg(s: &NlmState, ctx: &CallContext, a: LockArgs) -> Result<Void, ProcError> {
+    let res = lock(s, ctx, a)?;
+    reply_res(s, ctx.peer.ip(), Proc::LockRes, &res);
+    Ok(Void)
+}
+
+fn cancel_msg(s: &NlmState, ctx: &CallContext, a: CancArgs) -> Void {
+    let res = cancel(s, ctx, a);
+    reply_res(s, ctx.peer.ip(), Proc::CancelRes, &res);
+    Void
+}
+
+fn unlock_msg(s: &NlmState, ctx: &CallContext, a: UnlockArgs) -> Void {
+    let res = unlock(s, ctx, a);
+    reply_res(s, ctx.peer.ip(), Proc::UnlockRes, &res);
+    Void
+}
+
+fn granted_msg(s: &NlmState, ctx: &CallContext, a: TestArgs) -> Void {
+    let res = granted(s, ctx, a);
+    reply_res(s, ctx.peer.ip(), Proc::GrantedRes, &res);
+    Void
+}
+
+/// TEST_RES, LOCK_RES, CANCEL_RES, UNLOCK_RES: answers to calls a server never makes.
+fn test_res(_: &NlmState, ctx: &CallContext, _: TestRes) -> Void {
+    tracing::debug!(peer = %ctx.peer, "NLM TEST_RES ignored: granary sends no TEST_MSG");
+    Void
+}
+
+fn ignored_res(_: &NlmState, ctx: &CallContext, _: Res) -> Void {
+    tracing::debug!(peer = %ctx.peer, procedure = ctx.procedure, "NLM _RES ignored: granary sends no such _MSG");
+    Void
+}
+
+/// GRANTED_RES: a client answers a GRANTED as an asynchronous call of its own.
+fn granted_res(s: &NlmState, _: &CallContext, a: Res) -> Void {
+    s.granted_answered(&a.cookie.0.clone(), Ok(a.to_xdr()));
+    Void
+}
+
+fn share_res(s: &NlmState, ctx: &CallContext, a: &ShareArgs, on: bool) -> Stats {
+    let (file, _) = match file_of(s, ctx, &a.share.fh) {
+        Ok(f) => f,
+        Err(st) => return st,
+    };
+    if on && s.in_grace() != a.reclaim {
+        return Stats::DeniedGracePeriod;
+    }
+    let client = super::nlm_client(ctx.peer.ip(), a.share.caller_name.as_bytes());
+    let mut shares = super::lock(&s.shares);
+    if on {
+        shares.share(
+            file,
+            client,
+            a.share.oh.0.clone(),
+            a.share.access,
+            a.share.mode,
+        )
+    } else {
+        shares.unshare(file, &client, &a.share.oh.0);
+        Stats::Granted
+    }
+}
+
+fn share(s: &NlmState, ctx: &CallContext, a: ShareArgs) -> ShareRes {
+    let stat = share_res(s, ctx, &a, true);
+    ShareRes {
+        cookie: a.cookie,
+        stat,
+        sequence: 0,
+    }
+}
+
+fn unshare(s: &NlmState, ctx: &CallContext, a: ShareArgs) -> ShareRes {
+    let stat = share_res(s, ctx, &a, false);
+    ShareRes {
+        cookie: a.cookie,
+        stat,
+        sequence: 0,
+    }
+}
+
+/// FREE_ALL: every lock of the named host goes (it rebooted). From another address only
+/// that address's host of that name; from loopback (a local status monitor) every host
+/// of that name.
+fn free_all(s: &NlmState, ctx: &CallContext, a: Notify) -> Void {
+    let name = a.name.as_bytes();
+    let peer = ctx.peer.ip().to_canonical();
+    let mut hosts = vec![peer];
+    if peer.is_loopback() {
+        hosts.extend(s.monitor.hosts_named(name));
+    }
+    hosts.sort();
+    hosts.dedup();
+    for host in hosts {
+        s.free_client(host, name);
+    }
+    Void
+}

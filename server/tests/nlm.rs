@@ -1,0 +1,440 @@
+//! NLM v4 and NSM v1 over the wire against the real binary: TEST/LOCK/UNLOCK/CANCEL, a
+//! blocked lock granted by a GRANTED call to a client host this test plays (its own
+//! portmapper and NLM on one port, named with `--callback-portmap-port`), the `_MSG`
+//! variants answered by `_RES` calls, SM_NOTIFY freeing a rebooted host's locks, and a
+//! restart that sends SM_NOTIFY and runs a grace period where only reclaims are granted.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use client::RpcConnection;
+use common::nfs::connect;
+use common::Server;
+use nlm::nlm4::*;
+use nlm::nsm::{self, SmName, StatChge};
+use rpc::dispatch::{CacheClass, ProcError, Program};
+use rpc::{CallContext, Dispatcher};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use xdr::{Decode, Decoder, Encode, Encoder};
+
+const NLM: u32 = 100_021;
+const NSM: u32 = 100_024;
+const PMAP: u32 = 100_000;
+
+/// A call the client host received: program, procedure, arguments.
+type Received = (u32, u32, Bytes);
+
+/// The client host this test plays: a portmapper (GETPORT answers this same port for
+/// NLM and NSM), and NLM and NSM that record every call and answer GRANTED with
+/// `granted_answer`.
+struct FakeHost {
+    program: u32,
+    version: u32,
+    port: u16,
+    seen: mpsc::UnboundedSender<Received>,
+    granted_answer: Arc<Mutex<Stats>>,
+}
+
+impl Program for FakeHost {
+    fn program(&self) -> u32 {
+        self.program
+    }
+    fn version(&self) -> u32 {
+        self.version
+    }
+    fn procedure_name(&self, _: u32) -> Option<&'static str> {
+        Some("fake")
+    }
+    fn call(
+        &self,
+        ctx: &CallContext,
+        d: &mut Decoder,
+        e: &mut Encoder,
+    ) -> Option<Result<(), ProcError>> {
+        let args = d.rest();
+        if self.program == PMAP {
+            // GETPORT(prog, vers, prot, port): this port for NLM 4 and NSM 1 over TCP.
+            let mut words = Decoder::new(args);
+            let (prog, vers, prot) = (words.u32().ok()?, words.u32().ok()?, words.u32().ok()?);
+            let known = matches!((prog, vers), (NLM, 4) | (NSM, 1)) && prot == 6;
+            e.u32(if known { u32::from(self.port) } else { 0 });
+            return Some(Ok(()));
+        }
+        let _ = self.seen.send((self.program, ctx.procedure, args.clone()));
+        if self.program == NLM && ctx.procedure == Proc::Granted as u32 {
+            let cookie = TestArgs::from_xdr(args).ok()?.cookie;
+            let stat = *self.granted_answer.lock().unwrap();
+            Res { cookie, stat }.encode(e);
+        }
+        Some(Ok(()))
+    }
+    fn max_reply_bytes(&self, _: u32) -> usize {
+        256
+    }
+    fn cache_class(&self, _: u32) -> Option<CacheClass> {
+        Some(CacheClass::Idempotent)
+    }
+}
+
+struct Host {
+    port: u16,
+    calls: mpsc::UnboundedReceiver<Received>,
+    granted_answer: Arc<Mutex<Stats>>,
+}
+
+impl Host {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, calls) = mpsc::unbounded_channel();
+        let granted_answer = Arc::new(Mutex::new(Stats::Granted));
+        let mut d = Dispatcher::new();
+        for (program, version) in [(PMAP, 2), (NLM, 4), (NSM, 1)] {
+            d.register(Box::new(FakeHost {
+                program,
+                version,
+                port,
+                seen: tx.clone(),
+                granted_answer: Arc::clone(&granted_answer),
+            }));
+        }
+        let d = Arc::new(d);
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, peer)) = listener.accept().await else {
+                    return;
+                };
+                let d = Arc::clone(&d);
+                tokio::spawn(async move {
+                    let mut mark = [0u8; 4];
+                    while s.read_exact(&mut mark).await.is_ok() {
+                        let len = (u32::from_be_bytes(mark) & 0x7fff_ffff) as usize;
+                        let mut body = vec![0; len];
+                        if s.read_exact(&mut body).await.is_err() {
+                            return;
+                        }
+                        let Ok(reply) = d.handle(Bytes::from(body), peer) else {
+                            return;
+                        };
+                        if s.write_all(&reply).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            port,
+            calls,
+            granted_answer,
+        }
+    }
+
+    /// The next call that reached the host (not the portmapper), within 30 s.
+    async fn next(&mut self) -> Received {
+        tokio::time::timeout(Duration::from_secs(30), self.calls.recv())
+            .await
+            .expect("a callback within 30 s")
+            .expect("host running")
+    }
+
+    /// No call within `wait`.
+    async fn quiet(&mut self, wait: Duration) {
+        let got = tokio::time::timeout(wait, self.calls.recv()).await;
+        assert!(got.is_err(), "unexpected callback: {got:?}");
+    }
+}
+
+struct Nlm {
+    conn: RpcConnection,
+}
+
+impl Nlm {
+    async fn connect(addr: SocketAddr) -> Self {
+        let conn = RpcConnection::connect(addr)
+            .await
+            .unwrap()
+            .with_timeout(Duration::from_secs(10));
+        Self { conn }
+    }
+
+    async fn call<R: Decode>(&self, program: u32, procedure: Proc, args: &impl Encode) -> R {
+        let version = if program == NLM { 4 } else { 1 };
+        self.conn
+            .call_decode(program, version, procedure as u32, args)
+            .await
+            .unwrap()
+    }
+
+    async fn lock(&self, a: &LockArgs) -> Stats {
+        let r: Res = self.call(NLM, Proc::Lock, a).await;
+        assert_eq!(r.cookie, a.cookie);
+        r.stat
+    }
+
+    async fn test(&self, l: &Lock, exclusive: bool) -> TestReply {
+        let a = TestArgs {
+            cookie: Netobj::new(&b"t"[..]),
+            exclusive,
+            alock: l.clone(),
+        };
+        let r: TestRes = self.call(NLM, Proc::Test, &a).await;
+        r.stat
+    }
+
+    async fn unlock(&self, l: &Lock) -> Stats {
+        let a = UnlockArgs {
+            cookie: Netobj::new(&b"u"[..]),
+            alock: l.clone(),
+        };
+        let r: Res = self.call(NLM, Proc::Unlock, &a).await;
+        r.stat
+    }
+}
+
+fn alock(host: &str, fh: &Netobj, svid: i32, offset: u64, len: u64) -> Lock {
+    Lock {
+        caller_name: CallerName::new(host.as_bytes().to_vec()),
+        fh: fh.clone(),
+        oh: Netobj::new(format!("{svid}@{host}").into_bytes()),
+        svid,
+        l_offset: offset,
+        l_len: len,
+    }
+}
+
+fn lock_args(l: &Lock, exclusive: bool, block: bool) -> LockArgs {
+    LockArgs {
+        cookie: Netobj::new(&b"c"[..]),
+        block,
+        exclusive,
+        alock: l.clone(),
+        reclaim: false,
+        state: 1,
+    }
+}
+
+/// A new file `name` in the first export, as an NLM handle.
+async fn file(server: &Server, name: &str) -> Netobj {
+    let nfs = connect(server).await;
+    let root = nfs.mount("/").await.expect("MNT /");
+    let fh = nfs.create_file(&root, name, 0o644).await.expect("CREATE");
+    Netobj(fh.0)
+}
+
+#[tokio::test]
+async fn lock_test_unlock_and_a_blocked_lock_granted_by_callback() {
+    let mut host = Host::start().await;
+    let port = host.port.to_string();
+    let server = Server::start(&["--callback-portmap-port", &port]);
+    let fh = file(&server, "f").await;
+    let c = Nlm::connect(server.addr).await;
+    let (a, b) = (alock("alpha", &fh, 1, 0, 0), alock("beta", &fh, 2, 100, 50));
+    let _: Void = c.call(NLM, Proc::Null, &Void).await;
+    assert_eq!(c.lock(&lock_args(&a, true, false)).await, Stats::Granted);
+    let holder = Holder {
+        exclusive: true,
+        svid: 1,
+        oh: a.oh.clone(),
+        l_offset: 0,
+        l_len: 0,
+    };
+    assert_eq!(c.test(&b, false).await, TestReply::Denied(holder));
+    assert_eq!(c.lock(&lock_args(&b, true, false)).await, Stats::Denied);
+    assert_eq!(c.lock(&lock_args(&b, true, true)).await, Stats::Blocked);
+    host.quiet(Duration::from_millis(300)).await;
+    assert_eq!(c.unlock(&a).await, Stats::Granted);
+    let (program, procedure, args) = host.next().await;
+    assert_eq!((program, procedure), (NLM, Proc::Granted as u32));
+    let granted = TestArgs::from_xdr(args).unwrap();
+    assert_eq!((granted.exclusive, &granted.alock), (true, &b));
+    // beta took it (the host answered GRANTED): alpha's lock over it is denied.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(c.lock(&lock_args(&a, true, false)).await, Stats::Denied);
+    // A blocked request that is cancelled is never granted.
+    assert_eq!(c.lock(&lock_args(&a, true, true)).await, Stats::Blocked);
+    let cancel = CancArgs {
+        cookie: Netobj::new(&b"x"[..]),
+        block: true,
+        exclusive: true,
+        alock: a.clone(),
+    };
+    let r: Res = c.call(NLM, Proc::Cancel, &cancel).await;
+    assert_eq!(r.stat, Stats::Granted);
+    assert_eq!(c.unlock(&b).await, Stats::Granted);
+    host.quiet(Duration::from_millis(500)).await;
+    assert_eq!(c.test(&a, true).await, TestReply::Other(Stats::Granted));
+}
+
+#[tokio::test]
+async fn a_host_that_refuses_a_grant_gives_the_lock_back() {
+    let mut host = Host::start().await;
+    *host.granted_answer.lock().unwrap() = Stats::Denied;
+    let port = host.port.to_string();
+    let server = Server::start(&["--callback-portmap-port", &port]);
+    let fh = file(&server, "f").await;
+    let c = Nlm::connect(server.addr).await;
+    let (a, b) = (alock("alpha", &fh, 1, 0, 0), alock("beta", &fh, 2, 0, 0));
+    assert_eq!(c.lock(&lock_args(&a, true, false)).await, Stats::Granted);
+    assert_eq!(c.lock(&lock_args(&b, true, true)).await, Stats::Blocked);
+    assert_eq!(c.unlock(&a).await, Stats::Granted);
+    let (_, procedure, _) = host.next().await;
+    assert_eq!(procedure, Proc::Granted as u32);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while c.test(&a, true).await != TestReply::Other(Stats::Granted) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "lock never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn msg_calls_are_answered_by_res_calls() {
+    let mut host = Host::start().await;
+    let port = host.port.to_string();
+    let server = Server::start(&["--callback-portmap-port", &port]);
+    let fh = file(&server, "f").await;
+    let c = Nlm::connect(server.addr).await;
+    let a = alock("alpha", &fh, 1, 0, 0);
+    let _: Void = c
+        .call(NLM, Proc::LockMsg, &lock_args(&a, true, false))
+        .await;
+    let (program, procedure, args) = host.next().await;
+    assert_eq!((program, procedure), (NLM, Proc::LockRes as u32));
+    let res = Res::from_xdr(args).unwrap();
+    assert_eq!(
+        res,
+        Res {
+            cookie: Netobj::new(&b"c"[..]),
+            stat: Stats::Granted
+        }
+    );
+    let t = TestArgs {
+        cookie: Netobj::new(&b"t2"[..]),
+        exclusive: true,
+        alock: alock("beta", &fh, 2, 0, 0),
+    };
+    let _: Void = c.call(NLM, Proc::TestMsg, &t).await;
+    let (_, procedure, args) = host.next().await;
+    assert_eq!(procedure, Proc::TestRes as u32);
+    let res = TestRes::from_xdr(args).unwrap();
+    assert_eq!(res.cookie, t.cookie);
+    assert!(matches!(res.stat, TestReply::Denied(h) if h.svid == 1));
+}
+
+#[tokio::test]
+async fn sm_notify_frees_the_rebooted_hosts_locks() {
+    let server = Server::start(&[]);
+    let fh = file(&server, "f").await;
+    let c = Nlm::connect(server.addr).await;
+    let (a, b) = (alock("alpha", &fh, 1, 0, 10), alock("beta", &fh, 2, 10, 10));
+    assert_eq!(c.lock(&lock_args(&a, true, false)).await, Stats::Granted);
+    assert_eq!(c.lock(&lock_args(&b, true, false)).await, Stats::Granted);
+    let st: nsm::StatRes = c
+        .conn
+        .call_decode(NSM, 1, nsm::Proc::Stat as u32, &SmName::new(&b"x"[..]))
+        .await
+        .unwrap();
+    assert_eq!((st.res_stat, st.state), (nsm::SmRes::StatSucc, 1));
+    let chge = StatChge {
+        mon_name: SmName::new(&b"alpha"[..]),
+        state: 7,
+    };
+    let _: nsm::Void = c
+        .conn
+        .call_decode(NSM, 1, nsm::Proc::Notify as u32, &chge)
+        .await
+        .unwrap();
+    let gamma = alock("gamma", &fh, 3, 0, 10);
+    assert_eq!(c.test(&gamma, true).await, TestReply::Other(Stats::Granted));
+    let wide = alock("gamma", &fh, 3, 0, 0);
+    assert!(matches!(c.test(&wide, true).await, TestReply::Denied(h) if h.svid == 2));
+}
+
+struct Dirs(PathBuf);
+
+impl Dirs {
+    fn new(tag: &str) -> Self {
+        let base = std::env::temp_dir().join(format!("granary-nlm-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("export")).unwrap();
+        Self(base)
+    }
+}
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[tokio::test]
+async fn restart_notifies_lock_holders_and_grants_only_reclaims_in_grace() {
+    let mut host = Host::start().await;
+    let port = host.port.to_string();
+    let dirs = Dirs::new("restart");
+    let (export, state) = (dirs.0.join("export"), dirs.0.join("state"));
+    let args = [
+        export.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--squash",
+        "none",
+        "--grace-secs",
+        "3",
+        "--callback-portmap-port",
+        &port,
+    ];
+    let server = Server::start(&args);
+    let fh = file(&server, "f").await;
+    let c = Nlm::connect(server.addr).await;
+    let a = alock("alpha", &fh, 1, 0, 0);
+    assert_eq!(c.lock(&lock_args(&a, true, false)).await, Stats::Granted);
+    drop(c);
+    assert!(server.terminate().success());
+
+    let server = Server::start(&args);
+    let (program, procedure, args_seen) = host.next().await;
+    assert_eq!((program, procedure), (NSM, nsm::Proc::Notify as u32));
+    let chge = StatChge::from_xdr(args_seen).unwrap();
+    assert_eq!(
+        chge.mon_name.as_bytes(),
+        b"127.0.0.1",
+        "named as the client reached us"
+    );
+    assert_eq!(chge.state, 3, "the second boot's state");
+    let c = Nlm::connect(server.addr).await;
+    let b = alock("beta", &fh, 2, 0, 0);
+    assert_eq!(
+        c.lock(&lock_args(&b, true, false)).await,
+        Stats::DeniedGracePeriod
+    );
+    let reclaim = LockArgs {
+        reclaim: true,
+        ..lock_args(&a, true, false)
+    };
+    assert_eq!(
+        c.lock(&reclaim).await,
+        Stats::Granted,
+        "the handle survived, the lock is back"
+    );
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    assert_eq!(
+        c.lock(&lock_args(&b, true, false)).await,
+        Stats::Denied,
+        "grace over; alpha holds"
+    );
+    assert_eq!(
+        c.lock(&reclaim).await,
+        Stats::DeniedGracePeriod,
+        "no reclaims after grace"
+    );
+}

@@ -15,6 +15,8 @@
 //! - a caller that gives up (timeout, dropped future) leaves nothing behind: its xid is
 //!   forgotten and a reply that comes later is dropped;
 //! - at most [`MAX_IN_FLIGHT`] calls wait per connection; more callers wait for a slot.
+//! - calls the server sends on the connection (an NFSv4.1 back channel) go to the
+//!   receiver of [`RpcConnection::serve_calls`], or are dropped when nobody took it.
 //!
 //! A handle ([`RpcConnection`]) is cheap to clone. Clones share the socket but each has
 //! its own credential and timeout, so one connection can act as several users.
@@ -262,6 +264,35 @@ impl RpcConnection {
         .await
     }
 
+    /// Takes the calls the server sends on this connection (an NFSv4.1 back channel):
+    /// from now on each CALL record's body (no record mark) comes out of the receiver,
+    /// and the caller answers with [`RpcConnection::send_record_body`]. Without this,
+    /// calls from the server are dropped.
+    #[must_use]
+    pub fn serve_calls(&self) -> mpsc::UnboundedReceiver<Bytes> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self
+            .inner
+            .table
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(tx);
+        rx
+    }
+
+    /// Sends `body` as one record, waiting for nothing (a reply to a server's call).
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`].
+    pub async fn send_record_body(&self, body: &[u8]) -> Result<(), ClientError> {
+        let table = &self.inner.table;
+        self.inner
+            .records
+            .send(frame(body))
+            .await
+            .map_err(|_| table.closed_error())
+    }
+
     /// An xid this connection will not hand out soon (for raw calls).
     #[must_use]
     pub fn next_xid(&self) -> u32 {
@@ -429,6 +460,8 @@ impl Drop for PendingReply {
 /// call cannot register after the table was emptied by `close`.
 struct Table {
     state: Mutex<TableState>,
+    /// Where calls from the server go (see [`RpcConnection::serve_calls`]).
+    calls: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
     /// One permit per call that may wait; closed with the connection.
     slots: Arc<Semaphore>,
 }
@@ -446,6 +479,7 @@ impl Table {
                 waiting: HashMap::new(),
                 closed: None,
             }),
+            calls: Mutex::new(None),
             slots: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
         }
     }
@@ -493,6 +527,14 @@ impl Table {
         let Some(xid) = first_u32(&body) else {
             return Err(format!("reply record of {} bytes has no xid", body.len()));
         };
+        if body.get(4..8) == Some(&rpc::msg::MSG_CALL.to_be_bytes()[..]) {
+            let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+            match calls.as_ref() {
+                Some(tx) => drop(tx.send(body)),
+                None => tracing::debug!(xid, "dropping a call from the server"),
+            }
+            return Ok(());
+        }
         let waiter = self.lock().waiting.remove(&xid);
         if let Some(tx) = waiter {
             // The caller may have given up in between; nothing to do then.

@@ -168,3 +168,30 @@ pub const DEFAULT_GRACE: std::time::Duration =
 const _: () = assert!(MAX_CALLBACKS_IN_FLIGHT <= MAX_CALLBACKS_QUEUED);
 const _: () = assert!(MAX_NSM_HOSTS <= MAX_CALLBACKS_QUEUED);
 const _: () = assert!(MAX_NLM_PENDING_GRANTS <= MAX_NLM_BLOCKED);
+
+/// How long the server waits for a client's answer to a callback (CB_NULL, CB_COMPOUND)
+/// before it marks the back channel down: a tenth of the default lease, as knfsd
+/// waits, so a dead back channel is reported well within one lease.
+pub const NFS4_CB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(9);
+
+/// How long a callback waits before it tries again after the client answered its
+/// CB_SEQUENCE `NFS4ERR_DELAY`, and how many times it tries again (Linux answers DELAY
+/// while a session it just created is being set up; knfsd waits 2 s between tries).
+pub const NFS4_CB_DELAY_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+pub const NFS4_CB_DELAY_RETRIES: u32 = 8;
+
+/// Callbacks of one session that may be in progress or waiting for a back-channel slot
+/// at once. Past it a caller is refused at once (`CallbackError::Busy`) instead of
+/// queueing without bound; lock notifications for one client rarely come in bursts.
+pub const MAX_NFS4_CB_PER_SESSION: usize = 16;
+
+/// Connections one session keeps bound for its back channel (BIND_CONN_TO_SESSION may
+/// bind one per connection the client opens; the newest open one is used). Past it the
+/// oldest is forgotten.
+pub const MAX_BACK_CONNS_PER_SESSION: usize = 4;
+
+const _: () = assert!(MAX_NFS4_CB_PER_SESSION <= rpc::limits::MAX_BACK_CALLS);
+const _: () = assert!(
+    NFS4_CB_DELAY_RETRY.as_millis() * NFS4_CB_DELAY_RETRIES as u128 <= NFS4_CB_TIMEOUT.as_millis(),
+    "a callback the client keeps delaying gives up within one callback timeout"
+);

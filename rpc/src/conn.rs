@@ -1,5 +1,9 @@
 //! Serving one TCP connection: read records, run them concurrently, write replies.
 //!
+//! The connection is two-way: the server may send calls to the client on it (an NFSv4.1
+//! back channel, [`crate::backchannel`]); the reader hands the client's REPLY records to
+//! the calls waiting for them and runs every CALL record as a request.
+//!
 //! Requests on a connection are pipelined: the reader keeps reading while earlier
 //! requests run (each in its own task), replies are written in completion order (which may
 //! differ from arrival order). Two limits push back on a client by not reading its socket
@@ -24,6 +28,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::backchannel::BackChannel;
 use crate::budget::{ConnBudget, Reservation, ServerBudget};
 use crate::dispatch::{Dispatcher, Unanswerable};
 use crate::limits;
@@ -81,7 +86,7 @@ impl ConnLimits {
 }
 
 /// What one request holds until its reply is written or dropped.
-struct Held {
+pub(crate) struct Held {
     _slot: OwnedSemaphorePermit,
     bytes: Reservation,
     state: Arc<ConnState>,
@@ -93,7 +98,9 @@ impl Drop for Held {
     }
 }
 
-type Queued = (Reply, Held);
+/// A record for the writer: a reply with what its request holds, or a call to the client
+/// (see [`crate::backchannel`]), which holds nothing.
+pub(crate) type Queued = (Reply, Option<Held>);
 
 /// Serves `stream` until the peer closes it, it breaks a limit, or `shutdown` turns true.
 /// With an `offload`, requests run with blocking forbidden and those that must block run
@@ -115,7 +122,14 @@ pub async fn serve_connection(
     let (tx, rx) = mpsc::unbounded_channel::<Queued>();
     let mut writer = tokio::spawn(write_replies(write_half, rx, Arc::clone(&state)));
     let slots = Arc::new(Semaphore::new(limits.max_in_flight));
+    let back = Arc::new(BackChannel::new(
+        ticket.id(),
+        peer,
+        tx.clone(),
+        tokio::runtime::Handle::current(),
+    ));
     let conn = Conn {
+        back: Arc::clone(&back),
         state: Arc::clone(&state),
         dispatcher,
         budget: ConnBudget::new(limits.budget_bytes, server_budget),
@@ -125,6 +139,8 @@ pub async fn serve_connection(
         offload,
     };
     let end = conn.read_loop(reader, shutdown).await;
+    // Calls to the client fail from now on, and the channel lets go of the writer.
+    back.close();
     drop(conn);
     if let Some(e) = end {
         // Killed: drop the socket and every queued reply now.
@@ -150,6 +166,7 @@ pub async fn serve_connection(
 
 struct Conn {
     state: Arc<ConnState>,
+    back: Arc<BackChannel>,
     dispatcher: Arc<Dispatcher>,
     budget: Arc<ConnBudget>,
     slots: Arc<Semaphore>,
@@ -187,6 +204,11 @@ impl Conn {
                 r = next => r,
             };
             match read {
+                Ok((Ok(_), record, _)) if is_reply(&record) => {
+                    // A client's answer to a call of ours: its waiter takes it (and its
+                    // slot and bytes are given back here).
+                    self.back.deliver(record);
+                }
                 Ok((Ok(slot), record, bytes)) => self.spawn_request(record, slot, bytes),
                 Ok((Err(_), _, _)) | Err(RecordError::Closed) => return None,
                 Err(e @ RecordError::Truncated { .. }) => {
@@ -209,15 +231,16 @@ impl Conn {
         let tx = self.tx.clone();
         let peer = self.state.peer;
         let offload = self.offload.clone();
+        let back = Arc::clone(&self.back);
         tokio::spawn(async move {
             let mut held = held;
-            match answer(dispatcher, record, peer, offload).await {
+            match answer(dispatcher, record, (peer, back), offload).await {
                 Ok(reply) => {
                     // The record is gone; hold what the reply really takes until written
                     // (data sent from a file stays in the file's pages).
                     held.bytes.resize(reply.memory_bytes()).await;
                     held.state.activity.write_progress();
-                    let _ = tx.send((reply, held));
+                    let _ = tx.send((reply, Some(held)));
                 }
                 Err(e @ Unanswerable::DuplicateInProgress(_)) => {
                     tracing::debug!(%peer, error = %e, "dropping retransmission");
@@ -237,26 +260,31 @@ impl Conn {
 async fn answer(
     dispatcher: Arc<Dispatcher>,
     record: Bytes,
-    peer: SocketAddr,
+    (peer, back): (SocketAddr, Arc<BackChannel>),
     offload: Option<Arc<dyn Offload>>,
 ) -> Result<Reply, Unanswerable> {
     let Some(offload) = offload else {
-        return dispatcher.handle_reply(record, peer);
+        return dispatcher.handle_on(record, peer, Some(&back));
     };
     // A clone of `Bytes` is a reference count, not a copy of the record.
     let again = record.clone();
-    match sync::blocking::forbidden(|| dispatcher.handle_reply(record, peer)) {
+    match sync::blocking::forbidden(|| dispatcher.handle_on(record, peer, Some(&back))) {
         Err(Unanswerable::Deferred(_)) => {}
         answered => return answered,
     }
     let (done, result) = tokio::sync::oneshot::channel();
     let job = Box::new(move || {
-        let _ = done.send(dispatcher.handle_reply(again, peer));
+        let _ = done.send(dispatcher.handle_on(again, peer, Some(&back)));
     });
     if !offload.run(job).await {
         return Err(Unanswerable::PoolStopped);
     }
     result.await.unwrap_or(Err(Unanswerable::PoolStopped))
+}
+
+/// Whether a record is an RPC REPLY (message type 1) rather than a call.
+fn is_reply(record: &[u8]) -> bool {
+    record.get(4..8) == Some(&crate::msg::MSG_REPLY.to_be_bytes()[..])
 }
 
 fn log_end(peer: SocketAddr, e: &RecordError) {

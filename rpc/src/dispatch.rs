@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use gtime::Clock;
 use xdr::{Decode, DecodeError, Decoder, Encoder};
 
+use crate::backchannel::BackChannel;
 use crate::drc::{CallKey, Lookup, ReplyCache};
 use crate::ratelog::Kind;
 
@@ -29,6 +30,10 @@ pub struct CallContext {
     pub peer: SocketAddr,
     pub auth: Auth,
     pub procedure: u32,
+    /// The connection the call came on, as a channel for calls back to the client (see
+    /// [`crate::backchannel`]); `None` where the call did not come from a connection
+    /// (tests, the fuzzers, the lab).
+    pub back: Option<Arc<BackChannel>>,
     /// Bytes the reply ends with, sent from a file (see [`CallContext::end_with_file`]).
     body: RefCell<Option<FileSlice>>,
 }
@@ -41,6 +46,7 @@ impl CallContext {
             peer,
             auth,
             procedure,
+            back: None,
             body: RefCell::new(None),
         }
     }
@@ -308,6 +314,20 @@ impl Dispatcher {
     /// Records that cannot be answered at all (no xid, or not a call); the caller logs
     /// and drops them, as RFC 5531 servers do.
     pub fn handle_reply(&self, record: Bytes, peer: SocketAddr) -> Result<Reply, Unanswerable> {
+        self.handle_on(record, peer, None)
+    }
+
+    /// [`Dispatcher::handle_reply`] for a call that came on a connection whose `back`
+    /// channel procedures may use to call the client.
+    ///
+    /// # Errors
+    /// As [`Dispatcher::handle_reply`].
+    pub fn handle_on(
+        &self,
+        record: Bytes,
+        peer: SocketAddr,
+        back: Option<&Arc<BackChannel>>,
+    ) -> Result<Reply, Unanswerable> {
         let len = record.len();
         let mut d = Decoder::new(record);
         let (Ok(xid), Ok(mtype)) = (d.u32(), d.u32()) else {
@@ -316,7 +336,7 @@ impl Dispatcher {
         if mtype != MSG_CALL {
             return Err(Unanswerable::NotACall(mtype));
         }
-        self.handle_call(xid, &mut d, peer)
+        self.handle_call(xid, &mut d, peer, back)
     }
 
     fn handle_call(
@@ -324,6 +344,7 @@ impl Dispatcher {
         xid: u32,
         d: &mut Decoder,
         peer: SocketAddr,
+        back: Option<&Arc<BackChannel>>,
     ) -> Result<Reply, Unanswerable> {
         let header = match decode_call_rest(d) {
             Ok(h) => h,
@@ -360,7 +381,8 @@ impl Dispatcher {
                 self.program_error(xid, program, version, peer),
             )));
         };
-        let ctx = CallContext::new(xid, peer, auth, procedure);
+        let mut ctx = CallContext::new(xid, peer, auth, procedure);
+        ctx.back = back.cloned();
         let Some((observer, clock)) = &self.observer else {
             return self
                 .run_cached(prog, &ctx, d, (program, version))

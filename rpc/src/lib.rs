@@ -6,6 +6,7 @@
 //! - [`reply`]: reply records whose bulk data is sent straight from a file;
 //! - [`drc`]: the duplicate request cache for non-idempotent calls;
 //! - [`conn`]: one pipelined server connection;
+//! - [`backchannel`]: calls the server sends to a client on its connection;
 //! - [`offload`]: where a call that must block runs, away from the connection's event loop;
 //! - [`budget`]: memory budgets in bytes per connection and per server;
 //! - [`table`]: every open connection: admission, reclaim, idle/stall scan;
@@ -13,6 +14,7 @@
 //! - [`limits`]: every limit of this layer.
 #![forbid(unsafe_code)]
 
+pub mod backchannel;
 pub mod budget;
 pub mod conn;
 pub mod dispatch;

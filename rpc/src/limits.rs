@@ -83,6 +83,12 @@ pub const DEFAULT_RECORD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Linux nfsd closes idle TCP connections after about 6 minutes.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(360);
 
+/// Calls the server may have waiting for a reply on one connection (an NFSv4.1 back
+/// channel: CB_NULL probes, CB_SEQUENCE-led CB_COMPOUNDs). A session's back-channel slot
+/// table keeps its own calls far below this (Linux offers one slot); the bound is for a
+/// connection several sessions share, and each waiting call holds only a small record.
+pub const MAX_BACK_CALLS: usize = 64;
+
 /// Replies the writer batches into one socket write before flushing.
 pub const WRITE_BATCH: usize = 32;
 

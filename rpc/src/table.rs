@@ -161,6 +161,12 @@ impl Ticket {
     pub fn state(&self) -> &Arc<ConnState> {
         &self.state
     }
+
+    /// The connection's number, unique for the table's life.
+    #[must_use]
+    pub fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 impl Drop for Ticket {

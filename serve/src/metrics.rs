@@ -196,6 +196,51 @@ impl Collector for PoolCollector {
     }
 }
 
+/// The NFSv4 back channel's counters at scrape time.
+#[derive(Clone)]
+pub struct CallbackCollector(pub Arc<nfsd::v4::callback::Callbacks>);
+
+impl std::fmt::Debug for CallbackCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallbackCollector")
+    }
+}
+
+impl Collector for CallbackCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::metrics::MetricType;
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.0.counters;
+        let counters: [(&str, &str, u64); 4] = [
+            (
+                "nfs4_cb_null_answered",
+                "CB_NULL probes of NFSv4 back channels the client answered",
+                c.probes_answered.load(Relaxed),
+            ),
+            (
+                "nfs4_cb_null_failed",
+                "CB_NULL probes that failed (no answer, refused, connection gone)",
+                c.probes_failed.load(Relaxed),
+            ),
+            (
+                "nfs4_cb_compound_answered",
+                "CB_COMPOUNDs (CB_SEQUENCE first) whose CB_SEQUENCE the client accepted",
+                c.compounds_answered.load(Relaxed),
+            ),
+            (
+                "nfs4_cb_compound_failed",
+                "CB_COMPOUNDs that failed (no back channel, no answer, CB_SEQUENCE refused)",
+                c.compounds_failed.load(Relaxed),
+            ),
+        ];
+        for (name, help, v) in counters {
+            let m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            ConstCounter::new(v).encode(m)?;
+        }
+        Ok(())
+    }
+}
+
 /// Reads the connection table's counters and the budget at scrape time.
 struct ConnCollector {
     table: Arc<ConnTable>,

@@ -167,6 +167,8 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     if let Some((addr, m)) = metrics {
         let pools = crate::metrics::PoolCollector(workers.pools());
         m.registry().register_collector(Box::new(pools));
+        let callbacks = crate::metrics::CallbackCollector(Arc::clone(&v4.callbacks));
+        m.registry().register_collector(Box::new(callbacks));
         let _enter = main_rt.enter();
         let listener = crate::metrics::bind(addr)
             .and_then(tokio::net::TcpListener::from_std)
@@ -377,7 +379,7 @@ fn schedule_lease_expiry(timers: Arc<Timers>, v4: Arc<nfsd::v4::Nfs4State>) {
     let every = v4.state.lease() / 2;
     let expire: runtime::timers::Callback = Box::new(move || {
         let now = v4.now();
-        for gone in v4.state.expire(now) {
+        for gone in v4.expire(now) {
             tracing::info!(
                 client = format_args!("{:#x}", gone.client),
                 opens = gone.closed.len(),

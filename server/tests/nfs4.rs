@@ -701,3 +701,282 @@ async fn host_export_io_runs_whole_compounds_on_the_blocking_pool() {
     drop(server);
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A call the server sent on a back channel: its xid, program, version, procedure,
+/// credential, and a decoder at its arguments.
+struct CbCall {
+    xid: u32,
+    program: u32,
+    version: u32,
+    procedure: u32,
+    cred: rpc::msg::OpaqueAuth,
+    args: xdr::Decoder,
+}
+
+async fn next_call(calls: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> CbCall {
+    let body = tokio::time::timeout(std::time::Duration::from_secs(10), calls.recv())
+        .await
+        .expect("the server calls back within 10 s")
+        .expect("the connection lives");
+    let mut d = xdr::Decoder::new(body);
+    let mut word = || d.u32().expect("call header word");
+    let (xid, mtype, rpcvers) = (word(), word(), word());
+    assert_eq!((mtype, rpcvers), (0, 2), "an RPC version 2 CALL");
+    let (program, version, procedure) = (word(), word(), word());
+    let cred: rpc::msg::OpaqueAuth = xdr::Decode::decode(&mut d).expect("credential");
+    let verf: rpc::msg::OpaqueAuth = xdr::Decode::decode(&mut d).expect("verifier");
+    assert_eq!(verf.flavor, 0, "verifier AUTH_NONE");
+    CbCall {
+        xid,
+        program,
+        version,
+        procedure,
+        cred,
+        args: d,
+    }
+}
+
+/// Answers `call` with `stat` and, when it is SUCCESS, `results`.
+async fn answer(
+    conn: &RpcConnection,
+    call: &CbCall,
+    stat: rpc::msg::AcceptStat,
+    results: &impl xdr::Encode,
+) {
+    let mut e = xdr::Encoder::new();
+    rpc::msg::encode_accepted(&mut e, call.xid, stat);
+    if stat == rpc::msg::AcceptStat::Success {
+        results.encode(&mut e);
+    }
+    conn.send_record_body(&e.into_inner())
+        .await
+        .expect("reply sent");
+}
+
+/// Takes a CB_COMPOUND, checks its CB_SEQUENCE names `session` and slot 0 with sequence
+/// id `seqid`, and answers it with `status`.
+async fn answer_cb_sequence(
+    conn: &RpcConnection,
+    calls: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
+    (session, seqid, program): (Sessionid4, u32, u32),
+    status: Nfsstat4,
+) {
+    use nfs4::compound::{CbArgOp, CbCompound4Args, CbCompound4Res, CbResOp, CbSequenceOk};
+    let mut call = next_call(calls).await;
+    assert_eq!(
+        (call.program, call.version, call.procedure),
+        (program, 1, 1),
+        "CB_COMPOUND"
+    );
+    let args: CbCompound4Args = xdr::Decode::decode(&mut call.args).expect("CB_COMPOUND args");
+    let [CbArgOp::Sequence(seq)] = &args.ops[..] else {
+        panic!("a CB_COMPOUND of CB_SEQUENCE alone: {args:?}")
+    };
+    assert_eq!(seq.csa_sessionid, session, "the session's back channel");
+    assert_eq!((seq.csa_slotid, seq.csa_sequenceid), (0, seqid));
+    assert_eq!(seq.csa_highest_slotid, 0, "one back-channel slot granted");
+    let ok = CbSequenceOk {
+        csr_sessionid: session,
+        csr_sequenceid: seqid,
+        csr_slotid: 0,
+        csr_highest_slotid: 0,
+        csr_target_highest_slotid: 0,
+    };
+    let result = match status {
+        Nfsstat4::Ok => Res4::Ok(ok),
+        other => Res4::Err(other),
+    };
+    let res = CbCompound4Res {
+        status,
+        tag: args.tag.clone(),
+        results: vec![CbResOp::Sequence(result)],
+    };
+    answer(conn, &call, rpc::msg::AcceptStat::Success, &res).await;
+}
+
+/// SEQUENCE's status flags (retrying until `want` or 10 s passed, for changes the
+/// server makes when it notices something on another connection).
+async fn flags_become(v4: &mut V4, want: u32) -> u32 {
+    let mut got = 0;
+    for _ in 0..100 {
+        let seq = v4.sequence(false);
+        let res = call(&v4.conn, &Compound4Args::new(1, vec![seq])).await;
+        let ResOp::Sequence(Res4::Ok(ok)) = &res.results[0] else {
+            panic!("SEQUENCE: {res:?}")
+        };
+        got = ok.sr_status_flags;
+        if got == want {
+            return got;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    got
+}
+
+#[tokio::test]
+async fn back_channel_is_probed_and_sequence_tells_whether_it_works() {
+    use seq_status::{CB_PATH_DOWN, CB_PATH_DOWN_SESSION};
+    let server = Server::start(&[]);
+    let down = CB_PATH_DOWN | CB_PATH_DOWN_SESSION;
+
+    // Client A asks for its creating connection as the back channel, with AUTH_SYS.
+    let conn = RpcConnection::connect(server.addr)
+        .await
+        .expect("connect")
+        .with_auth(&auth_sys(0, 0, &[]))
+        .with_timeout(std::time::Duration::from_secs(10));
+    let mut calls = conn.serve_calls();
+    let eid = ArgOp::ExchangeId(ExchangeIdArgs {
+        eia_clientowner: ClientOwner4 {
+            co_verifier: [1; 8],
+            co_ownerid: Opaque4(Bytes::from_static(b"backchannel-a")),
+        },
+        eia_flags: 0,
+        eia_state_protect: StateProtect4A::None,
+        eia_client_impl_id: AtMostOne(None),
+    });
+    let res = call(&conn, &Compound4Args::new(1, vec![eid])).await;
+    let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
+        panic!("EXCHANGE_ID: {res:?}")
+    };
+    let sys = AuthsysParms {
+        stamp: 5,
+        machinename: MachineName(Bytes::from_static(b"cbhost")),
+        uid: 7,
+        gid: 11,
+        gids: vec![13],
+    };
+    let cs = ArgOp::CreateSession(CreateSessionArgs {
+        csa_clientid: e.eir_clientid,
+        csa_sequence: e.eir_sequenceid,
+        csa_flags: session_flags::CONN_BACK_CHAN,
+        csa_fore_chan_attrs: channel(),
+        csa_back_chan_attrs: channel(),
+        csa_cb_program: 0x4000_0000,
+        csa_sec_parms: CallbackSecList(vec![
+            CallbackSecParms4::Gss {
+                service: 1,
+                handle_from_server: SecOid4(Bytes::from_static(b"s")),
+                handle_from_client: SecOid4(Bytes::from_static(b"c")),
+            },
+            CallbackSecParms4::Sys(sys),
+        ]),
+    });
+    let res = call(&conn, &Compound4Args::new(1, vec![cs])).await;
+    let ResOp::CreateSession(Res4::Ok(s)) = &res.results[0] else {
+        panic!("CREATE_SESSION: {res:?}")
+    };
+    assert_ne!(
+        s.csr_flags & session_flags::CONN_BACK_CHAN,
+        0,
+        "back channel granted"
+    );
+    assert_eq!(s.csr_back_chan_attrs.ca_maxrequests, 1, "one back slot");
+    let mut a = V4 {
+        conn: conn.clone(),
+        clientid: e.eir_clientid,
+        session: s.csr_sessionid,
+        seqid: 0,
+    };
+
+    // The probe: CB_NULL with the first usable credential (AUTH_SYS, not GSS).
+    let probe = next_call(&mut calls).await;
+    assert_eq!(
+        (probe.program, probe.version, probe.procedure),
+        (0x4000_0000, 1, 0),
+        "CB_NULL"
+    );
+    assert_eq!(probe.cred.flavor, 1, "AUTH_SYS");
+    let cred: rpc::AuthSys = xdr::Decode::decode(&mut xdr::Decoder::new(probe.cred.body.clone()))
+        .expect("AUTH_SYS body");
+    assert_eq!((cred.uid, cred.gid, &cred.gids[..]), (7, 11, &[13][..]));
+    // While it is in flight, SEQUENCE reports nothing (the client is not told to rebind).
+    assert_eq!(flags_become(&mut a, 0).await, 0);
+    answer(
+        &conn,
+        &probe,
+        rpc::msg::AcceptStat::Success,
+        &Raw(Bytes::new()),
+    )
+    .await;
+    // As Linux does while it sets the new session up: NFS4ERR_DELAY. The same request
+    // comes again on the same slot with the same sequence id.
+    let first = (a.session, 1, 0x4000_0000);
+    answer_cb_sequence(&conn, &mut calls, first, Nfsstat4::Delay).await;
+    answer_cb_sequence(&conn, &mut calls, first, Nfsstat4::Ok).await;
+    assert_eq!(flags_become(&mut a, 0).await, 0, "a working back channel");
+
+    // Client B makes its session without a back channel: SEQUENCE says so.
+    let mut b = V4::connect(&server, "backchannel-b").await;
+    assert_eq!(flags_become(&mut b, down).await, down, "no back channel");
+
+    // B binds a second connection for both directions; its probe is refused.
+    let conn2 = RpcConnection::connect(server.addr)
+        .await
+        .expect("connect")
+        .with_auth(&auth_sys(0, 0, &[]))
+        .with_timeout(std::time::Duration::from_secs(10));
+    let mut calls2 = conn2.serve_calls();
+    let bind = ArgOp::BindConnToSession(BindConnToSessionArgs {
+        bctsa_sessid: b.session,
+        bctsa_dir: ChannelDirFromClient4::BackOrBoth,
+        bctsa_use_conn_in_rdma_mode: false,
+    });
+    let res = call(&conn2, &Compound4Args::new(1, vec![bind])).await;
+    let ResOp::BindConnToSession(Res4::Ok(bound)) = &res.results[0] else {
+        panic!("BIND_CONN_TO_SESSION: {res:?}")
+    };
+    assert_eq!(bound.bctsr_dir, ChannelDirFromServer4::Both);
+    let probe = next_call(&mut calls2).await;
+    assert_eq!(probe.procedure, 0, "CB_NULL on the bound connection");
+    answer(
+        &conn2,
+        &probe,
+        rpc::msg::AcceptStat::ProgUnavail,
+        &Raw(Bytes::new()),
+    )
+    .await;
+    assert_eq!(flags_become(&mut b, down).await, down, "a failed probe");
+
+    // BACKCHANNEL_CTL: GSS alone is refused; AUTH_NONE and a new program are probed.
+    let gss_only = CallbackSecList(vec![CallbackSecParms4::Gss {
+        service: 1,
+        handle_from_server: SecOid4(Bytes::from_static(b"s")),
+        handle_from_client: SecOid4(Bytes::from_static(b"c")),
+    }]);
+    let ctl = |sec| {
+        ArgOp::BackchannelCtl(BackchannelCtlArgs {
+            bca_cb_program: 0x4000_0001,
+            bca_sec_parms: sec,
+        })
+    };
+    let (status, _) = b.run(vec![ctl(gss_only)]).await;
+    assert_eq!(status, Nfsstat4::EncrAlgUnsupp);
+    let none = CallbackSecList(vec![CallbackSecParms4::None]);
+    let (status, _) = b.run(vec![ctl(none)]).await;
+    assert_eq!(status, Nfsstat4::Ok, "BACKCHANNEL_CTL");
+    let probe = next_call(&mut calls2).await;
+    assert_eq!((probe.program, probe.procedure), (0x4000_0001, 0));
+    assert_eq!(probe.cred.flavor, 0, "AUTH_NONE");
+    answer(
+        &conn2,
+        &probe,
+        rpc::msg::AcceptStat::Success,
+        &Raw(Bytes::new()),
+    )
+    .await;
+    answer_cb_sequence(
+        &conn2,
+        &mut calls2,
+        (b.session, 1, 0x4000_0001),
+        Nfsstat4::Ok,
+    )
+    .await;
+    assert_eq!(flags_become(&mut b, 0).await, 0, "working again");
+
+    // The back channel's connection goes away: the path is down again.
+    drop((calls2, conn2));
+    assert_eq!(flags_become(&mut b, down).await, down, "connection closed");
+    // A's channel was never touched.
+    assert_eq!(flags_become(&mut a, 0).await, 0);
+}

@@ -225,7 +225,9 @@ fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
                 Ok(Admission::Replay(bytes)) => return Outcome::Replay(bytes),
                 Ok(Admission::Run(t)) => {
                     let session = Arc::clone(t.session());
-                    results.push(ResOp::Sequence(Res4::Ok(sequence_ok(&session, sa))));
+                    let flags = s.callbacks.status_flags(session.client, &session.id);
+                    let ok = sequence_ok(&session, sa, flags);
+                    results.push(ResOp::Sequence(Res4::Ok(ok)));
                     cx.session = Some(session);
                     ticket = Some((t, sa.sa_cachethis));
                     rest = &args.ops[1..];
@@ -307,14 +309,14 @@ fn sequence(
     Ok(admission)
 }
 
-fn sequence_ok(session: &Session, sa: &nfs4::ops::SequenceArgs) -> SequenceOk {
+fn sequence_ok(session: &Session, sa: &nfs4::ops::SequenceArgs, flags: u32) -> SequenceOk {
     SequenceOk {
         sr_sessionid: sa.sa_sessionid,
         sr_sequenceid: sa.sa_sequenceid,
         sr_slotid: sa.sa_slotid,
         sr_highest_slotid: session.highest_slot(),
         sr_target_highest_slotid: session.highest_slot(),
-        sr_status_flags: 0,
+        sr_status_flags: flags,
     }
 }
 

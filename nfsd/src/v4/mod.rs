@@ -8,12 +8,15 @@
 //!   directories, opens and I/O, byte-range locks, clients and sessions, NFSv4.2's
 //!   space and copy operations);
 //! - [`convert`]: the one `FsError` → `nfsstat4` mapping and the attribute set of a file;
-//! - [`pseudo`]: the pseudo file system that joins the exports' paths.
+//! - [`pseudo`]: the pseudo file system that joins the exports' paths;
+//! - [`callback`]: the back channel — CB_NULL probes, CB_SEQUENCE-led CB_COMPOUNDs on the
+//!   client's connection, and the truth SEQUENCE's status flags tell about it.
 //!
 //! State (clients, sessions, opens, leases, grace) is `state4`'s; this module maps
 //! operations onto it and onto the vfs seam. What is not implemented answers
 //! `NFS4ERR_NOTSUPP`, as README's NFSv4 section lists.
 
+pub mod callback;
 pub mod compound;
 pub mod convert;
 mod ops_attr;
@@ -54,6 +57,8 @@ pub struct Nfs4State {
     /// Some export's backend may block (host, erofs). A server of mem exports only never
     /// sends a COMPOUND to the blocking pool: its calls do not sleep.
     pub may_block: bool,
+    /// Every session's back channel: what later parts call clients back with.
+    pub callbacks: Arc<callback::Callbacks>,
 }
 
 impl Nfs4State {
@@ -76,6 +81,7 @@ impl Nfs4State {
             server_owner,
             pseudo,
             may_block,
+            callbacks: Arc::new(callback::Callbacks::default()),
         }
     }
 
@@ -83,6 +89,16 @@ impl Nfs4State {
     #[must_use]
     pub fn with_defaults(core: Arc<NfsState>, clock: Arc<dyn gtime::Clock>, epoch: u32) -> Self {
         Self::new(core, clock, Config::new(epoch))
+    }
+
+    /// Releases the state of clients whose lease ran out by `now` (and their sessions'
+    /// back channels); returns what was released.
+    pub fn expire(&self, now: Duration) -> Vec<state4::Released<FileKey>> {
+        let gone = self.state.expire(now);
+        // Sessions also go when a rebooted client's record is replaced or a courteous
+        // OPEN purges an expired client: one sweep here catches every way.
+        self.callbacks.retain(|id| self.state.session(id).is_ok());
+        gone
     }
 
     /// Monotonic time for leases.

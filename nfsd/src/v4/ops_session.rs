@@ -4,8 +4,8 @@
 //! sends every operation to its handler.
 
 use nfs4::ops::{
-    exchgid, session_flags, ArgOp, BindConnToSessionArgs, ChannelDirFromServer4, CreateSessionArgs,
-    ExchangeIdArgs,
+    exchgid, session_flags, ArgOp, BindConnToSessionArgs, ChannelDirFromClient4,
+    ChannelDirFromServer4, CreateSessionArgs, ExchangeIdArgs,
 };
 use nfs4::results::{BindConnToSessionOk, ExchangeIdOk, Res4, TestStateidOk};
 use nfs4::types::{
@@ -16,7 +16,7 @@ use rpc::Auth;
 use state4::Principal;
 
 use super::compound::{refuse, Cx};
-use super::{ops_attr, ops_dir, ops_fh, ops_io, ops_lock, ops_v42};
+use super::{callback, ops_attr, ops_dir, ops_fh, ops_io, ops_lock, ops_v42};
 
 /// Runs one operation (SEQUENCE at the head of the COMPOUND was handled by the loop).
 pub fn dispatch(cx: &mut Cx<'_>, op: &ArgOp) -> ResOp {
@@ -55,13 +55,10 @@ pub fn dispatch(cx: &mut Cx<'_>, op: &ArgOp) -> ResOp {
         ArgOp::Commit(a) => ResOp::Commit(ops_io::commit(cx, a).into()),
         ArgOp::ExchangeId(a) => ResOp::ExchangeId(exchange_id(cx, a).into()),
         ArgOp::CreateSession(a) => ResOp::CreateSession(create_session(cx, a).into()),
-        ArgOp::DestroySession(id) => ResOp::DestroySession(status(cx.s.state.destroy_session(id))),
-        ArgOp::DestroyClientid(id) => {
-            ResOp::DestroyClientid(status(cx.s.state.destroy_clientid(*id)))
-        }
+        ArgOp::DestroySession(id) => ResOp::DestroySession(status(destroy_session(cx, id))),
+        ArgOp::DestroyClientid(id) => ResOp::DestroyClientid(status(destroy_clientid(cx, *id))),
         ArgOp::BindConnToSession(a) => ResOp::BindConnToSession(bind_conn(cx, a).into()),
-        // The back channel is not served yet: its parameters are accepted and unused.
-        ArgOp::BackchannelCtl(_) => ResOp::BackchannelCtl(Nfsstat4::Ok),
+        ArgOp::BackchannelCtl(a) => ResOp::BackchannelCtl(status(backchannel_ctl(cx, a))),
         ArgOp::ReclaimComplete(_) => ResOp::ReclaimComplete(status(reclaim_complete(cx))),
         ArgOp::TestStateid(a) => ResOp::TestStateid(test_stateid(cx, &a.ts_stateids).into()),
         ArgOp::FreeStateid(sid) => ResOp::FreeStateid(status(free_stateid(cx, sid))),
@@ -152,23 +149,72 @@ fn create_session(
     cx: &mut Cx<'_>,
     a: &CreateSessionArgs,
 ) -> Result<nfs4::results::CreateSessionOk, Nfsstat4> {
+    // Callbacks carry AUTH_NONE or AUTH_SYS; a client that offers neither cannot be
+    // called back (knfsd refuses it the same way).
+    let cred = callback::callback_cred(&a.csa_sec_parms).ok_or(Nfsstat4::EncrAlgUnsupp)?;
     let mut a = a.clone();
-    // No back channel is served yet: the session is made without one.
-    a.csa_flags &= !session_flags::CONN_BACK_CHAN;
+    if cx.ctx.back.is_none() {
+        // Not on a connection (tests, the fuzzers): nothing to call back on.
+        a.csa_flags &= !session_flags::CONN_BACK_CHAN;
+    }
     let (ok, replaced) =
         cx.s.state
             .create_session(&a, principal(&cx.ctx.auth), cx.now)?;
     if let Some(r) = replaced {
         tracing::info!(peer = %cx.ctx.peer, client = r.client, opens = r.closed.len(), "a rebooted NFSv4 client's earlier state was dropped");
+        cx.s.callbacks.retain(|id| cx.s.state.session(id).is_ok());
+    }
+    let client = a.csa_clientid;
+    let back = (cx.minor, ok.csr_back_chan_attrs);
+    let cbs = &cx.s.callbacks;
+    cbs.add_session(client, ok.csr_sessionid, back, a.csa_cb_program, Some(cred));
+    if let (Some(conn), true) = (
+        &cx.ctx.back,
+        ok.csr_flags & session_flags::CONN_BACK_CHAN != 0,
+    ) {
+        cbs.bind(client, &ok.csr_sessionid, conn);
     }
     Ok(ok)
 }
 
+fn destroy_session(cx: &mut Cx<'_>, id: &nfs4::types::Sessionid4) -> Result<(), Nfsstat4> {
+    let client = cx.s.state.session(id)?.client;
+    cx.s.state.destroy_session(id)?;
+    cx.s.callbacks.remove_session(client, id);
+    Ok(())
+}
+
+fn destroy_clientid(cx: &mut Cx<'_>, id: u64) -> Result<(), Nfsstat4> {
+    cx.s.state.destroy_clientid(id)?;
+    cx.s.callbacks.retain(|s| cx.s.state.session(s).is_ok());
+    Ok(())
+}
+
+/// BACKCHANNEL_CTL: a new callback program and security for this COMPOUND's session.
+fn backchannel_ctl(cx: &mut Cx<'_>, a: &nfs4::ops::BackchannelCtlArgs) -> Result<(), Nfsstat4> {
+    let session = cx.session.as_ref().ok_or(Nfsstat4::OpNotInSession)?;
+    let cred = callback::callback_cred(&a.bca_sec_parms).ok_or(Nfsstat4::EncrAlgUnsupp)?;
+    let cbs = &cx.s.callbacks;
+    cbs.set_program(session.client, &session.id, a.bca_cb_program, cred);
+    Ok(())
+}
+
 fn bind_conn(cx: &mut Cx<'_>, a: &BindConnToSessionArgs) -> Result<BindConnToSessionOk, Nfsstat4> {
     let session = cx.s.state.session(&a.bctsa_sessid)?;
+    // The server's choice where the client leaves one: both directions.
+    let dir = match (a.bctsa_dir, &cx.ctx.back) {
+        (ChannelDirFromClient4::Fore, _) | (_, None) => ChannelDirFromServer4::Fore,
+        (ChannelDirFromClient4::Back, Some(_)) => ChannelDirFromServer4::Back,
+        (ChannelDirFromClient4::ForeOrBoth | ChannelDirFromClient4::BackOrBoth, Some(_)) => {
+            ChannelDirFromServer4::Both
+        }
+    };
+    if let (Some(conn), true) = (&cx.ctx.back, dir != ChannelDirFromServer4::Fore) {
+        cx.s.callbacks.bind(session.client, &session.id, conn);
+    }
     Ok(BindConnToSessionOk {
         bctsr_sessid: session.id,
-        bctsr_dir: ChannelDirFromServer4::Fore,
+        bctsr_dir: dir,
         bctsr_use_conn_in_rdma_mode: false,
     })
 }

@@ -5,11 +5,13 @@
 //! - [`convert`]: vfs ⇄ wire types, and the one `FsError` → `nfsstat3` mapping;
 //! - [`readdir`]: filling READDIR/READDIRPLUS replies within the client's limits;
 //! - [`state`]: exports, write verifier, mount list, handle resolution;
-//! - [`nlm`]: NLM v4 and NSM v1, byte-range locks for NFSv3 clients.
+//! - [`nlm`]: NLM v4 and NSM v1, byte-range locks for NFSv3 clients;
+//! - [`idmap`]: owners and groups as NFSv4 names (numbers, or `name@domain`).
 #![forbid(unsafe_code)]
 
 pub mod convert;
 pub mod credcache;
+pub mod idmap;
 pub mod limits;
 pub mod mountproc;
 pub mod nfs3proc;

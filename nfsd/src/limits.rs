@@ -195,3 +195,9 @@ const _: () = assert!(
     NFS4_CB_DELAY_RETRY.as_millis() * NFS4_CB_DELAY_RETRIES as u128 <= NFS4_CB_TIMEOUT.as_millis(),
     "a callback the client keeps delaying gives up within one callback timeout"
 );
+
+/// Names of uids (and, apart, of gids) the NFSv4 owner mapping keeps (`idmap`, with an
+/// idmap domain only). A few thousand covers the users of any one server's files; one
+/// entry is an id and a short string (under 100 bytes), so a full table is under 1 MiB,
+/// and when it fills it is emptied rather than grown.
+pub const IDMAP_CACHE_ENTRIES: usize = 4096;

@@ -9,6 +9,7 @@ use vfs::{Attr, Cred, Export, ExportTable, FileId, FsError};
 
 use crate::convert::status_of;
 use crate::credcache::CredCache;
+use crate::idmap::Idmap;
 use crate::limits::{CRED_KEY_WORDS, MAX_MOUNTS_PER_CLIENT, MAX_MOUNT_ENTRIES};
 
 /// One server's exports, write verifier and mount list.
@@ -26,6 +27,8 @@ pub struct NfsState {
     creds: Option<CredCache>,
     /// When a large READ is sent from the file with `sendfile` (`--sendfile`).
     pub sendfile: SendfileMode,
+    /// How NFSv4 names owners and groups (`--idmap-domain`).
+    pub idmap: Idmap,
     /// The one byte-range lock manager of the server: NFSv4 LOCK and NLM (NFSv3) take
     /// their locks here, so each protocol's locks are in the other's way
     /// (docs/LOCKS.md). Keyed by [`locks::FileKey`] = (export id, file id).
@@ -118,7 +121,15 @@ impl NfsState {
             creds: Some(CredCache::new()),
             sendfile: SendfileMode::default(),
             locks: Arc::new(locks::LockManager::default()),
+            idmap: Idmap::numeric(),
         }
+    }
+
+    /// Sends NFSv4 owners as `name@domain` (`--idmap-domain`); numbers without it.
+    #[must_use]
+    pub fn with_idmap_domain(mut self, domain: Option<&str>) -> Self {
+        self.idmap = domain.map_or_else(Idmap::numeric, Idmap::with_domain);
+        self
     }
 
     /// Sets when large READs are sent with `sendfile` (`--sendfile`).

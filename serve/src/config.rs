@@ -49,6 +49,9 @@ pub struct ServerConfig {
     /// The NFSv4 lease, in seconds: a client that stops renewing for this long loses its
     /// opens and locks.
     pub lease_secs: u32,
+    /// NFSv4 owners as `name@domain` in this domain (`--idmap-domain`); numbers when
+    /// `None` (the default, as knfsd with `nfs4_disable_idmapping`).
+    pub idmap_domain: Option<String>,
 }
 
 /// Connection limits (defaults in `rpc::limits`).
@@ -180,6 +183,7 @@ struct FileConfig {
     fhcache: Option<Spanned<String>>,
     sendfile: Option<Spanned<String>>,
     lease_secs: Option<Spanned<u32>>,
+    idmap_domain: Option<Spanned<String>>,
     #[serde(default)]
     limits: FileLimits,
     #[serde(default, rename = "export")]
@@ -278,6 +282,9 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
     }
     if let Some(l) = &file.lease_secs {
         config.lease_secs = check_lease_secs(*l.get_ref()).map_err(|m| at(&l.span(), m))?;
+    }
+    if let Some(d) = &file.idmap_domain {
+        config.idmap_domain = Some(parse_idmap_domain(d.get_ref()).map_err(|m| at(&d.span(), m))?);
     }
     apply_limits(&mut config.limits, &file.limits, &at)?;
     config.state_dir.clone_from(&file.state_dir);
@@ -505,6 +512,7 @@ impl ServerConfig {
             fhcache: true,
             sendfile: nfsd::SendfileMode::default(),
             lease_secs: state4::limits::DEFAULT_LEASE_SECS,
+            idmap_domain: None,
         }
     }
 }
@@ -526,6 +534,23 @@ pub fn check_lease_secs(secs: u32) -> Result<u32, String> {
             state4::limits::DEFAULT_LEASE_SECS
         ))
     }
+}
+
+/// An NFSv4 idmap domain (`--idmap-domain`, `idmap_domain`): a DNS-like name that the
+/// server's `name@domain` owners end in, as `Domain` in the clients' idmapd.conf.
+///
+/// # Errors
+/// An empty name, or one with `@`, spaces or control characters, with what to write.
+pub fn parse_idmap_domain(s: &str) -> Result<String, String> {
+    let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    if s.is_empty() || s.len() > 253 || !s.chars().all(fine) {
+        return Err(format!(
+            "invalid idmap domain {s:?}: use the DNS domain the clients' idmapd.conf names \
+             (letters, digits, '.', '-', '_'; for example \"example.com\"), or leave it out \
+             to send owners as numbers"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 /// An unprivileged server's host export acts as the server's own user: every caller is
@@ -891,6 +916,26 @@ capacity_bytes = 4096
             e.starts_with("t.toml: line 1: unknown sendfile setting"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn idmap_domain_is_a_plain_domain_name() {
+        let c = parse("[[export]]\npath = \"/\"\n", "t.toml").unwrap();
+        assert_eq!(c.idmap_domain, None, "numbers by default");
+        let c = parse(
+            "idmap_domain = \"example.com\"\n[[export]]\npath = \"/\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(c.idmap_domain.as_deref(), Some("example.com"));
+        for bad in ["", "a@b", "two words", "tab\there"] {
+            let text = format!("idmap_domain = {bad:?}\n[[export]]\npath = \"/\"\n");
+            let e = parse(&text, "t.toml").unwrap_err().0;
+            assert!(
+                e.starts_with("t.toml: line 1: invalid idmap domain"),
+                "{bad:?}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -79,10 +79,15 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         "credential and open-file caches (seed 004)"
     );
     tracing::info!(sendfile = ?config.sendfile, "large READs of host exports sent with sendfile");
+    match &config.idmap_domain {
+        Some(domain) => tracing::info!(%domain, "NFSv4 owners sent as name@domain"),
+        None => tracing::info!("NFSv4 owners sent as numbers (no --idmap-domain)"),
+    }
     let state = Arc::new(
         nfsd::NfsState::new(exports, rand::random(), max_io_bytes)
             .with_cred_cache(config.fhcache)
-            .with_sendfile(config.sendfile),
+            .with_sendfile(config.sendfile)
+            .with_idmap_domain(config.idmap_domain.as_deref()),
     );
     let mut dispatcher = Dispatcher::new();
     nfsd::register(&mut dispatcher, &state);

@@ -219,6 +219,12 @@ struct ServeArgs {
     #[arg(long, value_name = "SECS")]
     lease_secs: Option<u32>,
 
+    /// NFSv4 owners and groups as name@DOMAIN, named by this host's users and groups
+    /// (DOMAIN as in the clients' idmapd.conf); without it they are sent as numbers, as
+    /// knfsd does with nfs4_disable_idmapping. Both forms are accepted either way.
+    #[arg(long, value_name = "DOMAIN")]
+    idmap_domain: Option<String>,
+
     /// Where EROFS decompression runs (seed 001): percore (pinned per-core workers at raised
     /// priority, fed by the core that read the data; default), pool (one shared queue, the
     /// design the seed replaced) or inline (on the network worker).
@@ -353,6 +359,10 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     }
     if let Some(l) = args.lease_secs {
         c.lease_secs = config::check_lease_secs(l).map_err(|m| format!("--lease-secs: {m}"))?;
+    }
+    if let Some(d) = &args.idmap_domain {
+        c.idmap_domain =
+            Some(config::parse_idmap_domain(d).map_err(|m| format!("--idmap-domain: {m}"))?);
     }
     if let Some(r) = &args.rangelock {
         c.rangelock = config::parse_rangelock(r).map_err(|m| format!("--rangelock: {m}"))?;

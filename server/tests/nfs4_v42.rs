@@ -2,7 +2,7 @@
 //! binary, through whole COMPOUNDs: on a mem export (holes are missing 64 KiB chunks), on
 //! a host export (lseek, fallocate, copy_file_range, FICLONERANGE on the test machine's
 //! file system), and the RFC's errors: ranges, types, open modes, a read-only export and
-//! copies between two exports.
+//! copies between two exports; and owners as `name@domain` with `--idmap-domain`.
 
 mod common;
 
@@ -707,4 +707,95 @@ async fn erofs_export_seeks_and_refuses_changes() {
     assert_eq!(c.clone_range(f, f, (0, 5000), 100).await, Nfsstat4::Rofs);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn owned(owner: Option<&str>, group: Option<&str>) -> Fattr4 {
+    Fattr {
+        owner: owner.map(|o| Utf8Str(Bytes::from(o.to_string()))),
+        owner_group: group.map(|g| Utf8Str(Bytes::from(g.to_string()))),
+        ..Fattr::default()
+    }
+    .to_fattr4()
+}
+
+fn text(u: &Option<Utf8Str>) -> String {
+    String::from_utf8_lossy(u.as_ref().expect("an owner").as_bytes()).into_owned()
+}
+
+/// Owners as names (issue 27): with `--idmap-domain` the server sends `name@domain` for
+/// ids this host names and numbers for the others, and takes both in SETATTR, OPEN's
+/// create attributes and VERIFY; names it cannot map are `NFS4ERR_BADOWNER`. (Without
+/// the option owners are numbers: `nfs4.rs` checks the root's "0".)
+#[tokio::test]
+async fn owners_are_names_with_an_idmap_domain() {
+    let server = Server::start(&["--squash", "none", "--idmap-domain", "test.invalid"]);
+    let mut c = V4::connect(&server, "v42-owners").await;
+    let (_, r) = c.run(vec![ArgOp::Putrootfh, ArgOp::Getfh]).await;
+    let ResOp::Getfh(Res4::Ok(root)) = &r[1] else {
+        panic!("{r:?}")
+    };
+    let f = c.attrs(root, &[num::OWNER, num::OWNER_GROUP]).await;
+    assert_eq!(text(&f.owner), "root@test.invalid");
+    assert_eq!(text(&f.owner_group), "root@test.invalid");
+    let verify = |a: Fattr4| vec![ArgOp::Putfh(root.clone()), ArgOp::Verify(a)];
+    let (st, _) = c.run(verify(owned(Some("root@test.invalid"), None))).await;
+    assert_eq!(st, Nfsstat4::Ok, "VERIFY by name");
+
+    // OPEN(CREATE) with an owner by name.
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putrootfh,
+            ArgOp::Open(OpenArgs {
+                seqid: 0,
+                share_access: share::ACCESS_BOTH,
+                share_deny: share::DENY_NONE,
+                owner: StateOwner4 {
+                    clientid: 0,
+                    owner: Opaque4(Bytes::from_static(b"owners")),
+                },
+                openhow: Openflag4::Create(Createhow4::Unchecked(owned(
+                    Some("nobody@test.invalid"),
+                    Some("nogroup@test.invalid"),
+                ))),
+                claim: OpenClaim4::Null(name("theirs")),
+            }),
+            ArgOp::Getfh,
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Getfh(Res4::Ok(fh)) = &r[2] else {
+        panic!("{r:?}")
+    };
+    let f = c.attrs(fh, &[num::OWNER, num::OWNER_GROUP]).await;
+    assert_eq!(
+        (text(&f.owner), text(&f.owner_group)),
+        ("nobody@test.invalid".into(), "nogroup@test.invalid".into())
+    );
+    // SETATTR by number (an id this host does not name comes back as its number), and
+    // names it cannot map.
+    let setattr = |a: Fattr4| {
+        vec![ArgOp::Setattr(SetattrArgs {
+            stateid: Stateid4::ANONYMOUS,
+            obj_attributes: a,
+        })]
+    };
+    let st = c
+        .status(fh, setattr(owned(Some("3999999999"), Some("0"))))
+        .await;
+    assert_eq!(st, Nfsstat4::Ok);
+    let f = c.attrs(fh, &[num::OWNER, num::OWNER_GROUP]).await;
+    assert_eq!(
+        (text(&f.owner), text(&f.owner_group)),
+        ("3999999999".into(), "root@test.invalid".into())
+    );
+    for bad in [
+        owned(Some("no-such-user-here@test.invalid"), None),
+        owned(Some("root@another.invalid"), None),
+        owned(Some("root"), None),
+        owned(None, Some("no-such-group-here@test.invalid")),
+    ] {
+        assert_eq!(c.status(fh, setattr(bad)).await, Nfsstat4::Badowner);
+    }
+    let f = c.attrs(fh, &[num::OWNER]).await;
+    assert_eq!(text(&f.owner), "3999999999", "nothing changed");
 }

@@ -4,7 +4,7 @@
 use gtime::Timestamp;
 use nfs4::attr::{change_type, Fattr, FsLocations, FH4_PERSISTENT};
 use nfs4::ops::NfsFtype4;
-use nfs4::types::{Bitmap4, Fsid4, NfsFh4, Nfstime4, Specdata4, Utf8Str};
+use nfs4::types::{Bitmap4, Fsid4, NfsFh4, Nfstime4, Specdata4};
 use nfs4::Nfsstat4;
 use vfs::{Attr, FileType, FsError, FsProperties, FsStat};
 
@@ -110,6 +110,8 @@ pub struct Context<'a> {
     pub stat: Option<FsStat>,
     pub lease_secs: u32,
     pub max_io_bytes: u32,
+    /// How owners and groups are named (`crate::idmap`).
+    pub idmap: &'a crate::idmap::Idmap,
     /// The alignment of CLONE on this file system, when its backend clones.
     pub clone_blksize: Option<u32>,
     /// The fileid this file is mounted on (differs from `attr.fileid` only at an export
@@ -158,8 +160,8 @@ pub fn fattr(attr: &Attr, want: &Bitmap4, cx: &Context<'_>) -> Fattr {
         mode: Some(attr.mode & 0o7777),
         no_trunc: Some(true),
         numlinks: Some(attr.nlink),
-        owner: Some(id_name(attr.uid)),
-        owner_group: Some(id_name(attr.gid)),
+        owner: Some(cx.idmap.user_name(attr.uid)),
+        owner_group: Some(cx.idmap.group_name(attr.gid)),
         rawdev: Some(Specdata4 {
             specdata1: attr.rdev.major,
             specdata2: attr.rdev.minor,
@@ -186,25 +188,4 @@ pub fn fattr(attr: &Attr, want: &Bitmap4, cx: &Context<'_>) -> Fattr {
     };
     f.retain(want);
     f
-}
-
-/// An owner or group as NFSv4 names it: the number as decimal text, as knfsd sends with
-/// `nfs4_disable_idmapping` and the Linux client accepts for AUTH_SYS mounts.
-#[must_use]
-pub fn id_name(id: u32) -> Utf8Str {
-    Utf8Str(bytes::Bytes::from(id.to_string()))
-}
-
-/// Parses an owner or group name: decimal digits, optionally followed by `@domain`
-/// (the domain is ignored: granary does not map names).
-///
-/// # Errors
-/// `NFS4ERR_BADOWNER` for anything else.
-pub fn parse_id(name: &Utf8Str) -> Result<u32, Nfsstat4> {
-    let s = std::str::from_utf8(name.as_bytes()).map_err(|_| Nfsstat4::Badowner)?;
-    let digits = s.split('@').next().unwrap_or_default();
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(Nfsstat4::Badowner);
-    }
-    digits.parse().map_err(|_| Nfsstat4::Badowner)
 }

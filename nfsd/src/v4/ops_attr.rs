@@ -10,7 +10,9 @@ use nfs4::Nfsstat4;
 use vfs::{AccessMask, Attr, FileId, FileType, FsProperties, SetAttr, SetTime};
 
 use super::compound::{Cx, Fh};
-use super::convert::{self, parse_id, status_of, Context};
+use crate::idmap::Idmap;
+
+use super::convert::{self, status_of, Context};
 use super::pseudo::Pseudo;
 
 /// Attributes that need the file system's figures (a statfs).
@@ -90,6 +92,7 @@ pub fn attrs_of(cx: &Cx<'_>, fh: &Fh, mask: &Bitmap4) -> Result<Fattr, Nfsstat4>
                 stat: None,
                 lease_secs,
                 max_io_bytes,
+                idmap: &cx.s.core.idmap,
                 clone_blksize: None,
                 mounted_on_fileid: attr.fileid.0,
             };
@@ -126,6 +129,7 @@ pub fn file_attrs(
         stat,
         lease_secs,
         max_io_bytes: cx.s.core.max_io_bytes,
+        idmap: &cx.s.core.idmap,
         clone_blksize: export.clone_block_bytes(),
         mounted_on_fileid: attr.fileid.0,
     };
@@ -151,8 +155,8 @@ fn settime(t: Settime4) -> SetTime {
 ///
 /// # Errors
 /// `NFS4ERR_ATTRNOTSUPP` / `NFS4ERR_BADXDR` for an unreadable set, `NFS4ERR_INVAL` for
-/// a read-only attribute, `NFS4ERR_BADOWNER` for an owner that is not a number.
-pub fn setattr_of(f: &Fattr4) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
+/// a read-only attribute, `NFS4ERR_BADOWNER` for an owner `idmap` cannot map.
+pub fn setattr_of(idmap: &Idmap, f: &Fattr4) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
     let settable = convert::settable();
     if let Some(bit) = f.attrmask.iter().find(|b| !settable.contains(*b)) {
         return Err(
@@ -172,8 +176,12 @@ pub fn setattr_of(f: &Fattr4) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
     }
     let set = SetAttr {
         mode: v.mode,
-        uid: v.owner.as_ref().map(parse_id).transpose()?,
-        gid: v.owner_group.as_ref().map(parse_id).transpose()?,
+        uid: v.owner.as_ref().map(|o| idmap.user_id(o)).transpose()?,
+        gid: v
+            .owner_group
+            .as_ref()
+            .map(|g| idmap.group_id(g))
+            .transpose()?,
         size_bytes: v.size,
         atime: v.time_access_set.map_or(SetTime::DontChange, settime),
         mtime: v.time_modify_set.map_or(SetTime::DontChange, settime),
@@ -190,7 +198,7 @@ pub fn setattr(cx: &mut Cx<'_>, a: &SetattrArgs) -> (Nfsstat4, Bitmap4) {
 
 fn try_setattr(cx: &mut Cx<'_>, a: &SetattrArgs) -> Result<Bitmap4, Nfsstat4> {
     let (export, id, cred) = cx.file()?;
-    let (set, mask) = setattr_of(&a.obj_attributes)?;
+    let (set, mask) = setattr_of(&cx.s.core.idmap, &a.obj_attributes)?;
     if set.size_bytes.is_some() {
         let sid = cx.stateid(&a.stateid)?;
         let client = cx.client()?;

@@ -41,7 +41,7 @@ fn name_of(name: &Component4) -> Result<Name, Nfsstat4> {
 pub fn create(cx: &mut Cx<'_>, a: &CreateArgs) -> Result<CreateOk, Nfsstat4> {
     let (export, dir, cred) = cx.file()?;
     let name = name_of(&a.objname)?;
-    let (set, attrset) = setattr_of(&a.createattrs)?;
+    let (set, attrset) = setattr_of(&cx.s.core.idmap, &a.createattrs)?;
     let made = match &a.objtype {
         Createtype4::Dir => export.mkdir(&cred, dir, &name, &set),
         Createtype4::Link(target) => export.symlink(&cred, dir, &name, target.as_bytes(), &set),

@@ -167,7 +167,7 @@ fn open_by_name(
             created: false,
         });
     };
-    let (mode, attrset, extra) = create_mode(how)?;
+    let (mode, attrset, extra, owner) = create_mode(&cx.s.core.idmap, how)?;
     let made = export.create(&cred, dir, &name, &mode).map_err(status_of)?;
     let created = made
         .dir
@@ -175,7 +175,10 @@ fn open_by_name(
         .as_ref()
         .is_some_and(|b| b.ctime != made.dir.after.ctime);
     let mut attr = made.attr;
-    if let Some(set) = extra.filter(|s| !s.is_empty()) {
+    // An owner asked for in UNCHECKED4/GUARDED4 attributes applies to a file this OPEN
+    // made (the backends' create gives new files the caller's ids), as knfsd does.
+    let owner = owner.filter(|_| created);
+    if let Some(set) = extra.or(owner).filter(|s| !s.is_empty()) {
         attr = export
             .setattr(&cred, attr.fileid, &set, None)
             .map_err(status_of)?
@@ -190,29 +193,46 @@ fn open_by_name(
     })
 }
 
-/// The vfs create mode of an OPEN4_CREATE, the attributes it sets, and attributes to
-/// set after an EXCLUSIVE4_1 create (whose verifier takes the place of the times).
-fn create_mode(how: &Createhow4) -> Result<(CreateMode, Bitmap4, Option<SetAttr>), Nfsstat4> {
+/// The owner and group of `set` as a change of their own (empty when it names neither).
+fn owner_only(set: &SetAttr) -> SetAttr {
+    SetAttr {
+        uid: set.uid,
+        gid: set.gid,
+        ..SetAttr::default()
+    }
+}
+
+/// The vfs create mode of an OPEN4_CREATE and what goes with it ([`Created4`]).
+fn create_mode(idmap: &crate::idmap::Idmap, how: &Createhow4) -> Result<Created4, Nfsstat4> {
     Ok(match how {
         Createhow4::Unchecked(f) => {
-            let (set, mask) = setattr_of(f)?;
-            (CreateMode::Unchecked(set), mask, None)
+            let (set, mask) = setattr_of(idmap, f)?;
+            let owner = owner_only(&set);
+            (CreateMode::Unchecked(set), mask, None, Some(owner))
         }
         Createhow4::Guarded(f) => {
-            let (set, mask) = setattr_of(f)?;
-            (CreateMode::Guarded(set), mask, None)
+            let (set, mask) = setattr_of(idmap, f)?;
+            let owner = owner_only(&set);
+            (CreateMode::Guarded(set), mask, None, Some(owner))
         }
-        Createhow4::Exclusive(verf) => (CreateMode::Exclusive(*verf), Bitmap4::default(), None),
+        Createhow4::Exclusive(verf) => {
+            (CreateMode::Exclusive(*verf), Bitmap4::default(), None, None)
+        }
         Createhow4::Exclusive41(c) => {
-            let (set, mask) = setattr_of(&c.cva_attrs)?;
+            let (set, mask) = setattr_of(idmap, &c.cva_attrs)?;
             if set.atime != vfs::SetTime::DontChange || set.mtime != vfs::SetTime::DontChange {
                 // The verifier lives in the times: the client may not set them here.
                 return Err(Nfsstat4::Inval);
             }
-            (CreateMode::Exclusive(c.cva_verf), mask, Some(set))
+            (CreateMode::Exclusive(c.cva_verf), mask, Some(set), None)
         }
     })
 }
+
+/// What an OPEN4_CREATE asks for: the vfs create mode, the attributes it sets, the
+/// attributes to set after an EXCLUSIVE4_1 create (its verifier takes the place of the
+/// times), and the owner to set on a file an UNCHECKED4/GUARDED4 create made.
+type Created4 = (CreateMode, Bitmap4, Option<SetAttr>, Option<SetAttr>);
 
 pub fn close(cx: &mut Cx<'_>, a: &CloseArgs) -> Result<Stateid4, Nfsstat4> {
     let client = cx.client()?;

@@ -799,3 +799,86 @@ async fn owners_are_names_with_an_idmap_domain() {
     let f = c.attrs(fh, &[num::OWNER]).await;
     assert_eq!(text(&f.owner), "3999999999", "nothing changed");
 }
+
+fn scrape_pool_calls(port: u16) -> f64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let prefix = "granary_blocking_pool_calls_total";
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {prefix} in:\n{text}"))
+}
+
+/// On a server with a host export, each COMPOUND holding SEEK, ALLOCATE, DEALLOCATE or
+/// COPY runs on the worker's blocking pool (their syscalls may sleep on the disk); on a
+/// server of mem exports only, none does.
+#[tokio::test]
+async fn v42_compounds_run_on_the_blocking_pool_where_the_backend_may_block() {
+    let base = std::env::temp_dir().join(format!("granary-nfs4-v42-pool-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("export")).unwrap();
+    let (export, state) = (base.join("export"), base.join("state"));
+    for host in [true, false] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let metrics = format!("127.0.0.1:{port}");
+        let mut args = vec!["--squash", "none", "--metrics", &metrics];
+        let dirs = [
+            export.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ];
+        if host {
+            args.extend(dirs);
+        }
+        let server = Server::start(&args);
+        let mut c = V4::connect(&server, "v42-pool").await;
+        let (fh, sid) = c.open("pooled", share::ACCESS_BOTH).await;
+        let anon = Stateid4::ANONYMOUS;
+        let ops = [
+            ArgOp::Allocate(space(sid, 0, 8192)),
+            ArgOp::Seek(SeekArgs {
+                sa_stateid: anon,
+                sa_offset: 0,
+                sa_what: DataContent4::Hole,
+            }),
+            ArgOp::Deallocate(space(sid, 0, 4096)),
+        ];
+        let before = scrape_pool_calls(port);
+        for op in ops {
+            assert_eq!(
+                c.status(&fh, vec![op.clone()]).await,
+                Nfsstat4::Ok,
+                "{op:?}"
+            );
+        }
+        let copied = c.copy((&fh, anon), (&fh, anon), (0, 4096), 4096).await;
+        assert_eq!(copied.map(|o| o.cr_response.wr_count), Ok(4096));
+        // A pool thread counts its call after it answered: wait for the count to settle.
+        let want = if host { 4.0 } else { 0.0 };
+        let mut ran = 0.0;
+        for _ in 0..50 {
+            ran = scrape_pool_calls(port) - before;
+            if ran >= want {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        ran = ran.max(scrape_pool_calls(port) - before);
+        assert_eq!(ran, want, "COMPOUNDs run on the pool, host export {host}");
+        drop(server);
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}

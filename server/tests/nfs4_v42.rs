@@ -88,6 +88,11 @@ impl V4 {
 
     /// SEQUENCE + `ops` as minor version 2; the results after SEQUENCE's.
     async fn run(&mut self, ops: Vec<ArgOp>) -> (Nfsstat4, Vec<ResOp>) {
+        self.run_minor(2, ops).await
+    }
+
+    /// SEQUENCE + `ops` as minor version `minor`.
+    async fn run_minor(&mut self, minor: u32, ops: Vec<ArgOp>) -> (Nfsstat4, Vec<ResOp>) {
         self.seqid += 1;
         let mut all = vec![ArgOp::Sequence(SequenceArgs {
             sa_sessionid: self.session,
@@ -97,7 +102,7 @@ impl V4 {
             sa_cachethis: false,
         })];
         all.extend(ops);
-        let res = call(&self.conn, &Compound4Args::new(2, all)).await;
+        let res = call(&self.conn, &Compound4Args::new(minor, all)).await;
         let mut results = res.results.into_iter();
         assert_eq!(results.next().expect("SEQUENCE").status(), Nfsstat4::Ok);
         (res.status, results.collect())
@@ -520,6 +525,28 @@ async fn mem_export_seeks_allocates_deallocates_and_copies() {
     let fh = seek_allocate_deallocate(&mut c, C, C).await;
     copy_between_files(&mut c).await;
     wrong_types(&mut c).await;
+    // Minor version 1 has none of them: OP_ILLEGAL.
+    let (status, r) = c
+        .run_minor(
+            1,
+            vec![
+                ArgOp::Putfh(fh.clone()),
+                ArgOp::Seek(SeekArgs {
+                    sa_stateid: Stateid4::ANONYMOUS,
+                    sa_offset: 0,
+                    sa_what: DataContent4::Data,
+                }),
+            ],
+        )
+        .await;
+    assert_eq!(status, Nfsstat4::OpIllegal);
+    assert_eq!(
+        r[1],
+        ResOp::Refused {
+            op: opnum::ILLEGAL,
+            status: Nfsstat4::OpIllegal
+        }
+    );
     // mem shares no storage between files: CLONE is not offered, nor clone_blksize.
     assert_eq!(c.clone_range(&fh, &fh, (0, C), C).await, Nfsstat4::Notsupp);
     let f = c

@@ -66,6 +66,16 @@ pub fn dispatch(cx: &mut Cx<'_>, op: &ArgOp) -> ResOp {
         ArgOp::Lockt(a) => ResOp::Lockt(ops_lock::lockt(cx, a)),
         ArgOp::Locku(a) => ResOp::Locku(ops_lock::locku(cx, a).into()),
         ArgOp::Sequence(_) => ResOp::Sequence(Res4::Err(Nfsstat4::SequencePos)),
+        // NFSv4.2's operations do not exist in minor version 1 (RFC 8881 section 15.2).
+        ArgOp::Seek(_)
+        | ArgOp::Allocate(_)
+        | ArgOp::Deallocate(_)
+        | ArgOp::Copy(_)
+        | ArgOp::Clone(_)
+            if cx.minor < 2 =>
+        {
+            refuse(&ArgOp::Illegal(op.opnum()), Nfsstat4::OpIllegal)
+        }
         ArgOp::Seek(a) => ResOp::Seek(ops_v42::seek(cx, a).into()),
         ArgOp::Allocate(a) => ResOp::Allocate(status(ops_v42::space(cx, a, false))),
         ArgOp::Deallocate(a) => ResOp::Deallocate(status(ops_v42::space(cx, a, true))),

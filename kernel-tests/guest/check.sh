@@ -335,6 +335,35 @@ grp_space() {
     rm -rf "$d"
 }
 
+# ------------------------------------------------------------- byte-range locks
+# fcntl and flock locks between two clients of the server (locks.py): on NFS a second
+# mount of the same export with NFSv4.1 beside the group's NFSv4.2 one, which the Linux
+# client makes a client of its own (its own client id: the minor version is part of the
+# client's name), so the locks meet only at the server; on the reference the same
+# directory twice (the local kernel's locks between processes).
+grp_locks() {
+    local d=$KT_ROOT/locks b c mnt_b=
+    mkdir -p "$d"
+    if [ "$KT_KIND" = nfs ]; then
+        mnt_b=$KT_MNT-b
+        mkdir -p "$mnt_b"
+        mount -t nfs -o "vers=4.1,proto=tcp,port=$KT_PORT,retry=0" 127.0.0.1:/ "$mnt_b" ||
+            { echo "locks: the second (NFSv4.1) mount failed"; return 1; }
+        b=$mnt_b${d#"$KT_MNT"}
+        echo "note: NFSv4 clients of this kernel to port $KT_PORT: $(awk -v p="$(printf %x "$KT_PORT")" \
+            '$1 == "v4" && tolower($3) == p' /proc/fs/nfsfs/servers | wc -l)"
+    else
+        b=$d
+    fi
+    for c in fcntl upgrade split many flock waiter killed sqlite; do
+        echo "== locks-$c"
+        python3 -S "$KT_GUEST/locks.py" "$d/$c" "$b/$c" "$c"; echo "rc $?"
+        step "$c"
+    done
+    [ -z "$mnt_b" ] || umount "$mnt_b"
+    rm -rf "$d"
+}
+
 # ------------------------------------------------------------- persistence
 grp_persist() {
     local d=$KT_ROOT/persist before=/tmp/kt-persist.$$ after=/tmp/kt-persist2.$$

@@ -122,11 +122,10 @@ granary_pids() { cat /tmp/granary-*.pid 2>/dev/null; }
 granary_mount_cmd() { # PORT MNT
     echo "mount -t nfs -o vers=3,proto=tcp,port=$1,mountport=$1,mountproto=tcp,nolock,retry=0 127.0.0.1:/ $2"
 }
-# NFSv4.2: no MOUNT protocol, one port. local_lock=all keeps fcntl/flock locks in the
-# client, as nolock does for v3: granary answers NFSv4 LOCK with NFS4ERR_NOTSUPP until
-# its lock manager lands.
+# NFSv4.2: no MOUNT protocol, one port, and fcntl/flock locks go to the server (LOCK,
+# LOCKT, LOCKU; the locks group).
 granary_v4_mount_cmd() { # PORT MNT
-    echo "mount -t nfs -o vers=4.2,proto=tcp,port=$1,local_lock=all,retry=0 127.0.0.1:/ $2"
+    echo "mount -t nfs -o vers=4.2,proto=tcp,port=$1,retry=0 127.0.0.1:/ $2"
 }
 knfsd_mount_cmd() { # EXPORT MNT
     echo "mount -t nfs -o vers=3,proto=tcp,port=$KNFSD_PORT,mountproto=tcp,nolock,retry=0 127.0.0.1:$1 $2"

@@ -23,7 +23,7 @@ KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 read -r -a TARGETS <<<"${KT_TARGETS:-granary host host-ext4 v4 knfsd}"
 HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|acl|quota|restart)$}
 HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|acl|restart)$}
-V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|persist)$}
+V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|locks|persist)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
 
@@ -32,11 +32,12 @@ T0=${EPOCHREALTIME/./}
 # persist comes (nearly) last: it checks everything the others left on the mount.
 # restart (host only) kills and restarts the server under the mounted client.
 # space (NFSv4.2's SEEK, ALLOCATE, DEALLOCATE, COPY) runs on v4 only: the other targets
-# are NFSv3 mounts, which have none of them.
+# are NFSv3 mounts, which have none of them. locks (byte-range locks between two
+# clients) runs on v4 only too: the NFSv3 mounts are nolock.
 GROUPS_=(
     "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
     "fio 600" "stress-ng 120" "writers 300" "ownership 300" "acl 120" "quota 120"
-    "erofs 300" "space 120" "persist 300" "restart 120"
+    "erofs 300" "space 120" "locks 300" "persist 300" "restart 120"
 )
 
 # runs_on TARGET GROUP: whether GROUP runs on TARGET. acl lays its files out in the
@@ -51,7 +52,7 @@ runs_on() {
     host) [[ $2 =~ $HOST_GROUPS ]] && [ "$2" != erofs ] ;;
     host-ext4) [[ $2 =~ $HOST_EXT4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != quota ] ;;
     v4) [[ $2 =~ $V4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != restart ] ;;
-    *) [ "$2" != restart ] && [ "$2" != space ] && { [[ ! $2 =~ ^(acl|quota)$ ]] || [ "$1" = knfsd ]; } ;;
+    *) [ "$2" != restart ] && [ "$2" != space ] && [ "$2" != locks ] && { [[ ! $2 =~ ^(acl|quota)$ ]] || [ "$1" = knfsd ]; } ;;
     esac
 }
 

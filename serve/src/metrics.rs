@@ -1,7 +1,7 @@
 //! The Prometheus endpoint (`--metrics ADDR`, off by default): per-procedure request
 //! counts and latency histograms, bytes of READ replies and WRITE arguments, connections
-//! (open, accepted, refused by which limit, closed by which timeout), memory-budget use and
-//! reply-cache hits. Built on `prometheus-client`; other parts of the server register their
+//! (open, accepted, refused by which limit, closed by which timeout), memory-budget use,
+//! reply-cache hits, and byte-range locks per protocol (held, waiting, granted, denied). Built on `prometheus-client`; other parts of the server register their
 //! own metrics (cache hit rates, ...) through [`Metrics::registry`].
 
 use std::net::SocketAddr;
@@ -238,6 +238,70 @@ impl Collector for CallbackCollector {
             ConstCounter::new(v).encode(m)?;
         }
         Ok(())
+    }
+}
+
+/// The lock manager's counts per protocol at scrape time (docs/LOCKS.md).
+#[derive(Debug, Clone)]
+pub struct LockCollector(pub Arc<locks::LockManager>);
+
+impl Collector for LockCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::metrics::MetricType;
+        let m = self.0.metrics();
+        let per = |f: fn(&locks::ProtocolMetrics) -> u64| -> Vec<(&'static str, u64)> {
+            locks::Protocol::ALL
+                .iter()
+                .map(|p| (p.name(), f(m.get(*p))))
+                .collect()
+        };
+        for (name, help, values) in [
+            (
+                "locks_held",
+                "Byte-range locks held, by protocol",
+                per(|p| p.held),
+            ),
+            (
+                "lock_waiters",
+                "Lock requests waiting in a file's queue, by protocol",
+                per(|p| p.waiters),
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (protocol, v) in values {
+                let labels = [("protocol", protocol)];
+                ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX))
+                    .encode(family.encode_family(&labels)?)?;
+            }
+        }
+        counter_family(
+            &mut encoder,
+            "lock_grants",
+            "Lock requests granted (waiters granted by the server included), by protocol",
+            "protocol",
+            &per(|p| p.grants),
+        )?;
+        counter_family(
+            &mut encoder,
+            "lock_denials",
+            "Lock requests refused because a lock or an earlier waiter was in the way, by protocol",
+            "protocol",
+            &per(|p| p.denials),
+        )?;
+        counter_family(
+            &mut encoder,
+            "lock_limited",
+            "Lock requests refused by a bound of locks/src/limits.rs, by protocol",
+            "protocol",
+            &per(|p| p.limited),
+        )?;
+        counter_family(
+            &mut encoder,
+            "lock_wakes",
+            "Waiters woken when their range came free, by protocol",
+            "protocol",
+            &per(|p| p.wakes),
+        )
     }
 }
 

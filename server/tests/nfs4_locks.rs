@@ -351,9 +351,32 @@ async fn two_clients_conflict_and_denied_names_the_lock_in_the_way() {
     );
 }
 
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    l.local_addr().expect("its address").port()
+}
+
+/// The Prometheus samples of the lock manager, as "name{labels} value" lines.
+fn lock_metrics(port: u16) -> Vec<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a timeout");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    out.lines()
+        .filter(|l| l.starts_with("granary_lock") && l.contains("nfs4"))
+        .map(str::to_string)
+        .collect()
+}
+
 #[tokio::test]
 async fn a_blocked_lock_keeps_its_place_while_it_polls() {
-    let server = Server::start(&[]);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let server = Server::start(&["--metrics", &addr]);
     let mut a = V4::connect(&server, "holder").await;
     let mut b = V4::connect(&server, "waiter").await;
     let mut c = V4::connect(&server, "latecomer").await;
@@ -382,6 +405,19 @@ async fn a_blocked_lock_keeps_its_place_while_it_polls() {
     // B polls again and gets its lock.
     let lb = granted(&b.on("f", wb).await);
     assert_eq!(lb.seqid, 1);
+    // A, C and B were granted once each; C and B refused once each; B was woken when A
+    // unlocked; B and C hold one lock each now.
+    assert_eq!(
+        lock_metrics(port),
+        [
+            "granary_locks_held{protocol=\"nfs4\"} 2",
+            "granary_lock_waiters{protocol=\"nfs4\"} 0",
+            "granary_lock_grants_total{protocol=\"nfs4\"} 3",
+            "granary_lock_denials_total{protocol=\"nfs4\"} 2",
+            "granary_lock_limited_total{protocol=\"nfs4\"} 0",
+            "granary_lock_wakes_total{protocol=\"nfs4\"} 1",
+        ]
+    );
 }
 
 #[tokio::test]

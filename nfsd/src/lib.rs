@@ -6,7 +6,9 @@
 //! - [`readdir`]: filling READDIR/READDIRPLUS replies within the client's limits;
 //! - [`state`]: exports, write verifier, mount list, handle resolution;
 //! - [`nlm`]: NLM v4 and NSM v1, byte-range locks for NFSv3 clients;
-//! - [`idmap`]: owners and groups as NFSv4 names (numbers, or `name@domain`).
+//! - [`idmap`]: owners and groups as NFSv4 names (numbers, or `name@domain`);
+//! - `remote`: calls on an export of a remote backend (object) go to the blocking pool
+//!   before they start.
 #![forbid(unsafe_code)]
 
 pub mod convert;
@@ -17,6 +19,7 @@ pub mod mountproc;
 pub mod nfs3proc;
 pub mod nlm;
 pub mod readdir;
+mod remote;
 pub mod state;
 pub mod v4;
 
@@ -28,16 +31,30 @@ pub use state::{NfsState, SendfileMode};
 
 /// Registers NFS v3 and MOUNT v3 on `dispatcher`, both served from `state`.
 pub fn register(dispatcher: &mut Dispatcher, state: &Arc<NfsState>) {
-    dispatcher.register(Box::new(Service {
+    let nfs = Service {
         program: nfs3proc::PROGRAM,
         version: nfs3proc::VERSION,
         procedures: &nfs3proc::PROCEDURES,
         state: Arc::clone(state),
-    }));
-    dispatcher.register(Box::new(Service {
+    };
+    let mount = Service {
         program: mountproc::PROGRAM,
         version: mountproc::VERSION,
         procedures: &mountproc::PROCEDURES,
         state: Arc::clone(state),
+    };
+    if !remote::any_remote(state) {
+        dispatcher.register(Box::new(nfs));
+        dispatcher.register(Box::new(mount));
+        return;
+    }
+    use remote::{Defer, Deferring};
+    dispatcher.register(Box::new(Deferring {
+        service: nfs,
+        defer: Defer::ByHandle,
+    }));
+    dispatcher.register(Box::new(Deferring {
+        service: mount,
+        defer: Defer::Mount,
     }));
 }

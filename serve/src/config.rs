@@ -35,6 +35,10 @@ pub struct ServerConfig {
     /// Where persistent state lives (handle key, handle indexes of host exports); `None`
     /// picks [`default_state_dir`].
     pub state_dir: Option<PathBuf>,
+    /// `handle_key = "/path"`: the 16-byte key that signs handles, made (mode 0600) if
+    /// missing. Heads of one object file system share it (copy the file to each), so a
+    /// handle from one resolves on another. `None`: the state directory's key.
+    pub handle_key: Option<PathBuf>,
     /// Where EROFS decompression runs (seed 001): percore (default), pool or inline.
     pub decode: runtime::decode::DecodeMode,
     /// Bytes of decoded EROFS extents kept in memory.
@@ -118,6 +122,27 @@ pub enum BackendConfig {
     Erofs {
         image: std::path::PathBuf,
     },
+    /// Metadata in PostgreSQL, data in an S3 store (`backend = "object"`, docs/OBJECT.md).
+    Object {
+        /// `postgres = "postgres://USER@HOST:PORT/DB"`; a password comes from the URL or
+        /// `PGPASSWORD`. Never printed.
+        postgres: Secret,
+        /// `store = "s3://BUCKET?endpoint=http://HOST:PORT"`.
+        store: backend_object::StoreUrl,
+        /// `credentials = "/path"`: the S3 keys, else `AWS_ACCESS_KEY_ID` and
+        /// `AWS_SECRET_ACCESS_KEY` from the environment.
+        credentials: Option<PathBuf>,
+    },
+}
+
+/// A string that may hold a password: its `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
 }
 
 impl BackendConfig {
@@ -179,6 +204,7 @@ struct FileConfig {
     timestamps: Option<Spanned<String>>,
     rangelock: Option<Spanned<String>>,
     state_dir: Option<PathBuf>,
+    handle_key: Option<PathBuf>,
     decode: Option<Spanned<String>>,
     fhcache: Option<Spanned<String>>,
     sendfile: Option<Spanned<String>>,
@@ -218,6 +244,9 @@ struct FileExport {
     capacity_bytes: Option<u64>,
     dir: Option<Spanned<PathBuf>>,
     image: Option<Spanned<String>>,
+    postgres: Option<Spanned<String>>,
+    store: Option<Spanned<String>>,
+    credentials: Option<PathBuf>,
     #[serde(default)]
     read_only: bool,
     clients: Option<Vec<Spanned<String>>>,
@@ -288,6 +317,7 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
     }
     apply_limits(&mut config.limits, &file.limits, &at)?;
     config.state_dir.clone_from(&file.state_dir);
+    config.handle_key.clone_from(&file.handle_key);
     config.exports = Vec::new();
     for export in &file.exports {
         let parsed = parse_export(export, &at)?;
@@ -407,6 +437,26 @@ pub fn check_index_bytes(n: usize) -> Result<usize, String> {
     Ok(n)
 }
 
+/// `backend = "object"`: its database and store, both required.
+fn parse_object(export: &FileExport, at: At<'_>) -> Result<BackendConfig, ConfigError> {
+    let span = export.backend.span();
+    let Some(postgres) = &export.postgres else {
+        let msg = "backend = \"object\" needs its database: add postgres = \"postgres://USER@HOST:PORT/DB\"".to_string();
+        return Err(at(&span, msg));
+    };
+    let Some(store) = &export.store else {
+        let msg = "backend = \"object\" needs its S3 store: add store = \"s3://BUCKET?endpoint=http://HOST:PORT\"".to_string();
+        return Err(at(&span, msg));
+    };
+    let parsed =
+        backend_object::StoreUrl::parse(store.get_ref()).map_err(|m| at(&store.span(), m))?;
+    Ok(BackendConfig::Object {
+        postgres: Secret(postgres.get_ref().clone()),
+        store: parsed,
+        credentials: export.credentials.clone(),
+    })
+}
+
 fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigError> {
     let path = check_export_path(export.path.get_ref()).map_err(|m| at(&export.path.span(), m))?;
     let backend = match export.backend.get_ref().as_str() {
@@ -437,9 +487,10 @@ fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigE
                 return Err(at(&export.backend.span(), msg));
             }
         },
+        "object" => parse_object(export, at)?,
         other => {
             let msg = format!(
-                "unknown backend {other:?}; this version supports backend = \"mem\", \"host\" and \"erofs\""
+                "unknown backend {other:?}; this version supports backend = \"mem\", \"host\", \"erofs\" and \"object\""
             );
             return Err(at(&export.backend.span(), msg));
         }
@@ -507,6 +558,7 @@ impl ServerConfig {
             timestamps: backend_mem::TimestampMode::default(),
             rangelock: backend_mem::RangeLockMode::default(),
             state_dir: None,
+            handle_key: None,
             decode: runtime::decode::DecodeMode::default(),
             erofs_cache_bytes: backend_erofs::default_cache_bytes(),
             fhcache: true,
@@ -1009,5 +1061,35 @@ capacity_bytes = 4096
         assert!(e.contains("line 3") && e.contains("image ="), "{e}");
         let e = error_of("decode = \"fast\"\n[[export]]\npath = \"/\"\n");
         assert!(e.contains("line 1") && e.contains("percore"), "{e}");
+    }
+
+    #[test]
+    fn object_exports_need_a_database_and_a_store_and_hide_the_password() {
+        let text = "handle_key = \"/k\"\n[[export]]\npath = \"/\"\nbackend = \"object\"\n\
+                    postgres = \"postgres://u:pw@127.0.0.1:5/db\"\n\
+                    store = \"s3://b?endpoint=http://127.0.0.1:9&prefix=fs\"\n";
+        let c = parse(text, "test.toml").unwrap();
+        assert_eq!(c.handle_key, Some(PathBuf::from("/k")));
+        let BackendConfig::Object {
+            postgres,
+            store,
+            credentials,
+        } = &c.exports[0].backend
+        else {
+            panic!("not an object export: {:?}", c.exports[0].backend);
+        };
+        assert_eq!(postgres.0, "postgres://u:pw@127.0.0.1:5/db");
+        assert_eq!(store.prefix, "fs");
+        assert_eq!(*credentials, None);
+        assert!(
+            !format!("{:?}", c.exports[0]).contains("pw"),
+            "the password is never printed"
+        );
+        let e = error_of("[[export]]\npath = \"/\"\nbackend = \"object\"\nstore = \"s3://b\"\n");
+        assert!(e.contains("line 3") && e.contains("postgres ="), "{e}");
+        let e = error_of(
+            "[[export]]\npath = \"/\"\nbackend = \"object\"\npostgres = \"x\"\nstore = \"http://b\"\n",
+        );
+        assert!(e.contains("line 5") && e.contains("s3://"), "{e}");
     }
 }

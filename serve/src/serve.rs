@@ -435,9 +435,9 @@ fn build_exports(
     let persistent = config.exports.iter().any(|e| {
         matches!(
             e.backend,
-            BackendConfig::Host { .. } | BackendConfig::Erofs { .. }
+            BackendConfig::Host { .. } | BackendConfig::Erofs { .. } | BackendConfig::Object { .. }
         )
-    });
+    }) && config.handle_key.is_none();
     let state_dir = persistent.then(|| {
         config
             .state_dir
@@ -509,6 +509,27 @@ fn build_exports(
                 let incarnation = backend_erofs::ErofsBackend::incarnation_of(identity);
                 (Arc::new(fs), erofs_export_id(&c.path), incarnation)
             }
+            BackendConfig::Object {
+                postgres,
+                store,
+                credentials,
+            } => {
+                let fail = |message: String| ServeError::Backend {
+                    path: c.path.clone(),
+                    message,
+                };
+                let object = backend_object::ObjectConfig {
+                    postgres: postgres.0.clone(),
+                    store: store.clone(),
+                    credentials: backend_object::Credentials::load(credentials.as_deref())
+                        .map_err(fail)?,
+                };
+                let fs = backend_object::ObjectFs::open(&object, Arc::clone(clock.source()))
+                    .map_err(fail)?;
+                // The incarnation lives in the database: every head shares it.
+                let incarnation = fs.incarnation();
+                (Arc::new(fs), object_export_id(&c.path), incarnation)
+            }
         };
         exports.push(Export::new(
             id,
@@ -522,9 +543,10 @@ fn build_exports(
     // old handle STALE rather than naming a different file. Host exports keep theirs in
     // the state directory and erofs exports derive theirs from the image; with the key
     // kept there too, their handles survive a restart.
-    let key = match &state_dir {
-        Some(dir) => crate::state::handle_key(dir).map_err(ServeError::Export)?,
-        None => HandleKey::new(rand::random()),
+    let key = match (&config.handle_key, &state_dir) {
+        (Some(file), _) => crate::state::handle_key_file(file).map_err(ServeError::Export)?,
+        (None, Some(dir)) => crate::state::handle_key(dir).map_err(ServeError::Export)?,
+        (None, None) => HandleKey::new(rand::random()),
     };
     check_distinct_ids(&exports)?;
     Ok((ExportTable::new(exports, key), hosts, state_dir))
@@ -568,6 +590,12 @@ fn host_export_id(dir: &std::path::Path, path: &str) -> ExportId {
 /// bit is set as for host exports.
 fn erofs_export_id(path: &str) -> ExportId {
     hashed_export_id(crate::state::erofs_export_hash(path))
+}
+
+/// Object exports: from the export path, as for erofs exports, so every head that serves
+/// the file system under the same path hands out the same handles.
+fn object_export_id(path: &str) -> ExportId {
+    hashed_export_id(crate::state::erofs_export_hash(&format!("object:{path}")))
 }
 
 /// A hash folded to an export id with the top bit set (numbered exports never have it).
@@ -635,6 +663,15 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
                 e.path,
                 image.display(),
                 config.decode
+            ),
+            BackendConfig::Object { store, .. } => println!(
+                "  export {} (object: PostgreSQL + s3://{}{}, {mode}{clients})",
+                e.path,
+                store.bucket,
+                store
+                    .endpoint
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(" at {e}"))
             ),
         }
         for host in &hosts.names {

@@ -52,6 +52,16 @@ pub fn handle_key(dir: &Path) -> Result<HandleKey, String> {
     Ok(HandleKey::new(raw))
 }
 
+/// The handle key kept in `file` (`handle_key = ...`), made on first use: heads of one
+/// object file system share it.
+///
+/// # Errors
+/// The file cannot be read or written, is readable by others, or is damaged.
+pub fn handle_key_file(file: &Path) -> Result<HandleKey, String> {
+    let raw: [u8; KEY_BYTES] = private_secret(file, "every handle ever issued")?;
+    Ok(HandleKey::new(raw))
+}
+
 /// The persisted incarnation of the host export of `dir` at `path`, created on first use.
 ///
 /// # Errors

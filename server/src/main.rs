@@ -40,6 +40,9 @@ enum Command {
     /// Serve exports over NFSv3. With no arguments: an empty in-memory export "/" on
     /// 127.0.0.1:2049.
     Serve(Box<ServeArgs>),
+    /// Create the schema and root directory of each object export (backend = "object") in
+    /// a config file. A head's first start does the same; running it again changes nothing.
+    Format(FormatArgs),
     /// Benchmark granary beside the peer NFS servers and the loopback limit.
     #[cfg(feature = "lab")]
     Bench(Box<bench::BenchArgs>),
@@ -73,6 +76,13 @@ fn not_built(what: &str) -> String {
          `lab` feature: `cargo build --release --features lab` and then \
          `target/release/granary {what} ...`, or `cargo run --release --features lab -- {what} ...`"
     )
+}
+
+#[derive(Debug, Args)]
+struct FormatArgs {
+    /// TOML file whose object exports to format (see docs/OBJECT.md).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -258,6 +268,14 @@ fn main() -> ExitCode {
         Command::Serve(args) => {
             build_config(*args).and_then(|c| serve::run(c).map_err(|e| e.to_string()))
         }
+        Command::Format(args) => config::load_file(&args.config)
+            .map_err(|e| e.0)
+            .and_then(|c| serve::format(&c))
+            .map(|lines| {
+                for line in lines {
+                    println!("granary: {line}");
+                }
+            }),
         #[cfg(feature = "lab")]
         Command::Bench(args) => bench::run(&args),
         #[cfg(feature = "lab")]

@@ -51,13 +51,22 @@ use crate::types::{
     Stability, Written,
 };
 
-/// Storage behind an export: `mem`, `host` or `erofs`.
+/// Storage behind an export: `mem`, `host`, `erofs` or `object`.
 pub trait Backend: Send + Sync + 'static {
-    /// Short name for logs: "mem", "host", "erofs".
+    /// Short name for logs: "mem", "host", "erofs", "object".
     fn kind(&self) -> &'static str;
 
     /// The root directory.
     fn root(&self) -> FileId;
+
+    /// True if every call may wait on the network (the object backend's database and S3
+    /// store): the servers then run each call on this backend on the blocking pool before
+    /// it starts, instead of on a worker's event loop. Such a backend still answers
+    /// `WouldBlock` from any call made where blocking is forbidden. Backends whose calls
+    /// are local keep the default, false.
+    fn remote(&self) -> bool {
+        false
+    }
 
     /// Static properties; read once when the export is built.
     fn properties(&self) -> FsProperties;

@@ -94,7 +94,8 @@ pub enum FsError {
     /// Nothing was changed; the server runs the same call again on a thread that may
     /// block, so a client never sees it. Only `read_into`, `write`, `commit`,
     /// `setattr` and the NFSv4.2 calls (`seek`, `allocate`, `deallocate`, `copy_range`,
-    /// `clone_range`) return it. Transient.
+    /// `clone_range`) return it, except on a backend whose `remote()` is true (every
+    /// call of the object backend may). Transient.
     #[error("would block")]
     WouldBlock,
 }

@@ -132,7 +132,8 @@ pub fn run(
     e: &mut Encoder,
 ) -> Result<(), ProcError> {
     let args = Compound4Args::decode(d)?;
-    if s.may_block && !sync::blocking::allowed() && args.ops.iter().any(may_block) {
+    let defer = s.remote || args.ops.iter().any(may_block);
+    if s.may_block && !sync::blocking::allowed() && defer {
         // Before any operation ran (SEQUENCE's slot included): the whole COMPOUND runs
         // again on the worker's blocking pool.
         return Err(ProcError::WouldBlock);

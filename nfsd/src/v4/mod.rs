@@ -59,6 +59,10 @@ pub struct Nfs4State {
     pub may_block: bool,
     /// Every session's back channel: what later parts call clients back with.
     pub callbacks: Arc<callback::Callbacks>,
+    /// Some export's backend is remote (object): every call on it waits on the network,
+    /// so every COMPOUND of such a server runs on the blocking pool (whichever export it
+    /// touches: a COMPOUND's handles are known only as it runs).
+    pub remote: bool,
 }
 
 impl Nfs4State {
@@ -74,7 +78,9 @@ impl Nfs4State {
         let now = clock.monotonic();
         let server_owner = Bytes::from(format!("granary-{:08x}", config.epoch));
         let may_block = core.exports.iter().any(|e| e.backend().kind() != "mem");
+        let remote = core.exports.iter().any(|e| e.backend().remote());
         Self {
+            remote,
             state: State::new(config, now),
             core,
             clock,

@@ -1,0 +1,317 @@
+//! The head's connections to its two engines, and how a synchronous backend call waits
+//! for them without stalling a network worker.
+//!
+//! The vfs seam is synchronous. Every call of this backend talks to the database (and
+//! some to the S3 store), so none may run on a worker's event loop: on such a thread
+//! (`sync::blocking::allowed` false) a call answers [`FsError::WouldBlock`] before it
+//! does anything, and the server runs it again on the worker's blocking pool (the
+//! deferral the host backend's syncs use; the NFS front ends send every call on an
+//! object export there at once, see `nfsd`). On the pool thread the call drives its
+//! future with [`tokio::runtime::Handle::block_on`] on a small multi-thread runtime the
+//! backend owns ([`limits::DRIVER_THREADS`] threads drive the sockets), bounded by
+//! [`limits::OPERATION_TIMEOUT`]. The blocking pool's bound is the back-pressure; the
+//! database pool's [`limits::POOL_CONNECTIONS`] bounds the connections.
+//!
+//! Failures of an engine (refused connection, timeout, an S3 error) answer
+//! [`FsError::Jukebox`] (NFS3ERR_JUKEBOX, NFS4ERR_DELAY): the client retries later and the
+//! head keeps serving the others. One line is logged when an engine goes away and one
+//! when it answers again, not one per call.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use vfs::{FsError, FsResult};
+
+use crate::config::ObjectConfig;
+use crate::limits;
+
+/// Why an operation failed inside the backend, before it is told to the client as an
+/// [`FsError`].
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// A file-system answer (`NoEnt`, `Exist` …): the client's.
+    Fs(FsError),
+    /// The database said no, or could not be reached.
+    Db(tokio_postgres::Error),
+    /// No connection could be had from the pool in time.
+    Pool(String),
+    /// The S3 store failed.
+    Store(object_store::Error),
+    /// Rows read without a lock changed before they were locked: run the operation
+    /// again (counted with the serialization failures).
+    Raced,
+    /// The operation did not finish within [`limits::OPERATION_TIMEOUT`].
+    Timeout,
+}
+
+impl From<FsError> for Fail {
+    fn from(e: FsError) -> Self {
+        Self::Fs(e)
+    }
+}
+
+impl From<tokio_postgres::Error> for Fail {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Db(e)
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for Fail {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => Self::Db(e),
+            other => Self::Pool(other.to_string()),
+        }
+    }
+}
+
+impl From<object_store::Error> for Fail {
+    fn from(e: object_store::Error) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl Fail {
+    /// A failure the same transaction may succeed at when run again: a serialization
+    /// failure or a deadlock the database broke (SQLSTATE class 40), or a race seen
+    /// between an unlocked read and the lock.
+    pub(crate) fn retryable(&self) -> bool {
+        match self {
+            Self::Raced => true,
+            Self::Db(e) => e
+                .code()
+                .is_some_and(|c| c.code().starts_with("40") || c.code() == "23505"),
+            _ => false,
+        }
+    }
+}
+
+/// Runs `$body` (which uses `$tx`, a transaction) until it commits, again after a
+/// retryable failure, at most [`limits::MAX_TRANSACTION_TRIES`] times. The connection is
+/// taken from `$pool` anew for each try.
+macro_rules! transaction {
+    ($pool:expr, |$tx:ident| $body:expr) => {{
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            let mut client = $pool.get().await.map_err($crate::engine::Fail::from)?;
+            let $tx = client.transaction().await?;
+            let done: Result<_, $crate::engine::Fail> = async { $body }.await;
+            let done = match done {
+                Ok(v) => $tx.commit().await.map(|()| v).map_err($crate::engine::Fail::from),
+                Err(e) => Err(e),
+            };
+            match done {
+                Err(e) if e.retryable() && tries < $crate::limits::MAX_TRANSACTION_TRIES => {
+                    tracing::debug!(tries, error = ?e, "transaction runs again");
+                }
+                other => break other,
+            }
+        }
+    }};
+}
+pub(crate) use transaction;
+
+/// The database pool, the S3 store and the runtime that drives both.
+pub(crate) struct Engines {
+    /// The backend's runtime (owned by [`crate::ObjectFs`], which shuts it down).
+    handle: tokio::runtime::Handle,
+    pub(crate) pool: deadpool_postgres::Pool,
+    pub(crate) store: Arc<dyn ObjectStore>,
+    /// Key prefix of this file system's objects in the bucket ("" or "fs1/").
+    pub(crate) prefix: String,
+    db_down: AtomicBool,
+    store_down: AtomicBool,
+}
+
+impl Engines {
+    /// Builds the clients (connections are made on first use).
+    ///
+    /// # Errors
+    /// A malformed PostgreSQL URL or store configuration, said for a person.
+    pub(crate) fn new(config: &ObjectConfig) -> Result<(tokio::runtime::Runtime, Self), String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(limits::DRIVER_THREADS)
+            .thread_name("granary-object")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the object backend's runtime: {e}"))?;
+        let prefix = if config.store.prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", config.store.prefix)
+        };
+        let _inside = runtime.enter();
+        let pool = pool(&config.postgres)?;
+        let store = store(config)?;
+        let engines = Self {
+            handle: runtime.handle().clone(),
+            pool,
+            store,
+            prefix,
+            db_down: AtomicBool::new(false),
+            store_down: AtomicBool::new(false),
+        };
+        drop(_inside);
+        Ok((runtime, engines))
+    }
+
+    /// Runs `fut` to completion where the caller may block, within the operation
+    /// timeout, and tells the client what failed.
+    pub(crate) fn run<T, F>(&self, fut: F) -> FsResult<T>
+    where
+        F: Future<Output = Result<T, Fail>> + Send,
+        T: Send,
+    {
+        if !sync::blocking::allowed() {
+            return Err(FsError::WouldBlock);
+        }
+        let bounded = async {
+            match tokio::time::timeout(limits::OPERATION_TIMEOUT, fut).await {
+                Ok(done) => done,
+                Err(_) => Err(Fail::Timeout),
+            }
+        };
+        let handle = &self.handle;
+        let done = if tokio::runtime::Handle::try_current().is_ok() {
+            // Inside some runtime's context (a test's, or a caller's own), where block_on
+            // may not be called: wait on a scoped thread instead.
+            std::thread::scope(|s| {
+                s.spawn(|| handle.block_on(bounded))
+                    .join()
+                    .unwrap_or(Err(Fail::Fs(FsError::ServerFault)))
+            })
+        } else {
+            handle.block_on(bounded)
+        };
+        self.answer(done)
+    }
+
+    /// The client's error for a failure, logging an engine's outage once.
+    fn answer<T>(&self, done: Result<T, Fail>) -> FsResult<T> {
+        match done {
+            Ok(v) => {
+                self.up();
+                Ok(v)
+            }
+            Err(Fail::Fs(e)) => {
+                self.up();
+                Err(e)
+            }
+            Err(e @ Fail::Db(_)) if e.retryable() => {
+                tracing::warn!(error = ?e, "object backend: a transaction kept failing to serialize");
+                Err(FsError::Jukebox)
+            }
+            Err(Fail::Db(e)) if e.code().is_some() => {
+                // The database answered, refusing: a constraint or a bug of ours.
+                tracing::error!(error = %e, "object backend: the database refused a statement");
+                Err(FsError::ServerFault)
+            }
+            Err(Fail::Db(e)) => {
+                self.down(&self.db_down, "database", &e.to_string());
+                Err(FsError::Jukebox)
+            }
+            Err(Fail::Pool(e)) => {
+                self.down(&self.db_down, "database", &e);
+                Err(FsError::Jukebox)
+            }
+            Err(Fail::Raced) => Err(FsError::Jukebox),
+            Err(Fail::Timeout) => {
+                self.down(&self.db_down, "database or S3 store", "no answer in time");
+                Err(FsError::Jukebox)
+            }
+            Err(Fail::Store(object_store::Error::NotFound { path, .. })) => {
+                // A row names an object that is not there: published rows always follow
+                // their objects, so this is damage, not an outage.
+                tracing::error!(%path, "object backend: an object the database names is missing");
+                Err(FsError::Io)
+            }
+            Err(Fail::Store(e)) => {
+                self.down(&self.store_down, "S3 store", &e.to_string());
+                Err(FsError::Jukebox)
+            }
+        }
+    }
+
+    fn down(&self, flag: &AtomicBool, what: &str, why: &str) {
+        if !flag.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                engine = what,
+                error = why,
+                "object backend: engine unreachable; clients are told to retry (JUKEBOX)"
+            );
+        }
+    }
+
+    fn up(&self) {
+        for (flag, what) in [(&self.db_down, "database"), (&self.store_down, "S3 store")] {
+            if flag.swap(false, Ordering::Relaxed) {
+                tracing::warn!(engine = what, "object backend: engine answers again");
+            }
+        }
+    }
+
+    /// The object key of object `id`.
+    pub(crate) fn object_path(&self, id: i64) -> object_store::path::Path {
+        object_store::path::Path::from(format!("{}objects/{id:016x}", self.prefix))
+    }
+}
+
+fn pool(url: &str) -> Result<deadpool_postgres::Pool, String> {
+    let mut pg: tokio_postgres::Config = url.parse().map_err(|e| {
+        format!("postgres URL is not valid ({e}); expected postgres://USER@HOST:PORT/DB")
+    })?;
+    if pg.get_password().is_none() {
+        if let Ok(password) = std::env::var("PGPASSWORD") {
+            pg.password(password);
+        }
+    }
+    pg.connect_timeout(limits::CONNECT_TIMEOUT);
+    pg.application_name("granary");
+    let manager = deadpool_postgres::Manager::from_config(
+        pg,
+        tokio_postgres::NoTls,
+        deadpool_postgres::ManagerConfig {
+            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+        },
+    );
+    deadpool_postgres::Pool::builder(manager)
+        .max_size(limits::POOL_CONNECTIONS)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(limits::OPERATION_TIMEOUT))
+        .create_timeout(Some(limits::CONNECT_TIMEOUT))
+        .recycle_timeout(Some(limits::CONNECT_TIMEOUT))
+        .build()
+        .map_err(|e| format!("cannot build the database pool: {e}"))
+}
+
+fn store(config: &ObjectConfig) -> Result<Arc<dyn ObjectStore>, String> {
+    let s = &config.store;
+    let retry = object_store::RetryConfig {
+        max_retries: 2,
+        retry_timeout: limits::OPERATION_TIMEOUT / 2,
+        ..Default::default()
+    };
+    let options = object_store::ClientOptions::new()
+        .with_allow_http(true)
+        .with_connect_timeout(limits::CONNECT_TIMEOUT)
+        .with_timeout(limits::OPERATION_TIMEOUT);
+    let mut builder = object_store::aws::AmazonS3Builder::new()
+        .with_bucket_name(&s.bucket)
+        .with_region(&s.region)
+        .with_access_key_id(&config.credentials.access_key_id)
+        .with_secret_access_key(&config.credentials.secret_access_key)
+        .with_retry(retry)
+        .with_client_options(options);
+    if let Some(endpoint) = &s.endpoint {
+        builder = builder
+            .with_endpoint(endpoint)
+            .with_virtual_hosted_style_request(false);
+    }
+    let store = builder
+        .build()
+        .map_err(|e| format!("S3 store {:?}: {e}", s.bucket))?;
+    Ok(Arc::new(store))
+}

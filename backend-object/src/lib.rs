@@ -1,0 +1,645 @@
+//! The object backend: metadata in PostgreSQL, file data in an S3 store, so several
+//! granary heads serve one namespace (issue 29; docs/OBJECT.md).
+//!
+//! - [`config`]: where the engines are and their secrets (never logged);
+//! - `engine`: the database pool, the S3 client, and how a synchronous call waits for
+//!   them on the blocking pool (never on a network worker) within a timeout, an outage
+//!   answering `Jukebox`;
+//! - `schema`: tables keyed by inode id, the migration and [`format`];
+//! - `meta`: one transaction per metadata operation, row locks in one order;
+//! - `data`, `pending`: slices, reads, UNSTABLE writes buffered per head and the publish
+//!   protocol (objects first, then rows, reply after the commit);
+//! - [`limits`]: every bound, with why.
+//!
+//! What this backend promises beyond the [`vfs::Backend`] contract: a handle (inode id and
+//! the export's incarnation, which lives in the database) resolves on every head that
+//! shares the handle key; a change of names or attributes committed on one head is seen
+//! by the next call on any head; data follows once published (COMMIT, a FILE_SYNC write,
+//! or the publish timer).
+#![forbid(unsafe_code)]
+
+pub mod config;
+mod data;
+mod engine;
+pub mod limits;
+mod meta;
+mod pending;
+mod schema;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use gtime::{Clock, Timestamp};
+use vfs::{
+    Attr, Change, Checks, Cookie, CreateMode, Created, DirPage, FileId, FileType, Found, FsError,
+    FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone, Renamed, SetAttr, SpecialFile,
+    Stability, Written,
+};
+
+pub use config::{Credentials, ObjectConfig, StoreUrl, TestEngines};
+use engine::{transaction, Engines, Fail};
+use meta::{to_db, Make};
+use pending::{Full, Pending};
+
+/// What one head shares with its background tasks.
+pub(crate) struct Inner {
+    engines: Engines,
+    pending: Pending,
+    clock: Arc<dyn Clock>,
+    /// The highest `now` this head handed to a change, and the floor read at start: no
+    /// stamp this head gives is below it (seed 000's floor, kept in the database).
+    floor_ns: AtomicI64,
+}
+
+impl Inner {
+    /// The time a change is stamped with: the clock, never below the floor.
+    fn now_ns(&self) -> i64 {
+        let clock = meta::ns(self.clock.now());
+        self.floor_ns.fetch_max(clock, Ordering::AcqRel).max(clock)
+    }
+
+    /// `attr` as this head's clients see it: the published size and times, moved by the
+    /// writes this head still holds.
+    fn overlay(&self, mut attr: Attr) -> Attr {
+        if let Some((end, stamp)) = self.pending.overlay(to_db(attr.fileid)) {
+            attr.size_bytes = attr.size_bytes.max(end);
+            attr.used_bytes = attr.size_bytes;
+            let stamp = meta::ts(stamp);
+            if stamp > attr.ctime {
+                attr.ctime = stamp;
+                attr.mtime = stamp;
+            }
+        }
+        attr
+    }
+}
+
+/// An object file system served by this head.
+pub struct ObjectFs {
+    inner: Arc<Inner>,
+    root: FileId,
+    incarnation: u32,
+    /// Shut down (in the background) when the backend is dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for ObjectFs {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Creates the schema and the root directory in the database `config` names, if it has
+/// none (`granary format`). Returns true if it created them.
+///
+/// # Errors
+/// The engines cannot be reached, or the database holds a schema of another version.
+pub fn format(config: &ObjectConfig, clock: Arc<dyn Clock>) -> Result<bool, String> {
+    let (runtime, engines) = Engines::new(config)?;
+    let now = meta::ns(clock.now());
+    let made = runtime.block_on(async {
+        let mut client = engines.pool.get().await.map_err(Fail::from)?;
+        schema::format(&mut client, now).await
+    });
+    runtime.shutdown_background();
+    made.map_err(|e| format!("cannot format the object file system: {}", describe(&e)))
+}
+
+fn describe(e: &Fail) -> String {
+    match e {
+        Fail::Fs(e) => e.to_string(),
+        Fail::Db(e) => format!("database: {e}"),
+        Fail::Pool(e) => format!("database: {e}"),
+        Fail::Store(e) => format!("S3 store: {e}"),
+        Fail::Raced => "a concurrent change".to_string(),
+        Fail::Timeout => "no answer in time".to_string(),
+    }
+}
+
+impl ObjectFs {
+    /// Connects to the engines, creating the schema and root on first start, and starts
+    /// the publish timer and the floor writer.
+    ///
+    /// # Errors
+    /// The engines cannot be reached or the database's schema is of another version, said
+    /// for a person (no secret in it).
+    pub fn open(config: &ObjectConfig, clock: Arc<dyn Clock>) -> Result<Self, String> {
+        let (runtime, engines) = Engines::new(config)?;
+        let now = meta::ns(clock.now());
+        let started = runtime.block_on(async {
+            let mut client = engines.pool.get().await.map_err(Fail::from)?;
+            schema::format(&mut client, now).await?;
+            schema::read_meta(&client).await
+        });
+        let m = started.map_err(|e| format!("object backend: {}", describe(&e)))?;
+        let inner = Arc::new(Inner {
+            engines,
+            pending: Pending::default(),
+            clock,
+            floor_ns: AtomicI64::new(m.ctime_floor_ns),
+        });
+        runtime.spawn(publisher(Arc::clone(&inner)));
+        runtime.spawn(floor_writer(Arc::clone(&inner), m.ctime_floor_ns));
+        Ok(Self {
+            inner,
+            root: FileId(u64::try_from(m.root).unwrap_or(0)),
+            incarnation: m.incarnation,
+            runtime: Some(runtime),
+        })
+    }
+
+    /// The export's incarnation, shared by every head (kept in the database): a handle of
+    /// another file system (a database formatted anew) is STALE.
+    #[must_use]
+    pub fn incarnation(&self) -> u32 {
+        self.incarnation
+    }
+
+    /// Publishes every file's buffered writes now (tests, and a clean shutdown).
+    ///
+    /// # Errors
+    /// As a COMMIT.
+    pub fn publish_all(&self) -> FsResult<()> {
+        let inner = &self.inner;
+        let files = inner
+            .pending
+            .older_than(inner.clock.monotonic(), std::time::Duration::ZERO);
+        self.run(async move {
+            for f in files {
+                data::publish(inner, f).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn run<T: Send>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, Fail>> + Send,
+    ) -> FsResult<T> {
+        self.inner.engines.run(fut)
+    }
+
+    /// Rows of `file` in the `slices` table and objects they name (tests and docs).
+    ///
+    /// # Errors
+    /// As GETATTR.
+    pub fn slice_counts(&self, file: FileId) -> FsResult<(u64, u64)> {
+        let inner = &self.inner;
+        self.run(async move {
+            let c = inner.engines.pool.get().await?;
+            let row = c
+                .query_one(
+                    "SELECT count(*), count(DISTINCT object) FROM slices WHERE file = $1",
+                    &[&to_db(file)],
+                )
+                .await?;
+            let n = |i| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+            Ok((n(0), n(1)))
+        })
+    }
+}
+
+/// The publish timer: buffered writes older than [`limits::PUBLISH_AGE`] are published
+/// without a COMMIT. A failure keeps them buffered for the next round.
+async fn publisher(inner: Arc<Inner>) {
+    loop {
+        tokio::time::sleep(limits::PUBLISH_INTERVAL).await;
+        let now = inner.clock.monotonic();
+        for file in inner.pending.older_than(now, limits::PUBLISH_AGE) {
+            if let Err(e) = data::publish(&inner, file).await {
+                tracing::warn!(file, error = %describe(&e), "object backend: publish timer failed; data stays buffered");
+            }
+        }
+    }
+}
+
+/// Writes the floor this head handed out to the database now and then, so a head that
+/// starts later never stamps below it.
+async fn floor_writer(inner: Arc<Inner>, mut written: i64) {
+    loop {
+        tokio::time::sleep(limits::FLOOR_PERSIST_INTERVAL).await;
+        let floor = inner.floor_ns.load(Ordering::Acquire);
+        if floor <= written {
+            continue;
+        }
+        let Ok(c) = inner.engines.pool.get().await else {
+            continue;
+        };
+        let r = c
+            .execute(
+                "UPDATE granary_meta SET ctime_floor_ns = GREATEST(ctime_floor_ns, $1)",
+                &[&floor],
+            )
+            .await;
+        if r.is_ok() {
+            written = floor;
+        }
+    }
+}
+
+/// A pooled connection as a plain client.
+macro_rules! client {
+    ($inner:expr) => {
+        $inner.engines.pool.get().await?
+    };
+}
+
+impl vfs::Backend for ObjectFs {
+    fn kind(&self) -> &'static str {
+        "object"
+    }
+
+    fn root(&self) -> FileId {
+        self.root
+    }
+
+    fn remote(&self) -> bool {
+        true
+    }
+
+    fn properties(&self) -> FsProperties {
+        FsProperties {
+            stable_ids: true,
+            max_file_size: vfs::limits::MAX_FILE_SIZE,
+            time_granularity_ns: 1,
+            supports_hard_links: true,
+            supports_symlinks: true,
+            max_links: vfs::limits::MAX_LINKS,
+            max_name_bytes: u32::try_from(vfs::limits::MAX_NAME_BYTES).unwrap_or(255),
+            case_insensitive: false,
+            case_preserving: true,
+            read_only: false,
+        }
+    }
+
+    fn fsstat(&self) -> FsResult<FsStat> {
+        let inner = &self.inner;
+        let files = self.run(async move {
+            let c = client!(inner);
+            let row = c
+                .query_one(
+                    "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE relname = 'inodes'",
+                    &[],
+                )
+                .await?;
+            Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+        })?;
+        // An S3 store has no fixed size: report a large one (1 PiB, 2^40 files).
+        let total_bytes = 1u64 << 50;
+        let total_files = 1u64 << 40;
+        Ok(FsStat {
+            total_bytes,
+            free_bytes: total_bytes,
+            avail_bytes: total_bytes,
+            total_files,
+            free_files: total_files - files.min(total_files),
+            avail_files: total_files - files.min(total_files),
+        })
+    }
+
+    fn getattr(&self, id: FileId) -> FsResult<Attr> {
+        let inner = &self.inner;
+        self.run(async move {
+            let c = client!(inner);
+            let attr = meta::get(&**c, to_db(id)).await?.attr;
+            Ok(inner.overlay(attr))
+        })
+    }
+
+    fn setattr(
+        &self,
+        id: FileId,
+        set: &SetAttr,
+        guard: Option<Timestamp>,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        let inner = &self.inner;
+        let file = to_db(id);
+        let now = inner.now_ns();
+        if let Some(size) = set.size_bytes {
+            // Buffered bytes past the new end are gone with it; the rest publish first, so
+            // the rows the truncation masks are all there is.
+            inner.pending.truncate(file, size);
+        }
+        self.run(async move {
+            if set.size_bytes.is_some() {
+                data::publish(inner, file).await?;
+            }
+            let (change, _) = transaction!(inner.engines.pool, |tx| {
+                meta::setattr(&*tx, file, set, guard, checks, now).await
+            })?;
+            Ok(change)
+        })
+    }
+
+    fn lookup(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Found> {
+        let inner = &self.inner;
+        self.run(async move {
+            let c = client!(inner);
+            let (child, d) = meta::lookup(&**c, to_db(dir), name, checks).await?;
+            Ok(Found {
+                attr: inner.overlay(child.attr),
+                dir: d.attr,
+            })
+        })
+    }
+
+    fn parent(&self, dir: FileId, checks: &dyn Checks) -> FsResult<Found> {
+        let inner = &self.inner;
+        self.run(async move {
+            let c = client!(inner);
+            let (p, d) = meta::parent(&**c, to_db(dir), checks).await?;
+            Ok(Found {
+                attr: p.attr,
+                dir: d.attr,
+            })
+        })
+    }
+
+    fn read_into(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        out: &mut BytesMut,
+        checks: &dyn Checks,
+    ) -> FsResult<ReadDone> {
+        let inner = &self.inner;
+        let file = to_db(id);
+        let (bytes, done) = self.run(async move {
+            let c = client!(inner);
+            let attr = inner.overlay(meta::get(&**c, file).await?.attr);
+            match attr.file_type {
+                FileType::Regular => {}
+                FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
+                _ => return Err(Fail::Fs(FsError::Inval)),
+            }
+            checks.may_read(&attr)?;
+            let size = attr.size_bytes;
+            if offset_bytes >= size {
+                return Ok((Vec::new(), ReadDone { attr, eof: true }));
+            }
+            let len = usize::try_from((size - offset_bytes).min(u64::from(count))).unwrap_or(0);
+            let mut bytes = data::read_published(inner, &**c, file, offset_bytes, len).await?;
+            inner.pending.read_over(file, offset_bytes, &mut bytes);
+            let eof = offset_bytes + len as u64 >= size;
+            Ok((bytes, ReadDone { attr, eof }))
+        })?;
+        out.extend_from_slice(&bytes);
+        Ok(done)
+    }
+
+    fn write(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        data: &[u8],
+        stable: Stability,
+        checks: &dyn Checks,
+    ) -> FsResult<Written> {
+        let inner = &self.inner;
+        let file = to_db(id);
+        offset_bytes
+            .checked_add(data.len() as u64)
+            .filter(|&end| end <= vfs::limits::MAX_FILE_SIZE)
+            .ok_or(FsError::FBig)?;
+        let now = inner.now_ns();
+        self.run(async move {
+            let before = check_write(inner, file, checks, now).await?;
+            let stamp = now.max(meta::ns(before.ctime).saturating_add(1));
+            let mono = inner.clock.monotonic();
+            let mut tries = 0;
+            while let Err(full) = inner.pending.add(file, offset_bytes, data, mono, stamp) {
+                tries += 1;
+                if full == Full::Head || tries > 1 {
+                    // Other files fill the head's buffer: the publisher drains it.
+                    return Err(Fail::Fs(FsError::Jukebox));
+                }
+                data::publish(inner, file).await?;
+            }
+            if stable == Stability::Unstable {
+                let after = inner.overlay(before.clone());
+                return Ok(Written {
+                    count: u32::try_from(data.len()).unwrap_or(u32::MAX),
+                    committed: Stability::Unstable,
+                    file: Change {
+                        before: Some(PreAttr::of(&before)),
+                        after,
+                    },
+                });
+            }
+            let after = match data::publish(inner, file).await? {
+                Some(row) => inner.overlay(row.attr),
+                None => inner.overlay(meta::get(&**client!(inner), file).await?.attr),
+            };
+            Ok(Written {
+                count: u32::try_from(data.len()).unwrap_or(u32::MAX),
+                committed: Stability::FileSync,
+                file: Change {
+                    before: Some(PreAttr::of(&before)),
+                    after,
+                },
+            })
+        })
+    }
+
+    fn commit(&self, id: FileId, _offset_bytes: u64, _count: u32) -> FsResult<Change> {
+        let inner = &self.inner;
+        let file = to_db(id);
+        self.run(async move {
+            let before = inner.overlay(meta::get(&**client!(inner), file).await?.attr);
+            let after = match data::publish(inner, file).await? {
+                Some(row) => inner.overlay(row.attr),
+                None => before.clone(),
+            };
+            Ok(Change {
+                before: Some(PreAttr::of(&before)),
+                after,
+            })
+        })
+    }
+
+    fn create(
+        &self,
+        dir: FileId,
+        name: &Name,
+        mode: &CreateMode,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        self.make(dir, name, &Make::File(mode), checks)
+    }
+
+    fn mkdir(
+        &self,
+        dir: FileId,
+        name: &Name,
+        attrs: &SetAttr,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        self.make(dir, name, &Make::Dir(attrs), checks)
+    }
+
+    fn symlink(
+        &self,
+        dir: FileId,
+        name: &Name,
+        target: &[u8],
+        attrs: &SetAttr,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        if target.len() > vfs::limits::MAX_PATH_BYTES {
+            return Err(FsError::NameTooLong);
+        }
+        self.make(dir, name, &Make::Symlink(target, attrs), checks)
+    }
+
+    fn mknod(
+        &self,
+        dir: FileId,
+        name: &Name,
+        kind: SpecialFile,
+        attrs: &SetAttr,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        self.make(dir, name, &Make::Special(kind, attrs), checks)
+    }
+
+    fn readlink(&self, id: FileId) -> FsResult<(Bytes, Attr)> {
+        let inner = &self.inner;
+        self.run(async move { meta::readlink(&**client!(inner), to_db(id)).await })
+    }
+
+    fn remove(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Change> {
+        self.remove_entry(dir, name, false, checks)
+    }
+
+    fn rmdir(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Change> {
+        self.remove_entry(dir, name, true, checks)
+    }
+
+    fn rename(
+        &self,
+        from_dir: FileId,
+        from: &Name,
+        to_dir: FileId,
+        to: &Name,
+        checks: &dyn Checks,
+    ) -> FsResult<Renamed> {
+        let inner = &self.inner;
+        let now = inner.now_ns();
+        let moved = self.run(async move {
+            transaction!(inner.engines.pool, |tx| {
+                meta::rename(&*tx, to_db(from_dir), from, to_db(to_dir), to, checks, now).await
+            })
+        })?;
+        if let Some(gone) = moved.gone {
+            inner.pending.drop_file(gone);
+        }
+        Ok(moved.renamed)
+    }
+
+    fn link(&self, id: FileId, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Linked> {
+        let inner = &self.inner;
+        let now = inner.now_ns();
+        let mut linked = self.run(async move {
+            transaction!(inner.engines.pool, |tx| {
+                meta::link(&*tx, to_db(id), to_db(dir), name, checks, now).await
+            })
+        })?;
+        linked.attr = inner.overlay(linked.attr);
+        Ok(linked)
+    }
+
+    fn readdir(
+        &self,
+        dir: FileId,
+        cookie: Cookie,
+        max_entries: usize,
+        checks: &dyn Checks,
+    ) -> FsResult<(DirPage, Attr)> {
+        let inner = &self.inner;
+        self.run(async move {
+            meta::readdir(&**client!(inner), to_db(dir), cookie, max_entries, checks).await
+        })
+    }
+}
+
+impl ObjectFs {
+    fn make(
+        &self,
+        dir: FileId,
+        name: &Name,
+        what: &Make<'_>,
+        checks: &dyn Checks,
+    ) -> FsResult<Created> {
+        let inner = &self.inner;
+        let now = inner.now_ns();
+        let made = self.run(async move {
+            transaction!(inner.engines.pool, |tx| {
+                meta::make(&*tx, to_db(dir), name, what, checks, now).await
+            })
+        })?;
+        if let Some(size) = made.truncated_to {
+            inner
+                .pending
+                .truncate(to_db(made.created.attr.fileid), size);
+        }
+        let mut created = made.created;
+        created.attr = inner.overlay(created.attr);
+        Ok(created)
+    }
+
+    fn remove_entry(
+        &self,
+        dir: FileId,
+        name: &Name,
+        rmdir: bool,
+        checks: &dyn Checks,
+    ) -> FsResult<Change> {
+        let inner = &self.inner;
+        let now = inner.now_ns();
+        let removed = self.run(async move {
+            transaction!(inner.engines.pool, |tx| {
+                meta::remove(&*tx, to_db(dir), name, rmdir, checks, now).await
+            })
+        })?;
+        if let Some(gone) = removed.gone {
+            inner.pending.drop_file(gone);
+        }
+        Ok(removed.dir)
+    }
+}
+
+/// WRITE's checks on file `id`: a regular file the caller may write. Clears set-id bits
+/// in one transaction when the checks say so. Returns the attributes checked.
+async fn check_write(
+    inner: &Inner,
+    file: i64,
+    checks: &dyn Checks,
+    now: i64,
+) -> Result<Attr, Fail> {
+    let attr = inner.overlay(
+        meta::get(&**inner.engines.pool.get().await?, file)
+            .await?
+            .attr,
+    );
+    match attr.file_type {
+        FileType::Regular => {}
+        FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
+        _ => return Err(Fail::Fs(FsError::Inval)),
+    }
+    let Some(mode) = checks.may_write(&attr)? else {
+        return Ok(attr);
+    };
+    let set = SetAttr {
+        mode: Some(mode),
+        ..SetAttr::default()
+    };
+    let (change, _) = transaction!(inner.engines.pool, |tx| {
+        meta::setattr(&*tx, file, &set, None, &vfs::Trusted::ROOT, now).await
+    })?;
+    Ok(inner.overlay(change.after))
+}

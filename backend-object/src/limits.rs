@@ -1,0 +1,82 @@
+//! Limits of the object backend, each with why it is that number.
+
+use std::time::Duration;
+
+/// Files whose data ends at or below this many bytes keep it in the database (inline
+/// slice rows), so a small file costs no S3 request at all: DittoFS measured 12-18
+/// creates/s when every file cost a PUT, and a PUT to the S3 server here takes ~3 ms
+/// against ~0.4 ms for a database transaction. 4 KiB is one page of most clients' writes
+/// and keeps a row well under PostgreSQL's 8 KiB page (TOAST would move it out of line).
+pub const INLINE_MAX_BYTES: u64 = 4096;
+
+/// Largest object one publish uploads: "a few MiB at most" (issue 29). 4 MiB is one PUT
+/// of ~44 ms to the S3 server here, near its best throughput, and bounds what one GET
+/// must fetch for a read of a few KiB.
+pub const OBJECT_MAX_BYTES: usize = 4 << 20;
+
+/// UNSTABLE data one file may hold in a head before a write publishes it first (the
+/// writer then waits for the upload: back-pressure). One object's worth, so one publish
+/// is one PUT.
+pub const PENDING_FILE_MAX_BYTES: usize = OBJECT_MAX_BYTES;
+
+/// UNSTABLE data all files of one head may hold. A write past it publishes its own file
+/// first; if the other files' data still fills it, the write answers `Jukebox` (the client
+/// retries) while the publisher drains them. 64 MiB is sixteen files' worth, a few hundred
+/// milliseconds of uploads at the S3 server's throughput here.
+pub const PENDING_HEAD_MAX_BYTES: usize = 64 << 20;
+
+/// How often the publisher looks for UNSTABLE data to publish on its own (the "timer" of
+/// the publish protocol).
+pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// UNSTABLE data older than this is published by the timer even without a COMMIT: a
+/// client that never commits (a crash of its own) still has its data reach other heads,
+/// as the Linux client's dirty-page writeback does within ~30 s; 3 s keeps another head's
+/// view close behind.
+pub const PUBLISH_AGE: Duration = Duration::from_secs(3);
+
+/// Longest one NFS operation waits for the database or the S3 store. Past it the client
+/// gets `NFS3ERR_JUKEBOX` / `NFS4ERR_DELAY` and retries; the Linux client waits 5 s
+/// (`NFS_JUKEBOX_RETRY_TIME`) before it does, so an outage costs it no faster polling.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest the head waits for one new database connection: short, so that an outage
+/// answers `Jukebox` quickly instead of holding blocking-pool threads.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Times one operation runs again after a serialization failure or a deadlock the
+/// database detected (SQLSTATE 40001, 40P01). Locks taken in one order make both rare;
+/// the bound keeps a pathological case from spinning, and `Jukebox` tells the client to
+/// come back.
+pub const MAX_TRANSACTION_TRIES: u32 = 8;
+
+/// Database connections of one head: the blocking pool runs at most this many
+/// operations at once against the database anyway (its threads), and PostgreSQL's default
+/// `max_connections` of 100 then serves several heads.
+pub const POOL_CONNECTIONS: usize = 16;
+
+/// Threads of the head's own tokio runtime that drive the database and S3 clients'
+/// sockets. The calls themselves wait on blocking-pool threads; two drivers keep one
+/// stalled socket from delaying every other.
+pub const DRIVER_THREADS: usize = 2;
+
+/// Bytes a directory's size grows by per entry, as the mem backend counts them.
+pub const DIR_ENTRY_BYTES: u64 = 32;
+
+/// Directory entries one READDIR query fetches at most beyond what the page asks for: one
+/// more tells whether the listing ended.
+pub const READDIR_MAX_ENTRIES: usize = 4096;
+
+/// How often a head writes the ctime floor (seed 000) it has handed out to the database,
+/// so a head started later never stamps below it. Not on every operation: one row all
+/// heads update on every change is the hot row JuiceFS #6246 warns of.
+pub const FLOOR_PERSIST_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Deepest directory chain the rename cycle check walks before it gives up with
+/// `ServerFault` (a loop in the parent chain would be corruption).
+pub const MAX_DEPTH: usize = 4096;
+
+const _: () = assert!(PENDING_FILE_MAX_BYTES <= OBJECT_MAX_BYTES);
+const _: () = assert!(PENDING_FILE_MAX_BYTES <= PENDING_HEAD_MAX_BYTES);
+const _: () = assert!((INLINE_MAX_BYTES as usize) < OBJECT_MAX_BYTES);
+const _: () = assert!(PUBLISH_INTERVAL.as_millis() <= PUBLISH_AGE.as_millis());

@@ -1,0 +1,279 @@
+//! UNSTABLE writes a head holds until they are published (COMMIT, FILE_SYNC, the timer,
+//! or a full buffer).
+//!
+//! Bounded per file ([`PENDING_FILE_MAX_BYTES`]) and per head
+//! ([`PENDING_HEAD_MAX_BYTES`]). The head that holds them reads them over the published
+//! data (its clients read their own writes); other heads see them once published, which
+//! is close-to-open for clients that COMMIT on close, as the Linux client does.
+//!
+//! Each extent has a sequence number; a publish takes a snapshot of the extents up to
+//! one number and, once their rows committed, releases exactly those, so writes that
+//! arrive while it uploads stay for the next publish. An extent a publish took is never
+//! extended afterwards.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::limits::{PENDING_FILE_MAX_BYTES, PENDING_HEAD_MAX_BYTES};
+
+/// One buffered write (consecutive writes merged).
+#[derive(Debug, Clone)]
+pub(crate) struct Extent {
+    pub offset: u64,
+    pub data: Vec<u8>,
+    seq: u64,
+}
+
+impl Extent {
+    pub(crate) fn end(&self) -> u64 {
+        self.offset + self.data.len() as u64
+    }
+}
+
+/// One file's buffered writes.
+#[derive(Debug, Default)]
+struct FileBuf {
+    extents: Vec<Extent>,
+    bytes: usize,
+    /// Extents up to this sequence number belong to a publish in progress.
+    sealed: u64,
+    /// When the oldest extent arrived (the injected clock's monotonic time).
+    since: Duration,
+    /// The ctime the clients were told for the last write (ns), kept by the publish.
+    stamp_ns: i64,
+}
+
+/// What a publish takes.
+pub(crate) struct Snapshot {
+    pub extents: Vec<Extent>,
+    pub upto: u64,
+    pub stamp_ns: i64,
+}
+
+/// Why a write could not be buffered.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Full {
+    /// This file holds its maximum: publish it first.
+    File,
+    /// The head holds its maximum in other files' data: retry later.
+    Head,
+}
+
+#[derive(Default)]
+struct State {
+    files: HashMap<i64, FileBuf>,
+    total: usize,
+    next_seq: u64,
+}
+
+/// Every file's buffered writes of one head.
+#[derive(Default)]
+pub(crate) struct Pending {
+    state: Mutex<State>,
+    /// One publish per file at a time.
+    publishing: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Pending {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Buffers `data` at `offset` of `file`.
+    pub(crate) fn add(
+        &self,
+        file: i64,
+        offset: u64,
+        data: &[u8],
+        now: Duration,
+        stamp_ns: i64,
+    ) -> Result<(), Full> {
+        let mut s = self.state();
+        let held = s.files.get(&file).map_or(0, |f| f.bytes);
+        if held + data.len() > PENDING_FILE_MAX_BYTES {
+            return Err(if held == 0 { Full::Head } else { Full::File });
+        }
+        if s.total + data.len() > PENDING_HEAD_MAX_BYTES {
+            return Err(if held > 0 { Full::File } else { Full::Head });
+        }
+        s.next_seq += 1;
+        let seq = s.next_seq;
+        s.total += data.len();
+        let f = s.files.entry(file).or_default();
+        if f.extents.is_empty() {
+            f.since = now;
+        }
+        f.bytes += data.len();
+        f.stamp_ns = f.stamp_ns.max(stamp_ns);
+        let sealed = f.sealed;
+        match f.extents.last_mut() {
+            Some(last) if last.seq > sealed && last.end() == offset => {
+                last.data.extend_from_slice(data);
+                last.seq = seq;
+            }
+            _ => f.extents.push(Extent {
+                offset,
+                data: data.to_vec(),
+                seq,
+            }),
+        }
+        Ok(())
+    }
+
+    /// The end of `file`'s buffered data and the ctime its clients were told, if any.
+    pub(crate) fn overlay(&self, file: i64) -> Option<(u64, i64)> {
+        let s = self.state();
+        let f = s.files.get(&file)?;
+        let end = f.extents.iter().map(Extent::end).max()?;
+        Some((end, f.stamp_ns))
+    }
+
+    /// Copies buffered bytes of `file` over `buf`, which holds the file from `offset`.
+    pub(crate) fn read_over(&self, file: i64, offset: u64, buf: &mut [u8]) {
+        let s = self.state();
+        let Some(f) = s.files.get(&file) else {
+            return;
+        };
+        let end = offset + buf.len() as u64;
+        for e in &f.extents {
+            let from = e.offset.max(offset);
+            let to = e.end().min(end);
+            if from >= to {
+                continue;
+            }
+            let dst = usize::try_from(from - offset).unwrap_or(0);
+            let src = usize::try_from(from - e.offset).unwrap_or(0);
+            let n = usize::try_from(to - from).unwrap_or(0);
+            buf[dst..dst + n].copy_from_slice(&e.data[src..src + n]);
+        }
+    }
+
+    /// Drops buffered bytes of `file` at or past `size` (a truncation).
+    pub(crate) fn truncate(&self, file: i64, size: u64) {
+        let mut s = self.state();
+        let Some(f) = s.files.get_mut(&file) else {
+            return;
+        };
+        let before = f.bytes;
+        f.extents.retain_mut(|e| {
+            if e.end() > size {
+                e.data
+                    .truncate(usize::try_from(size.saturating_sub(e.offset)).unwrap_or(0));
+            }
+            !e.data.is_empty()
+        });
+        f.bytes = f.extents.iter().map(|e| e.data.len()).sum();
+        let dropped = before - f.bytes;
+        s.total -= dropped;
+    }
+
+    /// Forgets `file` (its last link went).
+    pub(crate) fn drop_file(&self, file: i64) {
+        let mut s = self.state();
+        if let Some(f) = s.files.remove(&file) {
+            s.total -= f.bytes;
+        }
+    }
+
+    /// The lock a publish of `file` holds.
+    pub(crate) fn publish_lock(&self, file: i64) -> Arc<tokio::sync::Mutex<()>> {
+        let mut p = self
+            .publishing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(p.entry(file).or_default())
+    }
+
+    /// Takes what a publish of `file` will write (nothing if none is buffered).
+    pub(crate) fn snapshot(&self, file: i64) -> Option<Snapshot> {
+        let mut s = self.state();
+        let f = s.files.get_mut(&file)?;
+        let upto = f.extents.last()?.seq;
+        f.sealed = upto;
+        Some(Snapshot {
+            extents: f.extents.clone(),
+            upto,
+            stamp_ns: f.stamp_ns,
+        })
+    }
+
+    /// Releases what a publish committed.
+    pub(crate) fn release(&self, file: i64, upto: u64) {
+        let mut s = self.state();
+        let Some(f) = s.files.get_mut(&file) else {
+            return;
+        };
+        let before = f.bytes;
+        f.extents.retain(|e| e.seq > upto);
+        f.bytes = f.extents.iter().map(|e| e.data.len()).sum();
+        let released = before - f.bytes;
+        let empty = f.extents.is_empty();
+        s.total -= released;
+        if empty {
+            s.files.remove(&file);
+            drop(s);
+            let mut p = self
+                .publishing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if p.get(&file).is_some_and(|l| Arc::strong_count(l) == 1) {
+                p.remove(&file);
+            }
+        }
+    }
+
+    /// Files whose oldest buffered write is older than `age` at `now`.
+    pub(crate) fn older_than(&self, now: Duration, age: Duration) -> Vec<i64> {
+        let s = self.state();
+        s.files
+            .iter()
+            .filter(|(_, f)| now.saturating_sub(f.since) >= age)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Bytes held by every file.
+    #[cfg(test)]
+    pub(crate) fn total_bytes(&self) -> usize {
+        self.state().total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_consecutive_writes_but_not_into_a_snapshot() {
+        let p = Pending::default();
+        let t = Duration::ZERO;
+        p.add(1, 0, b"abc", t, 5).unwrap();
+        p.add(1, 3, b"def", t, 6).unwrap();
+        let snap = p.snapshot(1).unwrap();
+        assert_eq!(snap.extents.len(), 1);
+        assert_eq!(snap.extents[0].data, b"abcdef");
+        p.add(1, 6, b"g", t, 7).unwrap();
+        p.release(1, snap.upto);
+        let mut buf = [0u8; 7];
+        p.read_over(1, 0, &mut buf);
+        assert_eq!(&buf, b"\0\0\0\0\0\0g");
+        assert_eq!(p.total_bytes(), 1);
+        assert_eq!(p.overlay(1), Some((7, 7)));
+    }
+
+    #[test]
+    fn bounds_and_truncation() {
+        let p = Pending::default();
+        let big = vec![1u8; PENDING_FILE_MAX_BYTES];
+        p.add(1, 0, &big, Duration::ZERO, 0).unwrap();
+        assert_eq!(p.add(1, 0, b"x", Duration::ZERO, 0), Err(Full::File));
+        p.truncate(1, 10);
+        assert_eq!(p.total_bytes(), 10);
+        p.drop_file(1);
+        assert_eq!(p.total_bytes(), 0);
+        assert!(p.overlay(1).is_none());
+    }
+}

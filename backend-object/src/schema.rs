@@ -1,0 +1,139 @@
+//! The database schema, its migrations, and `format` (the schema and the root directory).
+//!
+//! Every table is keyed by inode id, never by path: a rename changes one `entries` row.
+//! Ids come from sequences and are never reused, so a handle of a removed file is STALE
+//! on every head and never names a newer file. See docs/OBJECT.md for each column.
+
+use tokio_postgres::Client;
+
+use crate::engine::Fail;
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// Key of the advisory lock `format` holds, so two heads starting at once create the
+/// schema once ("granary" in ASCII).
+const FORMAT_LOCK: i64 = 0x0067_7261_6e61_7279;
+
+/// The first migration: the whole schema of version 1.
+const MIGRATION_1: &str = r"
+CREATE TABLE granary_meta (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    schema_version integer NOT NULL,
+    incarnation bigint NOT NULL,
+    root bigint NOT NULL,
+    ctime_floor_ns bigint NOT NULL
+);
+CREATE SEQUENCE granary_inode_ids;
+CREATE SEQUENCE granary_cookies START 3;
+CREATE SEQUENCE granary_slice_seq;
+CREATE SEQUENCE granary_object_ids;
+CREATE TABLE inodes (
+    id bigint PRIMARY KEY,
+    kind smallint NOT NULL,
+    mode integer NOT NULL,
+    uid bigint NOT NULL,
+    gid bigint NOT NULL,
+    nlink integer NOT NULL,
+    size_bytes bigint NOT NULL DEFAULT 0,
+    rdev_major bigint NOT NULL DEFAULT 0,
+    rdev_minor bigint NOT NULL DEFAULT 0,
+    atime_ns bigint NOT NULL,
+    mtime_ns bigint NOT NULL,
+    ctime_ns bigint NOT NULL,
+    parent bigint,
+    target bytea,
+    verifier bytea,
+    version bigint NOT NULL DEFAULT 1
+);
+CREATE TABLE entries (
+    dir bigint NOT NULL REFERENCES inodes (id),
+    name bytea NOT NULL,
+    child bigint NOT NULL REFERENCES inodes (id),
+    cookie bigint NOT NULL,
+    PRIMARY KEY (dir, name)
+);
+CREATE UNIQUE INDEX entries_by_cookie ON entries (dir, cookie);
+CREATE INDEX entries_by_child ON entries (child);
+CREATE TABLE slices (
+    file bigint NOT NULL REFERENCES inodes (id) ON DELETE CASCADE,
+    seq bigint NOT NULL,
+    offset_bytes bigint NOT NULL,
+    length_bytes bigint NOT NULL,
+    object bigint,
+    object_offset bigint NOT NULL DEFAULT 0,
+    data bytea,
+    PRIMARY KEY (file, seq)
+);
+";
+
+/// Creates the schema and the root directory if the database has none yet; checks the
+/// version of one that exists. Safe to run from several heads at once.
+///
+/// Returns true if this call created the file system.
+pub(crate) async fn format(client: &mut Client, now_ns: i64) -> Result<bool, Fail> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&FORMAT_LOCK])
+        .await?;
+    let exists = tx
+        .query_one("SELECT to_regclass('granary_meta') IS NOT NULL", &[])
+        .await?
+        .get::<_, bool>(0);
+    if exists {
+        let version: i32 = tx
+            .query_one("SELECT schema_version FROM granary_meta", &[])
+            .await?
+            .get(0);
+        if version != SCHEMA_VERSION {
+            tracing::error!(
+                version,
+                supported = SCHEMA_VERSION,
+                "object backend: the database's schema is of another version"
+            );
+            return Err(Fail::Fs(vfs::FsError::ServerFault));
+        }
+        tx.commit().await?;
+        return Ok(false);
+    }
+    tx.batch_execute(MIGRATION_1).await?;
+    let root: i64 = tx
+        .query_one("SELECT nextval('granary_inode_ids')", &[])
+        .await?
+        .get(0);
+    tx.execute(
+        "INSERT INTO inodes (id, kind, mode, uid, gid, nlink, size_bytes, atime_ns, mtime_ns, \
+         ctime_ns, parent) VALUES ($1, $2, $3, 0, 0, 2, 0, $4, $4, $4, $1)",
+        &[&root, &crate::meta::KIND_DIR, &0o777i32, &now_ns],
+    )
+    .await?;
+    let incarnation = i64::from(rand::random::<u32>());
+    tx.execute(
+        "INSERT INTO granary_meta (schema_version, incarnation, root, ctime_floor_ns) \
+         VALUES ($1, $2, $3, $4)",
+        &[&SCHEMA_VERSION, &incarnation, &root, &now_ns],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// What every head reads once at start.
+pub(crate) struct Meta {
+    pub root: i64,
+    pub incarnation: u32,
+    pub ctime_floor_ns: i64,
+}
+
+pub(crate) async fn read_meta(client: &Client) -> Result<Meta, Fail> {
+    let row = client
+        .query_one(
+            "SELECT root, incarnation, ctime_floor_ns FROM granary_meta",
+            &[],
+        )
+        .await?;
+    Ok(Meta {
+        root: row.get(0),
+        incarnation: u32::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+        ctime_floor_ns: row.get(2),
+    })
+}

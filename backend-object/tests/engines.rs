@@ -1,0 +1,425 @@
+//! The object backend against a real PostgreSQL and a real S3 server
+//! (`scripts/object-env.sh start DIR`, then `. DIR/env`): these tests fail when the
+//! engines are absent, unless GRANARY_OBJECT_TESTS=skip says to skip them.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use granary_backend_object::{ObjectConfig, ObjectFs, TestEngines};
+use gtime::{Clock, ManualClock, SystemClock, Timestamp};
+use vfs::{
+    Backend, Cookie, CreateMode, FileId, FileType, FsError, Name, SetAttr, SpecialFile, Stability,
+    Trusted,
+};
+
+const ROOT: Trusted = Trusted::ROOT;
+
+fn name(s: &str) -> Name {
+    Name::new(s.as_bytes().to_vec()).unwrap()
+}
+
+fn engines() -> Option<TestEngines> {
+    TestEngines::from_env()
+}
+
+fn head(config: &ObjectConfig) -> ObjectFs {
+    ObjectFs::open(config, Arc::new(SystemClock::new())).expect("the head opens")
+}
+
+fn create(fs: &ObjectFs, dir: FileId, n: &str) -> FileId {
+    fs.create(
+        dir,
+        &name(n),
+        &CreateMode::Guarded(SetAttr::default()),
+        &ROOT,
+    )
+    .unwrap()
+    .attr
+    .fileid
+}
+
+fn read_all(fs: &ObjectFs, id: FileId, offset: u64, count: u32) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    fs.read_into(id, offset, count, &mut out, &ROOT).unwrap();
+    out.to_vec()
+}
+
+fn names(fs: &ObjectFs, dir: FileId) -> Vec<String> {
+    let (page, _) = fs.readdir(dir, Cookie::START, 1000, &ROOT).unwrap();
+    assert!(page.eof);
+    page.entries
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+        .collect()
+}
+
+#[test]
+fn namespace_operations() {
+    let Some(env) = engines() else { return };
+    let fs = head(&env.fresh("namespace"));
+    let root = fs.root();
+    let f = create(&fs, root, "f");
+    assert_eq!(
+        fs.create(
+            root,
+            &name("f"),
+            &CreateMode::Guarded(SetAttr::default()),
+            &ROOT
+        ),
+        Err(FsError::Exist)
+    );
+    let d = fs
+        .mkdir(root, &name("d"), &SetAttr::default(), &ROOT)
+        .unwrap();
+    assert_eq!(d.attr.file_type, FileType::Directory);
+    assert_eq!(d.attr.nlink, 2);
+    assert_eq!(fs.getattr(root).unwrap().nlink, 3);
+    let found = fs.lookup(root, &name("f"), &ROOT).unwrap();
+    assert_eq!(found.attr.fileid, f);
+    assert_eq!(fs.lookup(root, &name("nope"), &ROOT), Err(FsError::NoEnt));
+    assert_eq!(names(&fs, root), [".", "..", "f", "d"]);
+
+    let s = fs
+        .symlink(root, &name("s"), b"f", &SetAttr::default(), &ROOT)
+        .unwrap();
+    assert_eq!(&fs.readlink(s.attr.fileid).unwrap().0[..], b"f");
+    let fifo = fs
+        .mknod(
+            root,
+            &name("p"),
+            SpecialFile::Fifo,
+            &SetAttr::default(),
+            &ROOT,
+        )
+        .unwrap();
+    assert_eq!(fifo.attr.file_type, FileType::Fifo);
+
+    let linked = fs.link(f, d.attr.fileid, &name("g"), &ROOT).unwrap();
+    assert_eq!(linked.attr.nlink, 2);
+    fs.rename(root, &name("f"), d.attr.fileid, &name("h"), &ROOT)
+        .unwrap();
+    assert_eq!(names(&fs, d.attr.fileid), [".", "..", "g", "h"]);
+    assert_eq!(fs.parent(d.attr.fileid, &ROOT).unwrap().attr.fileid, root);
+    assert_eq!(
+        fs.rmdir(root, &name("d"), &ROOT),
+        Err(FsError::NotEmpty),
+        "a directory with entries stays"
+    );
+    fs.remove(d.attr.fileid, &name("g"), &ROOT).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 1);
+    fs.remove(d.attr.fileid, &name("h"), &ROOT).unwrap();
+    assert_eq!(
+        fs.getattr(f),
+        Err(FsError::Stale),
+        "the last link took the inode"
+    );
+    fs.rmdir(root, &name("d"), &ROOT).unwrap();
+    assert_eq!(fs.getattr(root).unwrap().nlink, 2);
+    assert_eq!(names(&fs, root), [".", "..", "s", "p"]);
+
+    // Exclusive create: the same verifier is a retransmission, another is EXIST.
+    let v = CreateMode::Exclusive(*b"verifier");
+    let a = fs.create(root, &name("x"), &v, &ROOT).unwrap().attr.fileid;
+    assert_eq!(
+        fs.create(root, &name("x"), &v, &ROOT).unwrap().attr.fileid,
+        a
+    );
+    assert_eq!(
+        fs.create(
+            root,
+            &name("x"),
+            &CreateMode::Exclusive(*b"another!"),
+            &ROOT
+        ),
+        Err(FsError::Exist)
+    );
+}
+
+#[test]
+fn readdir_pages_resume_after_their_cookie() {
+    let Some(env) = engines() else { return };
+    let fs = head(&env.fresh("readdir"));
+    let root = fs.root();
+    for i in 0..25 {
+        create(&fs, root, &format!("f{i:02}"));
+    }
+    let mut seen = Vec::new();
+    let mut cookie = Cookie::START;
+    loop {
+        let (page, _) = fs.readdir(root, cookie, 7, &ROOT).unwrap();
+        assert!(page.entries.len() <= 7);
+        seen.extend(
+            page.entries
+                .iter()
+                .map(|e| String::from_utf8_lossy(&e.name).into_owned()),
+        );
+        if page.eof {
+            break;
+        }
+        cookie = page.entries.last().unwrap().cookie;
+    }
+    assert_eq!(seen.len(), 27);
+    assert_eq!(&seen[..3], [".", "..", "f00"]);
+}
+
+#[test]
+fn small_files_stay_in_the_database() {
+    let Some(env) = engines() else { return };
+    let fs = head(&env.fresh("inline"));
+    let f = create(&fs, fs.root(), "small");
+    let w = fs
+        .write(f, 0, b"hello, object", Stability::Unstable, &ROOT)
+        .unwrap();
+    assert_eq!(w.committed, Stability::Unstable);
+    assert_eq!(w.file.after.size_bytes, 13);
+    assert_eq!(
+        read_all(&fs, f, 0, 100),
+        b"hello, object",
+        "read your own unstable write"
+    );
+    fs.commit(f, 0, 0).unwrap();
+    assert_eq!(
+        fs.slice_counts(f).unwrap(),
+        (1, 0),
+        "one inline slice, no object"
+    );
+    assert_eq!(read_all(&fs, f, 7, 100), b"object");
+}
+
+#[test]
+fn large_files_go_to_objects_and_a_small_write_adds_one_slice_and_one_object() {
+    let Some(env) = engines() else { return };
+    let fs = head(&env.fresh("large"));
+    let f = create(&fs, fs.root(), "big");
+    let mut expect: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
+    for (i, chunk) in expect.chunks(64 << 10).enumerate() {
+        fs.write(
+            f,
+            (i * (64 << 10)) as u64,
+            chunk,
+            Stability::Unstable,
+            &ROOT,
+        )
+        .unwrap();
+    }
+    fs.commit(f, 0, 0).unwrap();
+    let (slices, objects) = fs.slice_counts(f).unwrap();
+    assert!(objects >= 1, "3 MiB took {objects} objects");
+    assert_eq!(read_all(&fs, f, 0, 1 << 20), expect[..1 << 20]);
+    assert_eq!(read_all(&fs, f, 2 << 20, 1 << 20), expect[2 << 20..]);
+
+    let patch = vec![0xAB; 4096];
+    let at = (3 << 20) / 2 + 100;
+    let w = fs
+        .write(f, at as u64, &patch, Stability::FileSync, &ROOT)
+        .unwrap();
+    assert_eq!(w.committed, Stability::FileSync);
+    assert_eq!(fs.slice_counts(f).unwrap(), (slices + 1, objects + 1));
+    expect[at..at + 4096].copy_from_slice(&patch);
+    assert_eq!(
+        read_all(&fs, f, (at - 10) as u64, 5000),
+        expect[at - 10..at + 4990]
+    );
+
+    // Truncate, then extend: the bytes past the cut read as zeros.
+    let set = |size| SetAttr {
+        size_bytes: Some(size),
+        ..SetAttr::default()
+    };
+    fs.setattr(f, &set(1000), None, &ROOT).unwrap();
+    fs.setattr(f, &set(3000), None, &ROOT).unwrap();
+    let back = read_all(&fs, f, 0, 4000);
+    assert_eq!(back.len(), 3000);
+    assert_eq!(back[..1000], expect[..1000]);
+    assert!(back[1000..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn ctime_never_goes_back_whatever_the_clock_says() {
+    let Some(env) = engines() else { return };
+    let config = env.fresh("ctime");
+    let clock = Arc::new(ManualClock::new(Timestamp::from_nanos(
+        2_000_000_000_000_000_000,
+    )));
+    let fs = ObjectFs::open(&config, clock.clone() as Arc<dyn Clock>).unwrap();
+    let f = create(&fs, fs.root(), "f");
+    let first = fs.getattr(f).unwrap().ctime;
+    clock.step_back(Duration::from_secs(1_000_000_000));
+    let mode = SetAttr {
+        mode: Some(0o600),
+        ..SetAttr::default()
+    };
+    let after = fs.setattr(f, &mode, None, &ROOT).unwrap().after.ctime;
+    assert!(after > first, "ctime went from {first:?} to {after:?}");
+    let again = fs.setattr(f, &mode, None, &ROOT).unwrap().after.ctime;
+    assert!(again > after, "two changes in one tick share no ctime");
+    // The floor this head handed out reaches the database within a second; a head
+    // started later with a clock further back still stamps above it.
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(fs);
+    let late = Arc::new(ManualClock::new(Timestamp::from_nanos(5)));
+    let fs = ObjectFs::open(&config, late as Arc<dyn Clock>).unwrap();
+    let g = create(&fs, fs.root(), "g");
+    assert!(
+        fs.getattr(g).unwrap().ctime >= first,
+        "a new file is stamped above the floor"
+    );
+}
+
+#[test]
+fn rename_into_own_subtree_is_refused_even_when_two_heads_race() {
+    let Some(env) = engines() else { return };
+    let config = env.fresh("cycle");
+    let (a, b) = (head(&config), head(&config));
+    let root = a.root();
+    let x = a
+        .mkdir(root, &name("x"), &SetAttr::default(), &ROOT)
+        .unwrap()
+        .attr
+        .fileid;
+    let y = a
+        .mkdir(root, &name("y"), &SetAttr::default(), &ROOT)
+        .unwrap()
+        .attr
+        .fileid;
+    let sub = a
+        .mkdir(x, &name("sub"), &SetAttr::default(), &ROOT)
+        .unwrap()
+        .attr
+        .fileid;
+    assert_eq!(
+        a.rename(root, &name("x"), sub, &name("x"), &ROOT),
+        Err(FsError::Inval)
+    );
+    // Head A moves x into y while head B moves y into x, many times over: at most one of
+    // each pair wins, and the tree never holds a cycle.
+    for _ in 0..20 {
+        let (ra, rb) = std::thread::scope(|s| {
+            let ta = s.spawn(|| a.rename(root, &name("x"), y, &name("x"), &ROOT));
+            let tb = s.spawn(|| b.rename(root, &name("y"), x, &name("y"), &ROOT));
+            (ta.join().unwrap(), tb.join().unwrap())
+        });
+        assert!(ra.is_err() || rb.is_err(), "both moves succeeded: a cycle");
+        for id in [x, y] {
+            let mut at = id;
+            for _ in 0..10 {
+                at = a.parent(at, &ROOT).unwrap().attr.fileid;
+            }
+            assert_eq!(at, root, "{id:?} is not beneath the root");
+        }
+        // Put both back under the root for the next round.
+        for (dir, n) in [(y, "x"), (x, "y")] {
+            let _ = a.rename(dir, &name(n), root, &name(n), &ROOT);
+        }
+        assert_eq!(a.lookup(root, &name("x"), &ROOT).unwrap().attr.fileid, x);
+        assert_eq!(a.lookup(root, &name("y"), &ROOT).unwrap().attr.fileid, y);
+    }
+}
+
+#[test]
+fn two_heads_share_names_and_committed_data() {
+    let Some(env) = engines() else { return };
+    let config = env.fresh("heads");
+    let (a, b) = (head(&config), head(&config));
+    let f = create(&a, a.root(), "shared");
+    assert_eq!(
+        b.lookup(b.root(), &name("shared"), &ROOT)
+            .unwrap()
+            .attr
+            .fileid,
+        f
+    );
+    let data = vec![7u8; 100_000];
+    a.write(f, 0, &data, Stability::Unstable, &ROOT).unwrap();
+    assert_eq!(
+        b.getattr(f).unwrap().size_bytes,
+        0,
+        "unstable data stays on its head"
+    );
+    a.commit(f, 0, 0).unwrap();
+    assert_eq!(b.getattr(f).unwrap().size_bytes, 100_000);
+    assert_eq!(read_all(&b, f, 0, 200_000), data);
+    b.remove(b.root(), &name("shared"), &ROOT).unwrap();
+    assert_eq!(a.getattr(f), Err(FsError::Stale));
+}
+
+#[test]
+fn racing_exclusive_creates_on_two_heads_make_one_file() {
+    let Some(env) = engines() else { return };
+    let config = env.fresh("excl");
+    let (a, b) = (head(&config), head(&config));
+    let root = a.root();
+    for i in 0..20 {
+        let n = name(&format!("e{i}"));
+        let (ra, rb) = std::thread::scope(|s| {
+            let ta = s.spawn(|| a.create(root, &n, &CreateMode::Exclusive(*b"head-a!!"), &ROOT));
+            let tb = s.spawn(|| b.create(root, &n, &CreateMode::Exclusive(*b"head-b!!"), &ROOT));
+            (ta.join().unwrap(), tb.join().unwrap())
+        });
+        assert!(
+            ra.is_ok() != rb.is_ok(),
+            "exactly one exclusive create wins: {ra:?} {rb:?}"
+        );
+        assert_eq!(ra.err().or(rb.err()), Some(FsError::Exist));
+    }
+}
+
+#[test]
+fn an_s3_outage_answers_jukebox_within_the_timeout() {
+    let Some(env) = engines() else { return };
+    let good = env.fresh("outage");
+    let mut config = good.clone();
+    let ok = head(&good);
+    let f = create(&ok, ok.root(), "f");
+    // The same database, an S3 endpoint where nothing listens.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    config.store.endpoint = Some(format!("http://127.0.0.1:{port}"));
+    let fs = head(&config);
+    let started = Instant::now();
+    let big = vec![1u8; 64 << 10];
+    let r = fs.write(f, 0, &big, Stability::FileSync, &ROOT);
+    assert_eq!(r.map(|_| ()), Err(FsError::Jukebox));
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    // No row names an object that is not there: another head sees nothing published.
+    assert_eq!(
+        ok.getattr(f).unwrap().size_bytes,
+        0,
+        "nothing was published"
+    );
+    assert_eq!(ok.slice_counts(f).unwrap(), (0, 0));
+    // Metadata does not need the store: the head keeps serving it.
+    create(&fs, fs.root(), "still-served");
+    assert!(ok.lookup(ok.root(), &name("still-served"), &ROOT).is_ok());
+}
+
+#[test]
+fn a_database_outage_answers_jukebox_and_never_runs_on_an_event_loop() {
+    let Some(env) = engines() else { return };
+    let config = env.fresh("dbdown");
+    let fs = head(&config);
+    let f = create(&fs, fs.root(), "f");
+    // On a thread that may not block, every call defers before it touches anything.
+    assert_eq!(
+        sync::blocking::forbidden(|| fs.getattr(f)),
+        Err(FsError::WouldBlock)
+    );
+    // A database URL where nothing listens: a head cannot start (said for a person).
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let mut down = config.clone();
+    down.postgres = format!("postgres://nobody@127.0.0.1:{port}/none");
+    let started = Instant::now();
+    let err = ObjectFs::open(&down, Arc::new(SystemClock::new()))
+        .err()
+        .unwrap();
+    assert!(err.contains("database"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+}

@@ -1,0 +1,49 @@
+//! `granary format`: creates the schema and root directory of each object export a
+//! configuration names (a first start of a head does the same; this does it up front,
+//! and says what it found).
+
+use crate::config::{BackendConfig, ServerConfig};
+
+/// Formats every object export of `config`; returns one line per export for the person
+/// who ran it.
+///
+/// # Errors
+/// No object export in the config, credentials missing, or an engine unreachable: said
+/// with the export's path and what to fix.
+pub fn format(config: &ServerConfig) -> Result<Vec<String>, String> {
+    let mut said = Vec::new();
+    for e in &config.exports {
+        let BackendConfig::Object {
+            postgres,
+            store,
+            credentials,
+        } = &e.backend
+        else {
+            continue;
+        };
+        let object = backend_object::ObjectConfig {
+            postgres: postgres.0.clone(),
+            store: store.clone(),
+            credentials: backend_object::Credentials::load(credentials.as_deref())
+                .map_err(|m| format!("export {}: {m}", e.path))?,
+        };
+        let clock: std::sync::Arc<dyn gtime::Clock> =
+            std::sync::Arc::new(gtime::SystemClock::new());
+        let made = backend_object::format(&object, clock)
+            .map_err(|m| format!("export {}: {m}", e.path))?;
+        said.push(if made {
+            format!(
+                "export {}: created the schema and the root directory",
+                e.path
+            )
+        } else {
+            format!("export {}: already formatted; nothing changed", e.path)
+        });
+    }
+    if said.is_empty() {
+        return Err(
+            "the config names no export with backend = \"object\"; nothing to format".into(),
+        );
+    }
+    Ok(said)
+}

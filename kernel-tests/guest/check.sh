@@ -300,12 +300,14 @@ grp_writers() {
 # cp --reflink=never/always, through the kernel (space.py). Then, on an NFS mount, that
 # the client sent the server its SEEK, ALLOCATE, DEALLOCATE and COPY (this mount's
 # mountstats) rather than doing the work itself; on the reference the file system
-# does it, so it prints the same.
-served() { # OP...: each OP reached the server (NFS), or the reference's own file system
-    local op n
+# does it, so it prints the same. On an NFSv3 context (knfsd) the group mounts the same
+# export with NFSv4.2 beside it and runs there.
+served() { # MNT OP...: each OP reached the server of MNT (NFS), or the reference's own file system
+    local mnt=$1 op n
+    shift
     for op in "$@"; do
         if [ "$KT_KIND" = nfs ]; then
-            n=$(mount_calls | awk -v o="$op" '$1 == o { print $2 }')
+            n=$(KT_MNT=$mnt mount_calls | awk -v o="$op" '$1 == o { print $2 }')
             [ "${n:-0}" -gt 0 ] && echo "$op: served" || echo "$op: not sent (the client did it alone)"
             echo "note: $op calls: ${n:-0}"
         else
@@ -314,25 +316,43 @@ served() { # OP...: each OP reached the server (NFS), or the reference's own fil
     done
 }
 grp_space() {
-    local d=$KT_ROOT/space
+    local mnt=${KT_MNT:-} d=$KT_ROOT/space v42=/tmp/kt-space-v42 src port
+    if [ "$KT_KIND" = nfs ] && [[ $KT_MOUNT == *vers=3* ]]; then
+        # An NFSv3 mount (knfsd's target) has none of these operations: the same export
+        # is mounted again with NFSv4.2 beside it, and the group runs there.
+        src=${KT_MOUNT% *}; src=${src##* }
+        port=$(sed -n 's/.*[,=]port=\([0-9]*\).*/\1/p' <<<"$KT_MOUNT")
+        mkdir -p "$v42"
+        mount -t nfs -o "vers=4.2,proto=tcp,port=${port:-2049},retry=0" "$src" "$v42" ||
+            { echo "space: the NFSv4.2 mount of $src failed"; return 1; }
+        mnt=$v42 d=$v42${KT_ROOT#"$KT_MNT"}/space
+    fi
     mkdir -p "$d"
     echo "== space-seek"
     python3 -S "$KT_GUEST/space.py" "$d" seek; echo "rc $?"
-    served seek
+    served "$mnt" seek
     echo "== space-allocate"
     python3 -S "$KT_GUEST/space.py" "$d" allocate; echo "rc $?"
-    served allocate deallocate
+    served "$mnt" allocate deallocate
     step "seek, allocate"
     echo "== space-copy"
     python3 -S "$KT_GUEST/space.py" "$d" copy "$KT_SRC/f.67108864"; echo "rc $?"
-    served copy
+    served "$mnt" copy
     step copy
-    reload || return 1
+    if [ "$mnt" = "$v42" ]; then
+        if ! { cd / && umount "$v42" && mount -t nfs -o "vers=4.2,proto=tcp,port=${port:-2049},retry=0" "$src" "$v42"; }; then
+            echo "space: remounting $v42 failed"; return 1
+        fi
+    else
+        reload || return 1
+    fi
     echo "== space-after-reload"
     echo "sparse: size $(stat -c %s "$d/sparse"), sha $(sha <"$d/sparse")"
     echo "space: size $(stat -c %s "$d/space"), sha $(sha <"$d/space")"
     echo "copies: $(sha <"$d/copy-a") $(sha <"$d/copy-c"), copy-b size $(stat -c %s "$d/copy-b")"
     rm -rf "$d"
+    [ "$mnt" = "$v42" ] && umount "$v42"
+    return 0
 }
 
 # ------------------------------------------------------------- byte-range locks

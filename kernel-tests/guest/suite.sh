@@ -31,9 +31,10 @@ T0=${EPOCHREALTIME/./}
 # exports (its reference runs as nobody, 65534, which is what root becomes there).
 # persist comes (nearly) last: it checks everything the others left on the mount.
 # restart (host only) kills and restarts the server under the mounted client.
-# space (NFSv4.2's SEEK, ALLOCATE, DEALLOCATE, COPY) runs on v4 only: the other targets
-# are NFSv3 mounts, which have none of them. locks (byte-range locks between two
-# clients) runs on v4 only too: the NFSv3 mounts are nolock.
+# space (NFSv4.2's SEEK, ALLOCATE, DEALLOCATE, COPY) runs on v4, and on knfsd through
+# an NFSv4.2 mount of its export made for the group (the other targets are NFSv3 mounts
+# of granary, which v4 stands for). locks (byte-range locks between two
+# clients) runs on v4 only: the NFSv3 mounts are nolock.
 GROUPS_=(
     "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
     "fio 600" "stress-ng 120" "writers 300" "ownership 300" "acl 120" "quota 120"
@@ -52,7 +53,7 @@ runs_on() {
     host) [[ $2 =~ $HOST_GROUPS ]] && [ "$2" != erofs ] ;;
     host-ext4) [[ $2 =~ $HOST_EXT4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != quota ] ;;
     v4) [[ $2 =~ $V4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != restart ] ;;
-    *) [ "$2" != restart ] && [ "$2" != space ] && [ "$2" != locks ] && { [[ ! $2 =~ ^(acl|quota)$ ]] || [ "$1" = knfsd ]; } ;;
+    *) [ "$2" != restart ] && [ "$2" != locks ] && { [[ ! $2 =~ ^(acl|quota|space)$ ]] || [ "$1" = knfsd ]; } ;;
     esac
 }
 

@@ -79,12 +79,14 @@ start_pg() {
         chown postgres "$dir" "$dir/pg"
     fi
     as_owner "$pgbin/initdb" -D "$dir/pg" -A trust -U "$owner" --no-sync -E UTF8 >"$dir/initdb.log"
+    # fsync off: a throwaway cluster on a machine that does not crash (the data still
+    # reaches the OS at each commit); synchronous_commit stays on, so a commit survives
+    # the outage tests' `pg_ctl stop -m immediate`.
     cat >>"$dir/pg/postgresql.conf" <<EOF
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$dir'
 fsync = off
-synchronous_commit = off
 full_page_writes = off
 max_connections = 200
 EOF
@@ -162,6 +164,7 @@ start)
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
     : >"$dir/env"
+    chmod 600 "$dir/env" # the S3 server's key
     chmod 755 "$dir"
     start_pg "$dir"
     start_s3 "$dir"

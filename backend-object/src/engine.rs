@@ -7,7 +7,7 @@
 //! does anything, and the server runs it again on the worker's blocking pool (the
 //! deferral the host backend's syncs use; the NFS front ends send every call on an
 //! object export there at once, see `nfsd`). On the pool thread the call drives its
-//! future with [`tokio::runtime::Handle::block_on`] on a small multi-thread runtime the
+//! future on a small multi-thread runtime the
 //! backend owns ([`limits::DRIVER_THREADS`] threads drive the sockets), bounded by
 //! [`limits::OPERATION_TIMEOUT`]. The blocking pool's bound is the back-pressure; the
 //! database pool's [`limits::POOL_CONNECTIONS`] bounds the connections.
@@ -204,13 +204,13 @@ impl Engines {
                 tracing::warn!(error = ?e, "object backend: a transaction kept failing to serialize");
                 Err(FsError::Jukebox)
             }
-            Err(Fail::Db(e)) if e.code().is_some() => {
+            Err(Fail::Db(e)) if e.code().is_some_and(|c| !outage(c.code())) => {
                 // The database answered, refusing: a constraint or a bug of ours.
-                tracing::error!(error = %e, "object backend: the database refused a statement");
+                tracing::error!(error = %describe_db(&e), "object backend: the database refused a statement");
                 Err(FsError::ServerFault)
             }
             Err(Fail::Db(e)) => {
-                self.down(&self.db_down, "database", &e.to_string());
+                self.down(&self.db_down, "database", &describe_db(&e));
                 Err(FsError::Jukebox)
             }
             Err(Fail::Pool(e)) => {
@@ -256,6 +256,23 @@ impl Engines {
     /// The object key of object `id`.
     pub(crate) fn object_path(&self, id: i64) -> object_store::path::Path {
         object_store::path::Path::from(format!("{}objects/{id:016x}", self.prefix))
+    }
+}
+
+/// SQLSTATE classes that mean the database cannot serve now, not that it refused this
+/// statement: connection exceptions (08), insufficient resources (53), operator
+/// intervention (57: shut down, starting up, a query cancelled).
+fn outage(code: &str) -> bool {
+    ["08", "53", "57"]
+        .iter()
+        .any(|class| code.starts_with(class))
+}
+
+/// A database error with its SQLSTATE and message (`Display` says only "db error").
+pub(crate) fn describe_db(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
     }
 }
 

@@ -111,7 +111,7 @@ pub fn format(config: &ObjectConfig, clock: Arc<dyn Clock>) -> Result<bool, Stri
 fn describe(e: &Fail) -> String {
     match e {
         Fail::Fs(e) => e.to_string(),
-        Fail::Db(e) => format!("database: {e}"),
+        Fail::Db(e) => format!("database: {}", engine::describe_db(e)),
         Fail::Pool(e) => format!("database: {e}"),
         Fail::Store(e) => format!("S3 store: {e}"),
         Fail::Raced => "a concurrent change".to_string(),

@@ -7,6 +7,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use backend_object::{ObjectConfig, TestEngines};
 use common::nfs::connect;
@@ -38,6 +40,16 @@ fn head_config(dir: &Path, head: &str, fs: &ObjectConfig, key: &Path) -> PathBuf
     path
 }
 
+/// The outage test stops the database every test here uses: the tests of this file run
+/// one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Two heads of one fresh object file system.
 fn two_heads(tag: &str) -> Option<(Server, Server, PathBuf)> {
     let env = TestEngines::from_env()?;
@@ -57,6 +69,7 @@ fn pattern(len: usize) -> Vec<u8> {
 
 #[test]
 fn a_file_made_on_one_head_is_seen_and_read_through_the_other() {
+    let _serial = one_at_a_time();
     let Some((a, b, _dir)) = two_heads("srv-heads") else {
         return;
     };
@@ -110,6 +123,7 @@ fn a_file_made_on_one_head_is_seen_and_read_through_the_other() {
 
 #[test]
 fn libnfs_utils_copy_in_through_one_head_and_out_through_the_other() {
+    let _serial = one_at_a_time();
     let Some((a, b, dir)) = two_heads("srv-libnfs") else {
         return;
     };
@@ -138,4 +152,69 @@ fn run(tool: &str, args: &[&str]) -> Vec<u8> {
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
+}
+
+#[test]
+fn a_stopped_database_answers_jukebox_and_the_head_recovers_when_it_is_back() {
+    let _serial = one_at_a_time();
+    let Some((a, _b, _dir)) = two_heads("srv-dbdown") else {
+        return;
+    };
+    let env_dir = std::env::var("GRANARY_OBJECT_ENV_DIR")
+        .expect("GRANARY_OBJECT_ENV_DIR names the scripts/object-env.sh directory");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/object-env.sh");
+    let engine = |what: &str| {
+        let out = Command::new(&script)
+            .args([what, &env_dir])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "object-env.sh {what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = connect(&a).await;
+        let root = c.mount("/").await.expect("MNT /");
+        let fh = c.create_file(&root, "f", 0o644).await.unwrap();
+        engine("pg-stop");
+        let started = Instant::now();
+        let args = nfs3::nfs::GetattrArgs { object: fh.clone() };
+        let res = c.getattr(&args).await;
+        engine("pg-start");
+        match res {
+            Ok(nfs3::nfs::Res3::Fail(status, _)) => {
+                assert_eq!(status, nfs3::nfs::Nfsstat3::Jukebox);
+            }
+            other => panic!("GETATTR with the database stopped: {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            started.elapsed()
+        );
+        // Back by itself: the head's pool drops the dead connections and makes new ones.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match c.getattr_ok(&fh).await {
+                Ok(attr) => {
+                    assert_eq!(attr.size, 0);
+                    break;
+                }
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("not yet: {e:?}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("the head did not recover: {e:?}"),
+            }
+        }
+        c.create_file(&root, "after", 0o644)
+            .await
+            .expect("CREATE after recovery");
+    });
 }

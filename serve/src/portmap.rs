@@ -31,19 +31,34 @@ pub enum PortmapError {
     Refused,
 }
 
-/// Registers each (program, version) on TCP `port`, replacing older registrations.
+/// Registers each (program, version) on TCP `port`, replacing older registrations, and
+/// returns those the portmapper took. One it refuses (another service of this host holds
+/// it and the portmapper lets only its owner remove it: rpc.statd's NSM, the kernel's
+/// lockd) is logged, and the others are still registered.
 ///
 /// # Errors
-/// When no portmapper runs or it refuses.
-pub fn register(offered: &[(u32, u32)], port: u16) -> Result<(), PortmapError> {
+/// When no portmapper runs or the exchange fails.
+pub fn register(offered: &[(u32, u32)], port: u16) -> Result<Vec<(u32, u32)>, PortmapError> {
     let mut conn = connect()?;
+    let mut taken = Vec::new();
     for &(program, version) in offered {
         call(&mut conn, PMAPPROC_UNSET, program, version, 0)?;
-        if !call(&mut conn, PMAPPROC_SET, program, version, port)? {
-            return Err(PortmapError::Refused);
+        if call(&mut conn, PMAPPROC_SET, program, version, port)? {
+            taken.push((program, version));
+        } else {
+            tracing::warn!(
+                program,
+                version,
+                "the portmapper refused to register this program: another service of this \
+                 host holds it (rpc.statd holds 100024, the kernel's lockd 100021; stop it \
+                 to let clients reach granary's); the other programs are registered"
+            );
         }
     }
-    Ok(())
+    if taken.is_empty() {
+        return Err(PortmapError::Refused);
+    }
+    Ok(taken)
 }
 
 /// Removes the registrations made by [`register`].

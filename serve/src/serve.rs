@@ -133,7 +133,11 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     let local = listener.local_addr()?;
     announce(local, &config);
     let offered: Vec<(u32, u32)> = dispatcher.offered().collect();
-    let registered = config.portmap && register_portmap(&offered, local.port());
+    let registered = if config.portmap {
+        register_portmap(&offered, local.port())
+    } else {
+        Vec::new()
+    };
     let timers = Arc::new(Timers::new(
         config.workers,
         config.timers,
@@ -202,8 +206,8 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         host.close_open_files();
     }
     report_stamps(&stamps);
-    if registered {
-        if let Err(e) = portmap::unregister(&offered) {
+    if !registered.is_empty() {
+        if let Err(e) = portmap::unregister(&registered) {
             tracing::warn!(error = %e, "could not unregister from the portmapper");
         }
     }
@@ -761,22 +765,20 @@ fn client_url(host: &str, port: u16, path: &str) -> String {
     format!("nfs://{host}{path}?version=3&nfsport={port}&mountport={port}&auto-traverse-mounts=0")
 }
 
-fn register_portmap(offered: &[(u32, u32)], port: u16) -> bool {
+/// The (program, version) pairs the portmapper took (to unregister at exit).
+fn register_portmap(offered: &[(u32, u32)], port: u16) -> Vec<(u32, u32)> {
     match portmap::register(offered, port) {
-        Ok(()) => {
-            tracing::info!(
-                port,
-                "registered NFS, MOUNT, NLM and NSM with the portmapper"
-            );
-            true
+        Ok(taken) => {
+            tracing::info!(port, programs = ?taken, "registered with the portmapper");
+            taken
         }
         Err(portmap::PortmapError::Absent(e)) => {
             tracing::info!(error = %e, "no portmapper running; serving without it (clients must be given the port)");
-            false
+            Vec::new()
         }
         Err(e) => {
             tracing::warn!(error = %e, "portmapper registration failed; serving without it");
-            false
+            Vec::new()
         }
     }
 }

@@ -88,8 +88,23 @@ struct Host {
     granted_answer: Arc<Mutex<Stats>>,
 }
 
+/// Whether `record` calls NLM GRANTED (program and procedure at words 3 and 5).
+fn is_granted_call(record: &[u8]) -> bool {
+    let word = |i: usize| {
+        record
+            .get(i * 4..i * 4 + 4)
+            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+    };
+    word(3) == Some(NLM) && word(5) == Some(Proc::Granted as u32)
+}
+
 impl Host {
     async fn start() -> Self {
+        Self::start_with(false).await
+    }
+
+    /// A host that reads GRANTED calls and never answers them (`silent`).
+    async fn start_with(silent: bool) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let (tx, calls) = mpsc::unbounded_channel();
@@ -119,9 +134,13 @@ impl Host {
                         if s.read_exact(&mut body).await.is_err() {
                             return;
                         }
+                        let silence = silent && is_granted_call(&body);
                         let Ok(reply) = d.handle(Bytes::from(body), peer) else {
                             return;
                         };
+                        if silence {
+                            continue;
+                        }
                         if s.write_all(&reply).await.is_err() {
                             return;
                         }
@@ -294,6 +313,55 @@ async fn a_host_that_refuses_a_grant_gives_the_lock_back() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A client that never answers GRANTED costs the server three 5 s attempts, then the
+/// lock goes back; meanwhile every other call is answered at once.
+#[tokio::test]
+async fn a_host_that_never_answers_a_grant_costs_a_bounded_time() {
+    let mut host = Host::start_with(true).await;
+    let port = host.port.to_string();
+    let server = Server::start(&["--callback-portmap-port", &port]);
+    let fh = file(&server, "f").await;
+    let c = Nlm::connect(server.addr).await;
+    let (a, b) = (alock("alpha", &fh, 1, 0, 0), alock("beta", &fh, 2, 0, 0));
+    assert_eq!(c.lock(&lock_args(&a, true, false)).await, Stats::Granted);
+    assert_eq!(c.lock(&lock_args(&b, true, true)).await, Stats::Blocked);
+    assert_eq!(c.unlock(&a).await, Stats::Granted);
+    let started = tokio::time::Instant::now();
+    let mut attempts = 0;
+    while attempts < 3 {
+        let (_, procedure, _) = host.next().await;
+        assert_eq!(procedure, Proc::Granted as u32);
+        attempts += 1;
+        // Not blocked meanwhile: another file locks and unlocks at once.
+        let other = file(&server, &format!("g{attempts}")).await;
+        let g = alock("gamma", &other, 3, 0, 0);
+        let quick = tokio::time::Instant::now();
+        assert_eq!(c.lock(&lock_args(&g, true, false)).await, Stats::Granted);
+        assert_eq!(c.unlock(&g).await, Stats::Granted);
+        assert!(
+            quick.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            quick.elapsed()
+        );
+    }
+    // beta holds it until the last attempt times out, then it is given back.
+    assert!(matches!(c.test(&a, true).await, TestReply::Denied(_)));
+    let deadline = started + Duration::from_secs(30);
+    while c.test(&a, true).await != TestReply::Other(Stats::Granted) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "lock never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let cost = started.elapsed();
+    assert!(
+        cost > Duration::from_secs(14),
+        "three 5 s attempts: {cost:?}"
+    );
+    host.quiet(Duration::from_secs(2)).await;
 }
 
 #[tokio::test]

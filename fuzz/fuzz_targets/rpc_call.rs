@@ -1,6 +1,6 @@
 //! Whole call records (RPC header, credentials, verifier, then the procedure arguments of
-//! NFSv3 or MOUNT v3) through the real dispatcher over a mem export: every record gets a
-//! well-formed reply record or is dropped as unanswerable; nothing panics.
+//! NFSv3, MOUNT v3, NLM v4 or NSM v1) through the real dispatcher over a mem export: every
+//! record gets a well-formed reply record or is dropped as unanswerable; nothing panics.
 #![no_main]
 
 use std::sync::{Arc, OnceLock};

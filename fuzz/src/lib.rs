@@ -1,5 +1,6 @@
-//! Helpers shared by granary's fuzz targets: a server stack (dispatcher, NFS + MOUNT
-//! over one mem export) built the way `granary serve` builds it, without sockets.
+//! Helpers shared by granary's fuzz targets: a server stack (dispatcher, NFS + MOUNT +
+//! NLM + NSM over one mem export) built the way `granary serve` builds it, without
+//! sockets (the calls NLM makes to clients are dropped).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,7 +14,18 @@ pub const PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
     700,
 ));
 
-/// A dispatcher serving NFSv3 and MOUNT v3 over one small mem export `/`, with a reply
+/// Drops NLM's calls to clients, telling their callers they failed.
+struct Dropped;
+
+impl nfsd::nlm::Outbox for Dropped {
+    fn send(&self, call: nfsd::nlm::Callback) {
+        if let Some(done) = call.done {
+            done(Err("fuzzing: no client".into()));
+        }
+    }
+}
+
+/// A dispatcher serving NFSv3, MOUNT v3, NLM v4 and NSM v1 over one small mem export `/`, with a reply
 /// cache, on a manual clock (no time passes unless a target advances it).
 #[must_use]
 pub fn server() -> (Arc<Dispatcher>, Arc<nfsd::NfsState>) {
@@ -31,6 +43,13 @@ pub fn server() -> (Arc<Dispatcher>, Arc<nfsd::NfsState>) {
     let state = Arc::new(nfsd::NfsState::new(table, [7; 8], max_io_bytes));
     let mut d = Dispatcher::new();
     nfsd::register(&mut d, &state);
+    let nlm = nfsd::nlm::NlmState::new(
+        Arc::clone(&state),
+        nfsd::nlm::Monitor::in_memory(),
+        clock.clone(),
+        Arc::new(Dropped),
+    );
+    nfsd::nlm::register(&mut d, &nlm);
     let cache = Arc::new(rpc::drc::ReplyCache::new(
         64,
         std::time::Duration::from_secs(60),

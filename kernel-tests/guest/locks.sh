@@ -12,7 +12,8 @@ set -u
 KT_GUEST=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=/dev/null
 . "$KT_GUEST/common.sh"
-PROBE="python3 $KT_GUEST/lockprobe.py"
+PROBE_PY=$KT_GUEST/lockprobe.py
+probe() { python3 "$PROBE_PY" "$@"; }
 PORT=20600
 SRV=10.99.0.1
 CLI=10.99.0.2
@@ -61,34 +62,34 @@ sync
 # hold_bg MOUNT SECS: a holder in the background; waits until it has the lock.
 hold_bg() {
     rm -f /tmp/hold.out
-    $PROBE hold "$1/f" "$2" >/tmp/hold.out 2>&1 &
+    python3 "$PROBE_PY" hold "$1/f" "$2" >/tmp/hold.out 2>&1 &
     HOLDER=$!
     for _ in $(seq 150); do grep -q locked /tmp/hold.out && return 0; sleep 0.2; done
     echo "holder on $1 never got the lock: $(cat /tmp/hold.out)"; return 1
 }
 
 # 1. Exclusion between the two v3 mounts (the server's NLM decides: nosharecache).
-hold_bg /mnt/l1 6 && check "v3 holder blocks v3 try" EAGAIN "$($PROBE try /mnt/l2/f)"
-check "v3 holder blocks a shared v3 try" EAGAIN "$($PROBE try /mnt/l2/f sh)"
+hold_bg /mnt/l1 6 && check "v3 holder blocks v3 try" EAGAIN "$(probe try /mnt/l2/f)"
+check "v3 holder blocks a shared v3 try" EAGAIN "$(probe try /mnt/l2/f sh)"
 # 2. A blocked waiter is granted when the holder exits (NLM4_BLOCKED, then GRANTED).
 start=$(date +%s)
-got=$(timeout 60 $PROBE wait /mnt/l2/f)
+got=$(timeout 60 python3 "$PROBE_PY" wait /mnt/l2/f)
 waited=$(( $(date +%s) - start ))
 wait "$HOLDER"
 check "v3 waiter granted after the holder exits" got "$got"
 # The client asks again by itself only every 30 s: sooner is the server's GRANTED call.
 check "granted by NLM GRANTED, not the client's 30 s re-poll" yes "$([ "$waited" -lt 20 ] && echo yes || echo "no, ${waited} s")"
-check "free after both" ok "$($PROBE try /mnt/l1/f)"
+check "free after both" ok "$(probe try /mnt/l1/f)"
 # 3. A holder killed with the lock held releases it.
 hold_bg /mnt/l1 300 && kill -9 "$HOLDER"; wait "$HOLDER" 2>/dev/null
 sleep 1
-check "killed v3 holder's lock released" ok "$($PROBE try /mnt/l2/f)"
+check "killed v3 holder's lock released" ok "$(probe try /mnt/l2/f)"
 # 4. Across protocols: v3 holder vs v4 locker and the reverse.
-hold_bg /mnt/l1 4 && check "v3 holder blocks v4 try" EAGAIN "$($PROBE try /mnt/l4/f)"
+hold_bg /mnt/l1 4 && check "v3 holder blocks v4 try" EAGAIN "$(probe try /mnt/l4/f)"
 wait "$HOLDER"
-hold_bg /mnt/l4 4 && check "v4 holder blocks v3 try" EAGAIN "$($PROBE try /mnt/l1/f)"
+hold_bg /mnt/l4 4 && check "v4 holder blocks v3 try" EAGAIN "$(probe try /mnt/l1/f)"
 wait "$HOLDER"
-check "free after the v4 holder" ok "$($PROBE try /mnt/l1/f)"
+check "free after the v4 holder" ok "$(probe try /mnt/l1/f)"
 
 umount /mnt/l1 /mnt/l2 /mnt/l4
 kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null
@@ -111,10 +112,11 @@ serve_host() {
 }
 : >"$LOG"
 serve_host
-mount -t nfs -o "$opts" "$SRV:/" /mnt/l1 && mount -t nfs -o "$opts" "$SRV:/" /mnt/l2 ||
-    { echo "FAIL: v3 mounts of the host export"; exit 1; }
+if ! mount -t nfs -o "$opts" "$SRV:/" /mnt/l1 || ! mount -t nfs -o "$opts" "$SRV:/" /mnt/l2; then
+    echo "FAIL: v3 mounts of the host export"; exit 1
+fi
 echo data >/mnt/l1/f
-hold_bg /mnt/l1 400 && check "host export: v3 holder blocks v3 try" EAGAIN "$($PROBE try /mnt/l2/f)"
+hold_bg /mnt/l1 400 && check "host export: v3 holder blocks v3 try" EAGAIN "$(probe try /mnt/l2/f)"
 kill "$SERVER"; wait "$SERVER"
 serve_host
 restarted=$(date +%s)
@@ -123,13 +125,13 @@ check "SM_NOTIFY delivered to the client's statd after the restart" yes \
     "$(grep -q 'SM_NOTIFY delivered' "$LOG" && echo yes || echo no)"
 # During grace a new lock waits (the client retries DENIED_GRACE_PERIOD); after it, the
 # reclaimed lock is in the way.
-got=$(timeout 120 $PROBE try /mnt/l2/f)
+got=$(timeout 120 python3 "$PROBE_PY" try /mnt/l2/f)
 after=$(( $(date +%s) - restarted ))
 check "after the restart: the reclaimed lock still excludes" EAGAIN "$got"
 check "the new lock waited for the grace period" yes "$([ "$after" -ge $((GRACE - 5)) ] && echo yes || echo "no, ${after} s")"
 kill "$HOLDER"; wait "$HOLDER" 2>/dev/null
 sleep 1
-check "free once the holder is gone" ok "$($PROBE try /mnt/l2/f)"
+check "free once the holder is gone" ok "$(probe try /mnt/l2/f)"
 umount /mnt/l1 /mnt/l2
 kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null
 echo "granary's log (restart):"; grep -E 'NSM|SM_NOTIFY|grace|NLM' "$LOG" | tail -20

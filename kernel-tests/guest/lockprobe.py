@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""fcntl byte-range locks from one process, for the locks group (guest/locks.sh).
+"""fcntl byte-range locks from one process, for the NLM checks (guest/nlm.sh).
 
   lockprobe.py hold PATH SECS   lock the whole file exclusively (waiting), print "locked",
                                 hold it SECS seconds, exit (the kernel unlocks)

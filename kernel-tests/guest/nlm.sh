@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs INSIDE the vm.sh guest (kernel-tests/locks.sh boots it): NLM/NSM against the Linux
+# Runs INSIDE the vm.sh guest (kernel-tests/nlm.sh boots it): NLM/NSM against the Linux
 # kernel client. granary and an rpcbind of its own run in a network namespace (`srv`,
 # 10.99.0.1) so that the client's kernel lockd and rpc.statd keep the guest's own rpcbind
 # (10.99.0.2 and loopback): on one host both would claim program 100021 in one rpcbind.

@@ -95,11 +95,13 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     let mut v4_config = state4::Config::new(rand::random());
     v4_config.lease = Duration::from_secs(u64::from(config.lease_secs));
     v4_config.grace = v4_config.lease;
-    let v4 = Arc::new(nfsd::v4::Nfs4State::new(
+    let v4_dir = state_dir.clone().or_else(|| config.state_dir.clone());
+    let v4 = Arc::new(nfs4_state(
+        v4_dir.as_deref(),
         Arc::clone(&state),
         Arc::clone(&clock),
         v4_config,
-    ));
+    )?);
     nfsd::v4::register(&mut dispatcher, &v4);
     // NLM v4 and NSM v1 for NFSv3 clients' locks, over the core's lock manager.
     let (outbox, callbacks) = crate::outbox::outbox();
@@ -194,6 +196,7 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     schedule_connection_scan(Arc::clone(&timers), table, limits);
     schedule_reply_cache_prune(Arc::clone(&timers), reply_cache, clock);
     schedule_lease_expiry(Arc::clone(&timers), Arc::clone(&v4));
+    schedule_grace_end(&timers, &v4);
     if open_files > 0 {
         schedule_open_file_aging(Arc::clone(&timers), Arc::new(hosts.clone()));
     }
@@ -403,6 +406,54 @@ fn schedule_lease_expiry(timers: Arc<Timers>, v4: Arc<nfsd::v4::Nfs4State>) {
         schedule_lease_expiry(again, v4);
     });
     timers.insert(from, every, Scope::Global, expire);
+}
+
+/// The NFSv4 server's state, with client records in the state directory when there is
+/// one (`--state-dir`, or the default one host and erofs exports use): clients the
+/// previous run recorded may reclaim their opens during a grace period of one lease.
+fn nfs4_state(
+    dir: Option<&std::path::Path>,
+    core: Arc<nfsd::NfsState>,
+    clock: Arc<dyn gtime::Clock>,
+    mut config: state4::Config,
+) -> Result<nfsd::v4::Nfs4State, ServeError> {
+    let Some(dir) = dir else {
+        return Ok(nfsd::v4::Nfs4State::new(core, clock, config));
+    };
+    crate::state::prepare(dir).map_err(ServeError::Export)?;
+    let (records, previous) =
+        nfsd::v4::recovery::ClientRecords::open(dir).map_err(ServeError::Export)?;
+    config.previous_owners = previous.into_iter().map(|r| r.owner).collect();
+    if !config.previous_owners.is_empty() {
+        tracing::info!(
+            clients = config.previous_owners.len(),
+            grace_secs = config.grace.as_secs(),
+            dir = %records.dir().display(),
+            "NFSv4 grace period: clients of the previous run may reclaim their opens; new opens wait"
+        );
+    }
+    Ok(nfsd::v4::Nfs4State::new(core, clock, config).with_records(records))
+}
+
+/// Ends the grace period on a pull-model timer (seed 002) at its deadline, if there is
+/// one (it may end earlier, when every client of the previous run has reclaimed).
+fn schedule_grace_end(timers: &Arc<Timers>, v4: &Arc<nfsd::v4::Nfs4State>) {
+    let Some(deadline) = v4.state.grace_deadline() else {
+        return;
+    };
+    let from = runtime::current_worker().unwrap_or(0);
+    let after = deadline.saturating_sub(v4.now());
+    let (again, v4) = (Arc::clone(timers), Arc::clone(v4));
+    let end: runtime::timers::Callback = Box::new(move || {
+        match v4.end_grace() {
+        Some(unclaimed) => tracing::info!(
+            unclaimed,
+            "NFSv4 grace period over: new opens are served; clients that did not reclaim lost their opens"
+        ),
+        None => schedule_grace_end(&again, &v4),
+    }
+    });
+    timers.insert(from, after, Scope::Global, end);
 }
 
 /// How often multigrain took its fine path while the server ran, on stdout (the lab reads

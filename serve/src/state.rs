@@ -9,6 +9,8 @@
 //!   canonical path and the export path), see `backend_host::index`.
 //! - `host-<hash>.incarnation`: 4 bytes, the export's incarnation, part of every handle of
 //!   that export; delete it to make that export's old handles stale.
+//! - `nfs4-clients/`: one record per confirmed NFSv4 client, for reclaims after a restart
+//!   (see `nfsd::v4::recovery`).
 //! - `erofs-<hash>.identity`: the content hash of an EROFS image file (the hash is of its
 //!   canonical path) and the file's device, inode, size, mtime and ctime when it was
 //!   hashed; a restart with the file unchanged reuses it instead of reading the image.

@@ -20,8 +20,8 @@
 //!   live client's back.
 //! - **Grace.** After a restart with clients recorded by the previous boot, new opens get
 //!   `NFS4ERR_GRACE` until those clients reclaimed (RECLAIM_COMPLETE) or the grace period
-//!   ended; reclaims are refused outside it (`NFS4ERR_NO_GRACE`) and from clients that
-//!   had no state before (`NFS4ERR_RECLAIM_BAD`).
+//!   ended; reclaims are refused outside it and from clients the previous boot did not
+//!   record (`NFS4ERR_NO_GRACE`).
 //! - **Lock stateids** ([`lock`]) are derived from an open, one per lock-owner and file,
 //!   and checked like open stateids; the locks are the shared lock manager's
 //!   ([`Config::locks`]), so they die with the client's lease, its reboot or its
@@ -378,6 +378,27 @@ impl<K: Clone + Eq + Hash + LockKey> State<K> {
         Ok(())
     }
 
+    /// When the grace period ends at the latest, if there is one (for the server's
+    /// timer; it may end earlier, when every previous client sent RECLAIM_COMPLETE).
+    #[must_use]
+    pub fn grace_deadline(&self) -> Option<Duration> {
+        let g = self.inner();
+        (!g.grace.pending.is_empty()).then_some(g.grace.ends)
+    }
+
+    /// Ends the grace period if its time is up by `now`, forgetting the previous boot's
+    /// owners that never reclaimed. Returns how many there were, or `None` when the grace
+    /// period still runs.
+    pub fn end_grace(&self, now: Duration) -> Option<usize> {
+        let mut g = self.inner();
+        if now < g.grace.ends && !g.grace.pending.is_empty() {
+            return None;
+        }
+        let unclaimed = g.grace.pending.len();
+        g.grace.pending.clear();
+        Some(unclaimed)
+    }
+
     /// Whether the grace period is on.
     #[must_use]
     pub fn in_grace(&self, now: Duration) -> bool {
@@ -388,8 +409,8 @@ impl<K: Clone + Eq + Hash + LockKey> State<K> {
     ///
     /// # Errors
     /// `NFS4ERR_GRACE` (a new open during grace), `NFS4ERR_NO_GRACE` (a reclaim after
-    /// it), `NFS4ERR_RECLAIM_BAD` (a reclaim from a client with nothing to reclaim), and
-    /// those of [`Opens::open`].
+    /// it, from a client the previous boot did not record, or after the client's
+    /// RECLAIM_COMPLETE), and those of [`Opens::open`].
     pub fn open(
         &self,
         client: ClientId,
@@ -567,7 +588,7 @@ impl<K: Clone + Eq + Hash + LockKey> State<K> {
     /// [`Self::open`].
     ///
     /// # Errors
-    /// `NFS4ERR_GRACE`, `NFS4ERR_NO_GRACE`, `NFS4ERR_RECLAIM_BAD`,
+    /// `NFS4ERR_GRACE`, `NFS4ERR_NO_GRACE`,
     /// `NFS4ERR_STALE_CLIENTID`.
     pub fn check_lock_grace(
         &self,
@@ -800,11 +821,10 @@ fn grace_rules<K>(
     let c = g.clients.get(client).ok_or(Nfsstat4::StaleClientid)?;
     let grace = g.grace.active(now);
     if reclaim {
-        if !grace {
+        // Outside grace, from a client the previous boot did not record, or from one
+        // that already said it reclaimed everything (RFC 8881 section 8.4.2.1).
+        if !grace || c.reclaim_complete || !g.grace.pending.contains(&c.owner) {
             return Err(Nfsstat4::NoGrace);
-        }
-        if c.reclaim_complete || !g.grace.pending.contains(&c.owner) {
-            return Err(Nfsstat4::ReclaimBad);
         }
     } else if grace || !c.reclaim_complete {
         // A client opens anew only after RECLAIM_COMPLETE says it reclaimed what it

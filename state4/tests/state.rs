@@ -532,7 +532,7 @@ fn grace_lets_previous_clients_reclaim_and_holds_new_opens_back() {
             &req("p", 1, share::ACCESS_READ, share::DENY_NONE, true),
             T0
         ),
-        Err(Nfsstat4::ReclaimBad)
+        Err(Nfsstat4::NoGrace)
     );
     assert!(st
         .open(
@@ -570,7 +570,15 @@ fn grace_ends_by_time_when_a_previous_client_never_comes_back() {
     let (c, _) = mount(&st, "new", 1);
     assert!(st.in_grace(secs(10)));
     let grace = st.lease().as_secs();
+    assert_eq!(st.grace_deadline(), Some(secs(grace)));
+    assert_eq!(st.end_grace(secs(grace - 1)), None, "the timer fired early");
     assert!(!st.in_grace(secs(grace)));
+    assert_eq!(
+        st.end_grace(secs(grace)),
+        Some(1),
+        "one client never came back"
+    );
+    assert_eq!(st.grace_deadline(), None);
     assert!(st
         .open(
             c,

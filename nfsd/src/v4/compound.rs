@@ -133,7 +133,13 @@ pub fn run(
 ) -> Result<(), ProcError> {
     let args = Compound4Args::decode(d)?;
     let defer = s.remote || args.ops.iter().any(may_block);
-    if s.may_block && !sync::blocking::allowed() && defer {
+    // CREATE_SESSION writes and syncs a client record in the state directory.
+    let record = s.records.is_some()
+        && args
+            .ops
+            .iter()
+            .any(|op| matches!(op, ArgOp::CreateSession(_)));
+    if !sync::blocking::allowed() && ((s.may_block && defer) || record) {
         // Before any operation ran (SEQUENCE's slot included): the whole COMPOUND runs
         // again on the worker's blocking pool.
         return Err(ProcError::WouldBlock);

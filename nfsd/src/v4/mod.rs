@@ -9,6 +9,7 @@
 //!   space and copy operations);
 //! - [`convert`]: the one `FsError` → `nfsstat4` mapping and the attribute set of a file;
 //! - [`pseudo`]: the pseudo file system that joins the exports' paths;
+//! - [`recovery`]: client records in the state directory, for reclaims after a restart;
 //! - [`callback`]: the back channel — CB_NULL probes, CB_SEQUENCE-led CB_COMPOUNDs on the
 //!   client's connection, and the truth SEQUENCE's status flags tell about it.
 //!
@@ -27,6 +28,7 @@ mod ops_lock;
 mod ops_session;
 mod ops_v42;
 pub mod pseudo;
+pub mod recovery;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,6 +65,9 @@ pub struct Nfs4State {
     /// so every COMPOUND of such a server runs on the blocking pool (whichever export it
     /// touches: a COMPOUND's handles are known only as it runs).
     pub remote: bool,
+    /// Client records in the state directory (none without one): who may reclaim after
+    /// a restart.
+    pub records: Option<recovery::ClientRecords>,
 }
 
 impl Nfs4State {
@@ -88,6 +93,7 @@ impl Nfs4State {
             pseudo,
             may_block,
             callbacks: Arc::new(callback::Callbacks::default()),
+            records: None,
         }
     }
 
@@ -97,6 +103,24 @@ impl Nfs4State {
         Self::new(core, clock, Config::new(epoch))
     }
 
+    /// Keeps client records in `records` (see [`recovery`]). The previous boot's records
+    /// must already be in `config.previous_owners` when the state was made.
+    #[must_use]
+    pub fn with_records(mut self, records: recovery::ClientRecords) -> Self {
+        self.records = Some(records);
+        self
+    }
+
+    /// Ends the grace period if its time is up (its timer calls this). Returns how many
+    /// clients of the previous boot never reclaimed, or `None` if grace is not over.
+    pub fn end_grace(&self) -> Option<usize> {
+        let unclaimed = self.state.end_grace(self.now())?;
+        if let Some(r) = &self.records {
+            r.drop_unclaimed();
+        }
+        Some(unclaimed)
+    }
+
     /// Releases the state of clients whose lease ran out by `now` (and their sessions'
     /// back channels); returns what was released.
     pub fn expire(&self, now: Duration) -> Vec<state4::Released<FileKey>> {
@@ -104,6 +128,9 @@ impl Nfs4State {
         // Sessions also go when a rebooted client's record is replaced or a courteous
         // OPEN purges an expired client: one sweep here catches every way.
         self.callbacks.retain(|id| self.state.session(id).is_ok());
+        if let Some(r) = &self.records {
+            r.retain(|c| self.state.client(c).is_some());
+        }
         gone
     }
 

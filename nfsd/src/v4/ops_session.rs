@@ -175,6 +175,7 @@ fn create_session(
         cx.s.callbacks.retain(|id| cx.s.state.session(id).is_ok());
     }
     let client = a.csa_clientid;
+    record_client(cx, client);
     let back = (cx.minor, ok.csr_back_chan_attrs);
     let cbs = &cx.s.callbacks;
     cbs.add_session(client, ok.csr_sessionid, back, a.csa_cb_program, Some(cred));
@@ -187,6 +188,16 @@ fn create_session(
     Ok(ok)
 }
 
+/// Writes the record of a client CREATE_SESSION confirmed, before the reply says so.
+fn record_client(cx: &Cx<'_>, client: state4::ClientId) {
+    let (Some(records), Some(c)) = (&cx.s.records, cx.s.state.client(client)) else {
+        return;
+    };
+    if let Err(e) = records.record(client, &c.owner, c.principal) {
+        tracing::warn!(dir = %records.dir().display(), error = %e, "cannot record an NFSv4 client: it cannot reclaim its opens after a restart");
+    }
+}
+
 fn destroy_session(cx: &mut Cx<'_>, id: &nfs4::types::Sessionid4) -> Result<(), Nfsstat4> {
     let client = cx.s.state.session(id)?.client;
     cx.s.state.destroy_session(id)?;
@@ -197,6 +208,9 @@ fn destroy_session(cx: &mut Cx<'_>, id: &nfs4::types::Sessionid4) -> Result<(), 
 fn destroy_clientid(cx: &mut Cx<'_>, id: u64) -> Result<(), Nfsstat4> {
     cx.s.state.destroy_clientid(id)?;
     cx.s.callbacks.retain(|s| cx.s.state.session(s).is_ok());
+    if let Some(r) = &cx.s.records {
+        r.forget(id);
+    }
     Ok(())
 }
 

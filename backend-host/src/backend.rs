@@ -106,8 +106,24 @@ impl Backend for HostFs {
         }
         match self.index.generation(id.0) {
             Some(generation) => Ok(generation),
-            None => self.record(id).map(|r| r.generation),
+            None => match self.record(id) {
+                Ok(r) => Ok(r.generation),
+                // Removed while an NFSv4 open holds it: still this file.
+                Err(FsError::Stale) => self.held_generation(id).ok_or(FsError::Stale),
+                Err(e) => Err(e),
+            },
         }
+    }
+
+    /// See `held`: the file's `O_PATH` descriptor (the open-file cache's entry) is kept
+    /// until the last release, and reaches the file after its last name is gone.
+    fn hold(&self, id: FileId) -> FsResult<bool> {
+        self.hold_file(id)?;
+        Ok(true)
+    }
+
+    fn release(&self, id: FileId) {
+        self.release_file(id);
     }
 
     /// Failed syncs since start (see [`HostFs::writeback_errors`]).

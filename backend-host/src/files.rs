@@ -253,7 +253,7 @@ impl HostFs {
     /// local process or another call) is `Stale`, and its cached descriptors are dropped.
     pub(crate) fn linked_attrs(&self, id: FileId, fd: &impl AsFd) -> FsResult<Statx> {
         let st = stat_fd(fd)?;
-        if st.stx_nlink == 0 {
+        if st.stx_nlink == 0 && !self.is_held(id) {
             self.forget_open(id);
             return Err(FsError::Stale);
         }

@@ -94,6 +94,7 @@ mod backend;
 mod entries;
 pub mod errno;
 mod files;
+mod held;
 pub mod identity;
 pub mod index;
 pub mod limits;
@@ -246,6 +247,8 @@ pub struct HostFs {
     /// Whether the file system answers `preadv2(RWF_NOWAIT)`; cleared at the first
     /// `EOPNOTSUPP` (tmpfs on Linux 6.18 does not: it never waits on a disk either).
     nowait_reads: std::sync::atomic::AtomicBool,
+    /// Files NFSv4 OPENs hold (see `held`).
+    held: held::Held,
 }
 
 impl HostFs {
@@ -293,6 +296,7 @@ impl HostFs {
             umask,
             writeback_errors: AtomicU64::new(0),
             nowait_reads: std::sync::atomic::AtomicBool::new(true),
+            held: held::Held::default(),
             dirs: lock::Locks::new(),
             files: lock::Locks::new(),
             searching: std::sync::Mutex::new(()),
@@ -383,6 +387,14 @@ impl HostFs {
     /// `Stale` if the file is gone or replaced; `IsDir`/`Inval`/`NotDir` for an access
     /// mode its type does not allow.
     pub fn open(&self, id: FileId, access: Access) -> FsResult<Opened> {
+        match self.open_named(id, access) {
+            Err(FsError::Stale) => self.open_held(id, access).unwrap_or(Err(FsError::Stale)),
+            r => r,
+        }
+    }
+
+    /// [`Self::open`] of a file that has a name.
+    fn open_named(&self, id: FileId, access: Access) -> FsResult<Opened> {
         let _raised = self.resolving()?;
         if id == self.root_id() {
             access.check(libc::S_IFDIR as u16)?;

@@ -214,6 +214,24 @@ impl Backend for MemFs {
         Ok(written(count, stable, before, after))
     }
 
+    /// Counts the hold in the inode: a removed file lives on, nameless, until the last.
+    fn hold(&self, id: FileId) -> FsResult<bool> {
+        let inode = self.inode(id)?;
+        inode.regular_file()?;
+        inode.write()?.holds += 1;
+        Ok(true)
+    }
+
+    fn release(&self, id: FileId) {
+        let Ok(inode) = self.inode(id) else { return };
+        let Ok(mut state) = inode.write() else { return };
+        let died = inode.release(&mut state, &self.space);
+        drop(state);
+        if died {
+            self.table.remove(id);
+        }
+    }
+
     /// Memory is this backend's stable storage: every write is as durable as it gets.
     fn commit(&self, id: FileId, _offset_bytes: u64, _count: u32) -> FsResult<Change> {
         let inode = self.inode(id)?;

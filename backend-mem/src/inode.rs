@@ -133,6 +133,9 @@ pub(crate) struct InodeState {
     pub(crate) live: bool,
     pub(crate) meta: Meta,
     pub(crate) body: Body,
+    /// NFSv4 opens holding the file ([`vfs::Backend::hold`]): while any remain, a regular
+    /// file whose last name goes lives on with no name, and dies at the last release.
+    pub(crate) holds: u32,
 }
 
 impl InodeState {
@@ -141,6 +144,7 @@ impl InodeState {
             live: true,
             meta,
             body,
+            holds: 0,
         }
     }
 
@@ -349,16 +353,34 @@ impl Inode {
     }
 
     /// Drops one name of a non-directory (or the only one of a directory); when none is
-    /// left the file dies and its storage goes back to `space`. True if it died. The
-    /// caller stamped the ctime and holds `state`, this inode's write lock.
+    /// left and no NFSv4 open holds it, the file dies and its storage goes back to
+    /// `space`. True if it died. The caller stamped the ctime and holds `state`, this
+    /// inode's write lock.
     pub(crate) fn unlink(&self, state: &mut InodeState, space: &Space) -> bool {
         assert!(state.live, "unlinking a dead inode");
         if !matches!(state.body, Body::Directory(_)) {
             state.meta.nlink -= 1;
-            if state.meta.nlink > 0 {
+            if state.meta.nlink > 0 || state.holds > 0 {
                 return false;
             }
         }
+        self.die(state, space);
+        true
+    }
+
+    /// Ends one hold; true if that was the last hold of a file with no name left, which
+    /// then died (the caller removes it from the table). Called with the write lock.
+    pub(crate) fn release(&self, state: &mut InodeState, space: &Space) -> bool {
+        state.holds = state.holds.saturating_sub(1);
+        if state.holds > 0 || state.meta.nlink > 0 || matches!(state.body, Body::Directory(_)) {
+            return false;
+        }
+        self.die(state, space);
+        true
+    }
+
+    /// Frees the file's storage; later calls find it `Stale`.
+    fn die(&self, state: &mut InodeState, space: &Space) {
         state.live = false;
         if let Some(file) = &self.file {
             // Waits for I/O in progress; later I/O finds `gone` and fails `Stale`.
@@ -372,7 +394,6 @@ impl Inode {
             Body::Regular(_) | Body::Special(_) => {}
         }
         space.release_file();
-        true
     }
 }
 

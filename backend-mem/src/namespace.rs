@@ -291,6 +291,11 @@ impl MemFs {
             return Err(FsError::MLink);
         }
         let (mut dir_state, mut target_state) = write_pair(&dir_inode, &target)?;
+        if target_state.meta.nlink == 0 {
+            // Removed while an NFSv4 open holds it: a file with no name gets none back
+            // (Linux's link(2) of an unlinked file answers ENOENT too).
+            return Err(FsError::NoEnt);
+        }
         let before = dir_inode.observed_attr(&dir_state);
         checks.may_change_entries(&before)?;
         let entries = dir_state.body.dir_mut()?;

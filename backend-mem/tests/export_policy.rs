@@ -398,3 +398,42 @@ fn moving_a_directory_to_another_parent_needs_write_on_it() {
         Ok(())
     );
 }
+
+/// An NFSv4 OPEN's hold keeps a removed file readable and writable through its id, with
+/// no name and no way to give it one; the last release frees it and its space.
+#[test]
+fn a_held_file_outlives_its_last_name_until_released() {
+    let e = export(false);
+    let owner = user(1000);
+    let root = e.root();
+    let id = file(&e, &owner, root, "held", 0o644);
+    e.write(&owner, id, 0, &[7u8; 5000], Stability::Unstable)
+        .unwrap();
+    let free_before = e.fsstat().unwrap().free_bytes;
+    assert!(e.hold(id).unwrap(), "mem keeps removed files while held");
+    assert!(e.hold(id).unwrap());
+    e.remove(&owner, root, &name("held")).unwrap();
+    assert_eq!(e.lookup(&owner, root, b"held").unwrap_err(), FsError::NoEnt);
+    assert_eq!(e.getattr(id).unwrap().nlink, 0);
+    e.write(&owner, id, 5000, &[8u8; 100], Stability::FileSync)
+        .unwrap();
+    let mut out = BytesMut::new();
+    e.read_into(&owner, id, 4990, 200, &mut out).unwrap();
+    assert_eq!(&out[..10], &[7u8; 10]);
+    assert_eq!(&out[10..], &[8u8; 100]);
+    assert_eq!(
+        e.link(&owner, id, root, &name("back")).unwrap_err(),
+        FsError::NoEnt,
+        "a file with no name got one back"
+    );
+    e.release(id);
+    assert_eq!(e.getattr(id).unwrap().size_bytes, 5100, "one hold is left");
+    e.release(id);
+    assert_eq!(e.getattr(id).unwrap_err(), FsError::Stale);
+    assert!(
+        e.fsstat().unwrap().free_bytes > free_before,
+        "its space came back"
+    );
+    // A release of a file that is gone changes nothing.
+    e.release(id);
+}

@@ -1,6 +1,6 @@
-//! Helpers shared by granary's fuzz targets: a server stack (dispatcher, NFS + MOUNT +
-//! NLM + NSM over one mem export) built the way `granary serve` builds it, without
-//! sockets (the calls NLM makes to clients are dropped).
+//! Helpers shared by granary's fuzz targets: a server stack (dispatcher, NFSv3 + MOUNT +
+//! NLM + NSM and NFSv4.1/4.2 over one mem export) built the way `granary serve` builds it,
+//! without sockets (the calls NLM makes to clients are dropped).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,8 +25,8 @@ impl nfsd::nlm::Outbox for Dropped {
     }
 }
 
-/// A dispatcher serving NFSv3, MOUNT v3, NLM v4 and NSM v1 over one small mem export `/`, with a reply
-/// cache, on a manual clock (no time passes unless a target advances it).
+/// A dispatcher serving NFSv3, MOUNT v3, NLM v4, NSM v1 and NFSv4.1/4.2 over one small mem
+/// export `/`, with a reply cache, on a manual clock (no time passes unless a target advances it).
 #[must_use]
 pub fn server() -> (Arc<Dispatcher>, Arc<nfsd::NfsState>) {
     let clock = Arc::new(gtime::ManualClock::new(gtime::Timestamp::default()));
@@ -50,6 +50,12 @@ pub fn server() -> (Arc<Dispatcher>, Arc<nfsd::NfsState>) {
         Arc::new(Dropped),
     );
     nfsd::nlm::register(&mut d, &nlm);
+    let v4 = Arc::new(nfsd::v4::Nfs4State::with_defaults(
+        Arc::clone(&state),
+        clock.clone(),
+        0x5eed,
+    ));
+    nfsd::v4::register(&mut d, &v4);
     let cache = Arc::new(rpc::drc::ReplyCache::new(
         64,
         std::time::Duration::from_secs(60),

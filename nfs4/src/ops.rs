@@ -103,6 +103,94 @@ pub mod opnum {
     pub fn is_defined(op: u32) -> bool {
         (ACCESS..=REMOVEXATTR).contains(&op)
     }
+
+    /// Every defined operation's name in lower case, indexed by `op - ACCESS`.
+    const NAMES: [&str; (REMOVEXATTR - ACCESS + 1) as usize] = [
+        "access",
+        "close",
+        "commit",
+        "create",
+        "delegpurge",
+        "delegreturn",
+        "getattr",
+        "getfh",
+        "link",
+        "lock",
+        "lockt",
+        "locku",
+        "lookup",
+        "lookupp",
+        "nverify",
+        "open",
+        "openattr",
+        "open_confirm",
+        "open_downgrade",
+        "putfh",
+        "putpubfh",
+        "putrootfh",
+        "read",
+        "readdir",
+        "readlink",
+        "remove",
+        "rename",
+        "renew",
+        "restorefh",
+        "savefh",
+        "secinfo",
+        "setattr",
+        "setclientid",
+        "setclientid_confirm",
+        "verify",
+        "write",
+        "release_lockowner",
+        "backchannel_ctl",
+        "bind_conn_to_session",
+        "exchange_id",
+        "create_session",
+        "destroy_session",
+        "free_stateid",
+        "get_dir_delegation",
+        "getdeviceinfo",
+        "getdevicelist",
+        "layoutcommit",
+        "layoutget",
+        "layoutreturn",
+        "secinfo_no_name",
+        "sequence",
+        "set_ssv",
+        "test_stateid",
+        "want_delegation",
+        "destroy_clientid",
+        "reclaim_complete",
+        "allocate",
+        "copy",
+        "copy_notify",
+        "deallocate",
+        "io_advise",
+        "layouterror",
+        "layoutstats",
+        "offload_cancel",
+        "offload_status",
+        "read_plus",
+        "seek",
+        "write_same",
+        "clone",
+        "getxattr",
+        "setxattr",
+        "listxattrs",
+        "removexattr",
+    ];
+
+    /// The lower-case name of operation `op` (`"illegal"` for any undefined number), for
+    /// logs and metrics.
+    #[must_use]
+    pub fn name(op: u32) -> &'static str {
+        if is_defined(op) {
+            NAMES[(op - ACCESS) as usize]
+        } else {
+            "illegal"
+        }
+    }
 }
 
 /// ACCESS4 bits (RFC 8881 section 18.1).

@@ -511,6 +511,20 @@ pub enum ResOp {
 }
 
 impl ResOp {
+    /// The result of operation `op` that failed with `status` before it ran (its arguments
+    /// did not decode, or the COMPOUND's rules refused it), with the body the RFC gives
+    /// that failure: void for every operation but SETATTR, whose result always carries the
+    /// attributes set (none here). LOCK and LOCKT carry a body only for `NFS4ERR_DENIED`,
+    /// which no caller of this passes.
+    #[must_use]
+    pub fn failed(op: u32, status: Nfsstat4) -> Self {
+        debug_assert!(!status.is_ok(), "a failed result with NFS4_OK");
+        match op {
+            opnum::SETATTR => Self::Setattr(status, Bitmap4::default()),
+            op => Self::Refused { op, status },
+        }
+    }
+
     /// The status of the operation.
     #[must_use]
     pub fn status(&self) -> Nfsstat4 {

@@ -850,3 +850,41 @@ fn bitmaps_hold_and_list_members() {
     let i = b.intersect(&Bitmap4::from_bits(&[31, 75]));
     assert_eq!(i.iter().collect::<Vec<_>>(), vec![31, 75]);
 }
+
+#[test]
+fn operation_names_follow_their_numbers() {
+    use granary_nfs4::ops::opnum;
+    assert_eq!(opnum::name(opnum::ACCESS), "access");
+    assert_eq!(opnum::name(opnum::SEQUENCE), "sequence");
+    assert_eq!(opnum::name(opnum::OPEN_DOWNGRADE), "open_downgrade");
+    assert_eq!(opnum::name(opnum::CLONE), "clone");
+    assert_eq!(opnum::name(opnum::REMOVEXATTR), "removexattr");
+    assert_eq!(opnum::name(opnum::ILLEGAL), "illegal");
+    assert_eq!(opnum::name(2), "illegal");
+}
+
+/// A SETATTR refused before it ran (unreadable arguments) still carries its bitmap of
+/// attributes set, as RFC 8881's SETATTR4res always does (found by the `nfs4_compound`
+/// fuzz target: the reply did not decode).
+#[test]
+fn a_failed_setattr_keeps_its_bitmap_and_other_failures_are_void() {
+    use granary_nfs4::ops::opnum;
+    for (op, status) in [
+        (opnum::SETATTR, Nfsstat4::Badxdr),
+        (opnum::LOOKUP, Nfsstat4::Badxdr),
+        (opnum::LOCK, Nfsstat4::OpNotInSession),
+        (opnum::ILLEGAL, Nfsstat4::OpIllegal),
+    ] {
+        let r = ResOp::failed(op, status);
+        assert_eq!(r.opnum(), op);
+        assert_eq!(r.status(), status);
+        let mut e = xdr::Encoder::new();
+        r.encode(&mut e);
+        let bytes = e.into_bytes();
+        let mut d = xdr::Decoder::new(bytes);
+        let back = ResOp::decode(&mut d).expect("a failed result decodes");
+        assert_eq!(d.remaining(), 0);
+        assert_eq!(back.status(), status);
+        assert_eq!(back.opnum(), op);
+    }
+}

@@ -229,6 +229,7 @@ pub enum Unanswerable {
 #[derive(Debug, Clone, Copy)]
 pub struct Observed {
     pub program: u32,
+    pub version: u32,
     pub procedure: &'static str,
     /// Bytes of the arguments (the record after the call header).
     pub args_bytes: usize,
@@ -393,6 +394,7 @@ impl Dispatcher {
         if let Ok((reply, cached)) = &result {
             observer.observe(&Observed {
                 program,
+                version,
                 procedure: prog.procedure_name(procedure).unwrap_or("?"),
                 args_bytes: request_bytes,
                 reply_bytes: reply.len(),

@@ -1,7 +1,8 @@
 //! The Prometheus endpoint (`--metrics ADDR`, off by default): per-procedure request
 //! counts and latency histograms, bytes of READ replies and WRITE arguments, connections
 //! (open, accepted, refused by which limit, closed by which timeout), memory-budget use,
-//! reply-cache hits, and byte-range locks per protocol (held, waiting, granted, denied). Built on `prometheus-client`; other parts of the server register their
+//! reply-cache hits, byte-range locks per protocol (held, waiting, granted, denied), and
+//! NFSv4 operations by operation and the NFSv4 state held. Built on `prometheus-client`; other parts of the server register their
 //! own metrics (cache hit rates, ...) through [`Metrics::registry`].
 
 use std::net::SocketAddr;
@@ -111,10 +112,11 @@ impl Metrics {
     }
 }
 
-fn program_name(program: u32) -> &'static str {
-    match program {
-        nfs3::limits::NFS_PROGRAM => "nfs3",
-        nfs3::limits::MOUNT_PROGRAM => "mount3",
+fn program_name(program: u32, version: u32) -> &'static str {
+    match (program, version) {
+        (nfs3::limits::NFS_PROGRAM, 4) => "nfs4",
+        (nfs3::limits::NFS_PROGRAM, _) => "nfs3",
+        (nfs3::limits::MOUNT_PROGRAM, _) => "mount3",
         _ => "other",
     }
 }
@@ -122,14 +124,14 @@ fn program_name(program: u32) -> &'static str {
 impl CallObserver for Metrics {
     fn observe(&self, call: &Observed) {
         let labels = vec![
-            ("program", program_name(call.program)),
+            ("program", program_name(call.program, call.version)),
             ("procedure", call.procedure),
         ];
         self.requests.get_or_create(&labels).inc();
         self.latency
             .get_or_create(&labels)
             .observe(call.latency.as_secs_f64());
-        if call.program == nfs3::limits::NFS_PROGRAM {
+        if call.program == nfs3::limits::NFS_PROGRAM && call.version == 3 {
             match call.procedure {
                 "read" => drop(self.read_bytes.inc_by(call.reply_bytes as u64)),
                 "write" => drop(self.write_bytes.inc_by(call.args_bytes as u64)),
@@ -302,6 +304,49 @@ impl Collector for LockCollector {
             "protocol",
             &per(|p| p.wakes),
         )
+    }
+}
+
+/// NFSv4 at scrape time: operations run and failed by operation, and the state held
+/// (clients, sessions, opens).
+pub struct V4Collector(pub Arc<nfsd::v4::Nfs4State>);
+
+impl std::fmt::Debug for V4Collector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("V4Collector")
+    }
+}
+
+impl Collector for V4Collector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::metrics::MetricType;
+        let ops = self.0.ops.snapshot();
+        let calls: Vec<_> = ops.iter().map(|o| (o.name, o.calls)).collect();
+        let errors: Vec<_> = ops.iter().map(|o| (o.name, o.errors)).collect();
+        counter_family(
+            &mut encoder,
+            "nfs4_operations",
+            "NFSv4 operations run in COMPOUNDs (a replay from a slot's cache runs none)",
+            "op",
+            &calls,
+        )?;
+        counter_family(
+            &mut encoder,
+            "nfs4_operation_errors",
+            "NFSv4 operations that failed (the last result of their COMPOUND)",
+            "op",
+            &errors,
+        )?;
+        let (clients, sessions, opens) = self.0.state.counts();
+        for (name, help, n) in [
+            ("nfs4_clients", "NFSv4 client records", clients),
+            ("nfs4_sessions", "NFSv4 sessions", sessions),
+            ("nfs4_opens", "NFSv4 open stateids", opens),
+        ] {
+            let m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX)).encode(m)?;
+        }
+        Ok(())
     }
 }
 

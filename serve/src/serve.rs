@@ -182,6 +182,8 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         m.registry().register_collector(Box::new(callbacks));
         let locks = crate::metrics::LockCollector(Arc::clone(&state.locks));
         m.registry().register_collector(Box::new(locks));
+        let operations = crate::metrics::V4Collector(Arc::clone(&v4));
+        m.registry().register_collector(Box::new(operations));
         let _enter = main_rt.enter();
         let listener = crate::metrics::bind(addr)
             .and_then(tokio::net::TcpListener::from_std)

@@ -301,7 +301,9 @@ fn a_server_that_stops_answering_fails_the_phase_on_time() {
         128,
         "every call timed out once: {s}"
     );
-    assert!(took < Duration::from_secs(5), "bench took {took:?}");
+    // Quiet, the whole run (process start included) takes about 2.5 s; a loaded CI machine
+    // (load 16 on 2 cores) took 7.9 s. A phase that waited on its calls would never end.
+    assert!(took < Duration::from_secs(20), "bench took {took:?}");
     let _ = std::fs::remove_dir_all(out);
 }
 

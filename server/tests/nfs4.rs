@@ -980,3 +980,161 @@ async fn back_channel_is_probed_and_sequence_tells_whether_it_works() {
     // A's channel was never touched.
     assert_eq!(flags_become(&mut a, 0).await, 0);
 }
+
+/// `--metrics`: NFSv4 COMPOUNDs are counted as program nfs4, each operation and each
+/// failed operation by name, and the state held is a gauge.
+#[tokio::test]
+async fn metrics_count_operations_by_name_and_the_state_held() {
+    let port = common::metrics::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let server = Server::start(&["--metrics", &addr]);
+    let mut c = V4::connect(&server, "client-metrics").await;
+    let (status, _) = c
+        .run(vec![
+            ArgOp::Putrootfh,
+            open_create("om", "counted", share::ACCESS_BOTH, share::DENY_NONE),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok);
+    let (status, _) = c
+        .run(vec![ArgOp::Putrootfh, ArgOp::Lookup(name("absent"))])
+        .await;
+    assert_eq!(status, Nfsstat4::Noent);
+    let text = common::metrics::scrape(port);
+    let sample = |p: &str| common::metrics::sample(&text, p);
+    // EXCHANGE_ID and CREATE_SESSION alone, then three SEQUENCE COMPOUNDs.
+    let compounds = r#"granary_requests_total{program="nfs4",procedure="compound"}"#;
+    assert_eq!(sample(compounds), 5.0);
+    assert_eq!(
+        sample(r#"granary_nfs4_operations_total{op="sequence"}"#),
+        3.0
+    );
+    assert_eq!(
+        sample(r#"granary_nfs4_operations_total{op="putrootfh"}"#),
+        2.0
+    );
+    assert_eq!(sample(r#"granary_nfs4_operations_total{op="open"}"#), 1.0);
+    assert_eq!(sample(r#"granary_nfs4_operations_total{op="lookup"}"#), 1.0);
+    assert_eq!(
+        sample(r#"granary_nfs4_operation_errors_total{op="lookup"}"#),
+        1.0
+    );
+    assert_eq!(
+        sample(r#"granary_nfs4_operation_errors_total{op="open"}"#),
+        0.0
+    );
+    assert_eq!(sample("granary_nfs4_clients"), 1.0);
+    assert_eq!(sample("granary_nfs4_sessions"), 1.0);
+    assert_eq!(sample("granary_nfs4_opens"), 1.0);
+}
+
+/// A file removed (by another client) while open stays readable and writable through
+/// the open until CLOSE, and OPEN says so (`OPEN4_RESULT_PRESERVE_UNLINKED`); after the
+/// CLOSE its handle is stale. On a mem export and on a host export (where the kernel
+/// keeps the unlinked inode for the open's descriptor).
+async fn removed_open_file_lives_until_close(server: &Server, host_dir: Option<&std::path::Path>) {
+    let mut a = V4::connect(server, "client-keeper").await;
+    let mut b = V4::connect(server, "client-remover").await;
+    let (status, r) = a
+        .run(vec![
+            ArgOp::Putrootfh,
+            open_create("ok", "doomed", share::ACCESS_BOTH, share::DENY_NONE),
+            ArgOp::Getfh,
+            ArgOp::Write(WriteArgs {
+                stateid: Stateid4::CURRENT,
+                offset: 0,
+                stable: StableHow4::Unstable,
+                data: Bytes::from_static(b"before removal "),
+            }),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Open(Res4::Ok(o)) = &r[1] else {
+        panic!("OPEN: {r:?}")
+    };
+    assert_ne!(
+        o.rflags & open_result::PRESERVE_UNLINKED,
+        0,
+        "PRESERVE_UNLINKED"
+    );
+    let sid = o.stateid;
+    let ResOp::Getfh(Res4::Ok(fh)) = &r[2] else {
+        panic!("GETFH: {r:?}")
+    };
+    let (status, _) = b
+        .run(vec![ArgOp::Putrootfh, ArgOp::Remove(name("doomed"))])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok);
+    if let Some(dir) = host_dir {
+        assert!(
+            !dir.join("doomed").exists(),
+            "the name is gone on the host too"
+        );
+    }
+    let (status, r) = a
+        .run(vec![
+            ArgOp::Putfh(fh.clone()),
+            ArgOp::Write(WriteArgs {
+                stateid: sid,
+                offset: 15,
+                stable: StableHow4::FileSync,
+                data: Bytes::from_static(b"and after"),
+            }),
+            ArgOp::Read(ReadArgs {
+                stateid: sid,
+                offset: 0,
+                count: 100,
+            }),
+            ArgOp::Getattr(mask(&[num::NUMLINKS, num::SIZE])),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "I/O on the removed open file: {r:?}");
+    let ResOp::Read(Res4::Ok(read)) = &r[2] else {
+        panic!("READ: {r:?}")
+    };
+    assert_eq!(&read.data[..], b"before removal and after");
+    let got = attrs(&r[3]);
+    assert_eq!(got.numlinks, Some(0));
+    assert_eq!(got.size, Some(24));
+    let (status, _) = a
+        .run(vec![
+            ArgOp::Putfh(fh.clone()),
+            ArgOp::Close(CloseArgs {
+                seqid: 0,
+                open_stateid: sid,
+            }),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok);
+    let (status, _) = a
+        .run(vec![
+            ArgOp::Putfh(fh.clone()),
+            ArgOp::Getattr(mask(&[num::SIZE])),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Stale, "the file is freed at CLOSE");
+}
+
+#[tokio::test]
+async fn a_removed_open_file_lives_until_close_on_mem() {
+    let server = Server::start(&[]);
+    removed_open_file_lives_until_close(&server, None).await;
+}
+
+#[tokio::test]
+async fn a_removed_open_file_lives_until_close_on_host() {
+    let base = std::env::temp_dir().join(format!("granary-nfs4-unlinked-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("export")).unwrap();
+    let (export, state) = (base.join("export"), base.join("state"));
+    let server = Server::start(&[
+        export.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--squash",
+        "none",
+    ]);
+    removed_open_file_lives_until_close(&server, Some(&export)).await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -135,6 +135,9 @@ struct Inner<K> {
     opens: Opens<K>,
     locks: LockStateids<K>,
     grace: Grace,
+    /// State of expired clients an OPEN purged because it was in the way (see
+    /// [`State::take_courtesy_releases`]).
+    courtesy: Vec<Released<K>>,
 }
 
 /// The NFSv4 state of one server.
@@ -185,6 +188,7 @@ impl<K: Clone + Eq + Hash + LockKey> State<K> {
                 opens: Opens::new(config.epoch),
                 locks: LockStateids::new(config.epoch),
                 grace,
+                courtesy: Vec::new(),
             }),
             sessions: RwLock::new(HashMap::new()),
             config,
@@ -455,10 +459,19 @@ impl<K: Clone + Eq + Hash + LockKey> State<K> {
             limits::MAX_OPENS,
         );
         drop(g);
-        for r in gone {
-            self.release_locks(r, now);
-        }
+        let released: Vec<Released<K>> = gone
+            .into_iter()
+            .map(|r| self.release_locks(r, now))
+            .collect();
+        self.inner().courtesy.extend(released);
         again
+    }
+
+    /// The state an [`State::open`] released from expired clients that were in its way
+    /// (a courteous server keeps an expired client's opens only until they conflict): the
+    /// caller lets go of their files as for [`State::expire`]. Empty unless an OPEN did so.
+    pub fn take_courtesy_releases(&self) -> Vec<Released<K>> {
+        std::mem::take(&mut self.inner().courtesy)
     }
 
     /// OPEN_DOWNGRADE.

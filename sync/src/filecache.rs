@@ -12,7 +12,8 @@
 //! - aging is two-bit (referenced / recent) and runs only in [`FileCache::age`], which the
 //!   server calls from a global timer, never from a request: a hit sets `referenced`; a pass
 //!   turns `referenced` into `recent`, drops `recent`, and evicts an entry that had neither,
-//!   so an entry unused for two full passes is closed;
+//!   so an entry unused for two full passes is closed; an entry someone holds beyond the
+//!   cache (a call in flight, an NFSv4 OPEN until its CLOSE) is never aged out;
 //! - the number of entries never exceeds the capacity: a miss that finds the cache full
 //!   opens uncached (the value lives as long as the caller holds it) instead of evicting
 //!   in the request path;
@@ -459,6 +460,13 @@ fn keep_after_aging<V>(slot: &Slot<V>, closing: &mut Vec<Arc<Entry<V>>>) -> bool
     let Slot::Ready(entry) = slot else {
         return true; // an open in progress is not aged
     };
+    if Arc::strong_count(entry) > 1 {
+        // Held beyond the cache: a call in flight, or an NFSv4 OPEN keeping it until its
+        // CLOSE (knfsd's file cache skips referenced files the same way). Evicting it
+        // would close nothing now and make the holder's next call open the file again.
+        entry.age.store(RECENT, Ordering::Relaxed);
+        return true;
+    }
     let age = entry.age.load(Ordering::Relaxed);
     if age & REFERENCED != 0 {
         entry.age.store(RECENT, Ordering::Relaxed);

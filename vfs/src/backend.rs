@@ -168,6 +168,23 @@ pub trait Backend: Send + Sync + 'static {
         checks: &dyn Checks,
     ) -> FsResult<Written>;
 
+    /// An NFSv4 OPEN of regular file `id` (one call per open stateid): until the matching
+    /// [`Backend::release`], the file stays readable and writable through `id` after its
+    /// last name is removed, and a backend that caches open files keeps the file's entry
+    /// (seed 004). Returns whether a removed file is kept so (the server then tells the
+    /// client `OPEN4_RESULT_PRESERVE_UNLINKED`, and the client need not rename it away
+    /// instead of removing it). The default keeps nothing and says so.
+    fn hold(&self, id: FileId) -> FsResult<bool> {
+        let _ = id;
+        Ok(false)
+    }
+
+    /// Ends one [`Backend::hold`] of `id` (CLOSE, or its client's lease ran out). A
+    /// removed file whose last hold ends is freed. An id that names nothing is ignored.
+    fn release(&self, id: FileId) {
+        let _ = id;
+    }
+
     /// Makes earlier unstable writes in the range durable (`count` 0 = to the end).
     /// Returns the file's attributes around the commit.
     fn commit(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<Change>;

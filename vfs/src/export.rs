@@ -311,6 +311,16 @@ impl Export {
         Ok(written)
     }
 
+    /// See [`Backend::hold`]: an NFSv4 OPEN keeps the file until [`Export::release`].
+    pub fn hold(&self, id: FileId) -> FsResult<bool> {
+        self.backend.hold(id)
+    }
+
+    /// See [`Backend::release`].
+    pub fn release(&self, id: FileId) {
+        self.backend.release(id);
+    }
+
     pub fn commit(&self, id: FileId, offset_bytes: u64, count: u32) -> FsResult<Change> {
         self.writable()?;
         let change = self.backend.commit(id, offset_bytes, count)?;

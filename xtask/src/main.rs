@@ -33,7 +33,11 @@ fn main() -> ExitCode {
         eprintln!("xtask: unknown task {task:?}; the one task is `cargo xtask check-docs`");
         return ExitCode::from(2);
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+    // `cargo xtask` (cargo run) names the package's directory at run time: a binary
+    // built in another checkout sharing the target directory checks this tree, not that.
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let root = manifest
         .parent()
         .expect("xtask/ is inside the repository")
         .to_path_buf();

@@ -150,6 +150,7 @@ pub fn run(
     match sync::blocking::permitted(|| execute(s, ctx, args)) {
         Outcome::Replay(bytes) => e.fixed_opaque(&bytes),
         Outcome::Fresh(res, ticket) => {
+            s.ops.record(&res.results);
             let start = e.len();
             res.encode(e);
             if let Some((ticket, cachethis)) = ticket {
@@ -203,10 +204,7 @@ fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
         return match &args.stopped {
             Some(Stopped::BadXdr { opnum, .. }) => done(
                 Nfsstat4::Badxdr,
-                vec![ResOp::Refused {
-                    op: *opnum,
-                    status: Nfsstat4::Badxdr,
-                }],
+                vec![ResOp::failed(*opnum, Nfsstat4::Badxdr)],
             ),
             _ => done(Nfsstat4::Ok, Vec::new()),
         };
@@ -246,10 +244,7 @@ fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
             }
         }
         op if sessionless(op) && args.ops.len() > 1 => {
-            results.push(ResOp::Refused {
-                op: op.opnum(),
-                status: Nfsstat4::NotOnlyOp,
-            });
+            results.push(ResOp::failed(op.opnum(), Nfsstat4::NotOnlyOp));
             return done(Nfsstat4::NotOnlyOp, results);
         }
         op if !sessionless(op) && !matches!(op, ArgOp::NotSupported(_) | ArgOp::Illegal(_)) => {
@@ -275,10 +270,7 @@ fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
         }) = &args.stopped
         {
             tracing::debug!(peer = %ctx.peer, index, opnum, %error, "COMPOUND operation does not decode");
-            results.push(ResOp::Refused {
-                op: *opnum,
-                status: Nfsstat4::Badxdr,
-            });
+            results.push(ResOp::failed(*opnum, Nfsstat4::Badxdr));
             status = Nfsstat4::Badxdr;
         }
     }
@@ -298,9 +290,7 @@ pub fn refuse(op: &ArgOp, status: Nfsstat4) -> ResOp {
         ArgOp::Illegal(_) => opnum::ILLEGAL,
         op => op.opnum(),
     };
-    // The typed results whose error body is void decode the same as `Refused`; SETATTR's
-    // carries a bitmap and LOCK/LOCKT's a denial, which are never refused this way.
-    ResOp::Refused { op, status }
+    ResOp::failed(op, status)
 }
 
 fn sequence(

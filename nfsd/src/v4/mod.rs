@@ -30,6 +30,7 @@ mod ops_v42;
 pub mod pseudo;
 pub mod recovery;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,6 +69,78 @@ pub struct Nfs4State {
     /// Client records in the state directory (none without one): who may reclaim after
     /// a restart.
     pub records: Option<recovery::ClientRecords>,
+    /// Operations run and failed, by operation (metrics).
+    pub ops: OpStats,
+}
+
+/// Slots of [`OpStats`]: one per defined operation number, and one for OP_ILLEGAL.
+const OP_SLOTS: usize = (nfs4::ops::opnum::REMOVEXATTR - nfs4::ops::opnum::ACCESS + 2) as usize;
+
+/// How many times each operation ran and how many of those failed, counted once per
+/// result in a fresh COMPOUND reply (a replay from a slot's cache runs nothing and counts
+/// nothing). Relaxed atomic adds: two per operation, no lock.
+pub struct OpStats {
+    calls: [AtomicU64; OP_SLOTS],
+    errors: [AtomicU64; OP_SLOTS],
+}
+
+/// One operation's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpCount {
+    pub name: &'static str,
+    pub calls: u64,
+    pub errors: u64,
+}
+
+impl Default for OpStats {
+    fn default() -> Self {
+        Self {
+            calls: std::array::from_fn(|_| AtomicU64::new(0)),
+            errors: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl OpStats {
+    fn slot(op: u32) -> usize {
+        use nfs4::ops::opnum;
+        if opnum::is_defined(op) {
+            (op - opnum::ACCESS) as usize
+        } else {
+            OP_SLOTS - 1
+        }
+    }
+
+    /// Counts the results of one COMPOUND.
+    pub fn record(&self, results: &[nfs4::ResOp]) {
+        for r in results {
+            let i = Self::slot(r.opnum());
+            self.calls[i].fetch_add(1, Ordering::Relaxed);
+            if !r.status().is_ok() {
+                self.errors[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The operations that ran at least once.
+    #[must_use]
+    pub fn snapshot(&self) -> Vec<OpCount> {
+        (0..OP_SLOTS)
+            .filter_map(|i| {
+                let calls = self.calls[i].load(Ordering::Relaxed);
+                let op = if i == OP_SLOTS - 1 {
+                    nfs4::ops::opnum::ILLEGAL
+                } else {
+                    nfs4::ops::opnum::ACCESS + i as u32
+                };
+                (calls > 0).then(|| OpCount {
+                    name: nfs4::ops::opnum::name(op),
+                    calls,
+                    errors: self.errors[i].load(Ordering::Relaxed),
+                })
+            })
+            .collect()
+    }
 }
 
 impl Nfs4State {
@@ -94,6 +167,7 @@ impl Nfs4State {
             may_block,
             callbacks: Arc::new(callback::Callbacks::default()),
             records: None,
+            ops: OpStats::default(),
         }
     }
 
@@ -121,10 +195,13 @@ impl Nfs4State {
         Some(unclaimed)
     }
 
-    /// Releases the state of clients whose lease ran out by `now` (and their sessions'
-    /// back channels); returns what was released.
+    /// Releases the state of clients whose lease ran out by `now` (their sessions' back
+    /// channels, and the backend holds of their opens); returns what was released.
     pub fn expire(&self, now: Duration) -> Vec<state4::Released<FileKey>> {
         let gone = self.state.expire(now);
+        for g in &gone {
+            self.release_opens(&g.closed);
+        }
         // Sessions also go when a rebooted client's record is replaced or a courteous
         // OPEN purges an expired client: one sweep here catches every way.
         self.callbacks.retain(|id| self.state.session(id).is_ok());
@@ -132,6 +209,17 @@ impl Nfs4State {
             r.retain(|c| self.state.client(c).is_some());
         }
         gone
+    }
+
+    /// Ends the backend holds of opens that are gone (CLOSE, an expired or rebooted
+    /// client): each open stateid held its file once (see [`vfs::Backend::hold`]).
+    pub fn release_opens<'a>(&self, closed: impl IntoIterator<Item = &'a state4::Closed<FileKey>>) {
+        for c in closed {
+            let (export, id) = c.file;
+            if let Some(e) = self.core.exports.by_id(vfs::ExportId(export)) {
+                e.release(vfs::FileId(id));
+            }
+        }
     }
 
     /// Monotonic time for leases.

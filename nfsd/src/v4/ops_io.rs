@@ -61,7 +61,27 @@ pub fn open(cx: &mut Cx<'_>, a: &OpenArgs) -> Result<OpenOk, Nfsstat4> {
         deny: a.share_deny,
         reclaim,
     };
-    let granted = cx.s.state.open(client, &req, cx.now)?;
+    // The open holds the file (its data outlives its last name until CLOSE; seed 004's
+    // entry stays cached) once per open stateid: an upgrade of an existing one lets go.
+    let preserved = export.hold(attr.fileid).map_err(status_of)?;
+    let granted = cx.s.state.open(client, &req, cx.now);
+    for r in cx.s.state.take_courtesy_releases() {
+        cx.s.release_opens(&r.closed);
+    }
+    let granted = match granted {
+        Ok(g) => g,
+        Err(e) => {
+            export.release(attr.fileid);
+            return Err(e);
+        }
+    };
+    if granted.upgraded {
+        export.release(attr.fileid);
+    }
+    let mut rflags = open_result::LOCKTYPE_POSIX;
+    if preserved {
+        rflags |= open_result::PRESERVE_UNLINKED;
+    }
     cx.cur = Some(Fh::file(cx.s, Arc::clone(export), attr));
     cx.cur_sid = Some(granted.stateid);
     let delegation = if want & share::WANT_DELEG_MASK == 0 {
@@ -76,7 +96,7 @@ pub fn open(cx: &mut Cx<'_>, a: &OpenArgs) -> Result<OpenOk, Nfsstat4> {
     Ok(OpenOk {
         stateid: granted.stateid,
         cinfo: opened.cinfo,
-        rflags: open_result::LOCKTYPE_POSIX,
+        rflags,
         attrset: opened.attrset,
         delegation,
     })
@@ -237,7 +257,8 @@ type Created4 = (CreateMode, Bitmap4, Option<SetAttr>, Option<SetAttr>);
 pub fn close(cx: &mut Cx<'_>, a: &CloseArgs) -> Result<Stateid4, Nfsstat4> {
     let client = cx.client()?;
     let sid = cx.stateid(&a.open_stateid)?;
-    cx.s.state.close(client, &sid)?;
+    let closed = cx.s.state.close(client, &sid)?;
+    cx.s.release_opens([&closed]);
     // RFC 8881 section 18.2.4: a 4.1 server answers with the invalid stateid.
     cx.cur_sid = None;
     Ok(Stateid4::INVALID)

@@ -171,6 +171,7 @@ fn create_session(
         cx.s.state
             .create_session(&a, principal(&cx.ctx.auth), cx.now)?;
     if let Some(r) = replaced {
+        cx.s.release_opens(&r.closed);
         tracing::info!(peer = %cx.ctx.peer, client = r.client, opens = r.closed.len(), "a rebooted NFSv4 client's earlier state was dropped");
         cx.s.callbacks.retain(|id| cx.s.state.session(id).is_ok());
     }

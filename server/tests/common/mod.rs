@@ -1,6 +1,7 @@
 //! Starting the real `granary` binary for integration tests.
 #![allow(dead_code)]
 
+pub mod metrics;
 pub mod nfs;
 
 use std::net::SocketAddr;

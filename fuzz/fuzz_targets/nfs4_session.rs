@@ -19,8 +19,7 @@ use nfs4::ops::*;
 use nfs4::results::*;
 use nfs4::types::*;
 use nfs4::{Compound4Args, Compound4Res, Nfsstat4, Stateid4};
-use rpc::msg::{decode_reply_header, AcceptStat, AuthSys, CallHeader, OpaqueAuth, ReplyStatus};
-use xdr::{Decode, Decoder, Encode, Encoder};
+use rpc::msg::AcceptStat;
 
 const SLOTS: u32 = 4;
 
@@ -41,30 +40,6 @@ struct Client {
     stateids: Vec<Stateid4>,
 }
 
-/// A call record for `args`.
-fn record(xid: u32, args: &Compound4Args) -> Bytes {
-    let sys = AuthSys {
-        stamp: 1,
-        machine_name: Bytes::from_static(b"fuzz"),
-        ..AuthSys::default()
-    };
-    let mut e = Encoder::new();
-    CallHeader {
-        xid,
-        program: 100_003,
-        version: 4,
-        procedure: 1,
-        cred: OpaqueAuth {
-            flavor: 1,
-            body: sys.to_xdr(),
-        },
-        verf: OpaqueAuth::default(),
-    }
-    .encode(&mut e);
-    args.encode(&mut e);
-    e.into_bytes()
-}
-
 impl Client {
     /// Sends `call` and returns the reply record and its decoded COMPOUND result.
     fn send(&self, call: Bytes) -> (Bytes, Compound4Res) {
@@ -72,32 +47,21 @@ impl Client {
             .dispatcher
             .handle(call.clone(), granary_fuzz::PEER)
             .expect("every well-formed call is answered");
-        let mut d = Decoder::new(reply.slice(4..));
-        let (xid, status) = decode_reply_header(&mut d).expect("reply header");
-        assert_eq!(xid.to_be_bytes(), call[..4]);
-        assert_eq!(status, ReplyStatus::Accepted(AcceptStat::Success));
-        let res = Compound4Res::decode(&mut d).expect("the COMPOUND reply decodes");
-        assert_eq!(d.remaining(), 0, "bytes after the COMPOUND reply");
-        if let Some((last, before)) = res.results.split_last() {
-            assert_eq!(
-                res.status,
-                last.status(),
-                "COMPOUND status is the last op's"
-            );
-            for r in before {
-                assert_eq!(
-                    r.status(),
-                    Nfsstat4::Ok,
-                    "the COMPOUND went on after a failure"
-                );
-            }
-        }
-        (reply, res)
+        let (accepted, res) = granary_fuzz::compound_reply(&call, &reply);
+        assert_eq!(accepted, AcceptStat::Success);
+        (
+            reply,
+            res.expect("a successful reply carries a COMPOUND result"),
+        )
     }
 
     fn call(&mut self, ops: Vec<ArgOp>) -> Compound4Res {
         self.xid += 1;
-        self.send(record(self.xid, &Compound4Args::new(1, ops))).1
+        self.send(granary_fuzz::compound_call(
+            self.xid,
+            &Compound4Args::new(1, ops),
+        ))
+        .1
     }
 
     fn connect(dispatcher: std::sync::Arc<rpc::Dispatcher>) -> Self {
@@ -195,7 +159,7 @@ impl Client {
         })];
         all.extend(ops);
         self.xid += 1;
-        let call = record(self.xid, &Compound4Args::new(1, all));
+        let call = granary_fuzz::compound_call(self.xid, &Compound4Args::new(1, all));
         let (reply, res) = self.send(call.clone());
         let seq = res.results.first().map(ResOp::status);
         if mode == 2 {

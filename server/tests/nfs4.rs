@@ -8,6 +8,7 @@ mod common;
 
 use bytes::Bytes;
 use client::{auth_sys, RpcConnection};
+use common::v4::{call, channel, PROGRAM, V4};
 use common::Server;
 use nfs4::attr::{num, Fattr};
 use nfs4::ops::*;
@@ -15,109 +16,6 @@ use nfs4::results::*;
 use nfs4::types::*;
 use nfs4::{Compound4Args, Compound4Res, Nfsstat4, Stateid4};
 use xdr::Encode;
-
-const PROGRAM: u32 = 100_003;
-
-/// One NFSv4.1 client: a connection, a confirmed client id and a session with one slot
-/// used in order.
-struct V4 {
-    conn: RpcConnection,
-    clientid: u64,
-    session: Sessionid4,
-    seqid: u32,
-}
-
-fn channel() -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        ca_headerpadsize: 0,
-        ca_maxrequestsize: 1 << 20,
-        ca_maxresponsesize: 1 << 20,
-        ca_maxresponsesize_cached: 4096,
-        ca_maxoperations: 16,
-        ca_maxrequests: 8,
-        ca_rdma_ird: None,
-    }
-}
-
-async fn call(conn: &RpcConnection, args: &Compound4Args) -> Compound4Res {
-    conn.call_decode(PROGRAM, 4, 1, args)
-        .await
-        .expect("COMPOUND")
-}
-
-impl V4 {
-    async fn connect(server: &Server, owner: &str) -> V4 {
-        let conn = RpcConnection::connect(server.addr)
-            .await
-            .expect("connect")
-            .with_auth(&auth_sys(0, 0, &[]))
-            .with_timeout(std::time::Duration::from_secs(10));
-        let eid = ArgOp::ExchangeId(ExchangeIdArgs {
-            eia_clientowner: ClientOwner4 {
-                co_verifier: [7; 8],
-                co_ownerid: Opaque4(Bytes::from(owner.to_string())),
-            },
-            eia_flags: 0,
-            eia_state_protect: StateProtect4A::None,
-            eia_client_impl_id: AtMostOne(None),
-        });
-        let res = call(&conn, &Compound4Args::new(1, vec![eid])).await;
-        let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
-            panic!("EXCHANGE_ID: {res:?}")
-        };
-        assert_eq!(
-            e.eir_flags & exchgid::CONFIRMED_R,
-            0,
-            "a new client is unconfirmed"
-        );
-        let cs = ArgOp::CreateSession(CreateSessionArgs {
-            csa_clientid: e.eir_clientid,
-            csa_sequence: e.eir_sequenceid,
-            csa_flags: 0,
-            csa_fore_chan_attrs: channel(),
-            csa_back_chan_attrs: channel(),
-            csa_cb_program: 0x4000_0000,
-            csa_sec_parms: CallbackSecList(vec![CallbackSecParms4::None]),
-        });
-        let res = call(&conn, &Compound4Args::new(1, vec![cs])).await;
-        let ResOp::CreateSession(Res4::Ok(s)) = &res.results[0] else {
-            panic!("CREATE_SESSION: {res:?}")
-        };
-        assert!(s.csr_fore_chan_attrs.ca_maxrequests >= 1);
-        let mut v4 = V4 {
-            conn,
-            clientid: e.eir_clientid,
-            session: s.csr_sessionid,
-            seqid: 0,
-        };
-        // As Linux does after mounting: nothing to reclaim (new OPENs wait for this).
-        let (status, _) = v4.run(vec![ArgOp::ReclaimComplete(false)]).await;
-        assert_eq!(status, Nfsstat4::Ok, "RECLAIM_COMPLETE");
-        v4
-    }
-
-    fn sequence(&mut self, cachethis: bool) -> ArgOp {
-        self.seqid += 1;
-        ArgOp::Sequence(SequenceArgs {
-            sa_sessionid: self.session,
-            sa_sequenceid: self.seqid,
-            sa_slotid: 0,
-            sa_highest_slotid: 0,
-            sa_cachethis: cachethis,
-        })
-    }
-
-    /// SEQUENCE + `ops`; returns the results after SEQUENCE's.
-    async fn run(&mut self, ops: Vec<ArgOp>) -> (Nfsstat4, Vec<ResOp>) {
-        let mut all = vec![self.sequence(true)];
-        all.extend(ops);
-        let res = call(&self.conn, &Compound4Args::new(2, all)).await;
-        let mut results = res.results.into_iter();
-        let seq = results.next().expect("a SEQUENCE result");
-        assert_eq!(seq.status(), Nfsstat4::Ok, "SEQUENCE");
-        (res.status, results.collect())
-    }
-}
 
 /// Arguments already encoded by the test.
 struct Raw(Bytes);
@@ -850,8 +748,8 @@ async fn back_channel_is_probed_and_sequence_tells_whether_it_works() {
         csa_clientid: e.eir_clientid,
         csa_sequence: e.eir_sequenceid,
         csa_flags: session_flags::CONN_BACK_CHAN,
-        csa_fore_chan_attrs: channel(),
-        csa_back_chan_attrs: channel(),
+        csa_fore_chan_attrs: channel(1 << 20, 8),
+        csa_back_chan_attrs: channel(1 << 20, 8),
         csa_cb_program: 0x4000_0000,
         csa_sec_parms: CallbackSecList(vec![
             CallbackSecParms4::Gss {
@@ -877,6 +775,8 @@ async fn back_channel_is_probed_and_sequence_tells_whether_it_works() {
         clientid: e.eir_clientid,
         session: s.csr_sessionid,
         seqid: 0,
+        minor: 2,
+        cachethis: true,
     };
 
     // The probe: CB_NULL with the first usable credential (AUTH_SYS, not GSS).

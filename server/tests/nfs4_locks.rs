@@ -9,110 +9,15 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use client::{auth_sys, RpcConnection};
+use common::v4::V4;
 use common::Server;
 use nfs4::attr::Fattr;
 use nfs4::ops::*;
 use nfs4::results::*;
 use nfs4::types::*;
-use nfs4::{Compound4Args, Compound4Res, Nfsstat4, Stateid4};
-
-const PROGRAM: u32 = 100_003;
-
-/// One NFSv4.1 client: a connection, a confirmed client id and a session with one slot.
-struct V4 {
-    conn: RpcConnection,
-    clientid: u64,
-    session: Sessionid4,
-    seqid: u32,
-}
-
-fn channel() -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        ca_headerpadsize: 0,
-        ca_maxrequestsize: 1 << 20,
-        ca_maxresponsesize: 1 << 20,
-        ca_maxresponsesize_cached: 4096,
-        ca_maxoperations: 16,
-        ca_maxrequests: 8,
-        ca_rdma_ird: None,
-    }
-}
-
-async fn call(conn: &RpcConnection, args: &Compound4Args) -> Compound4Res {
-    conn.call_decode(PROGRAM, 4, 1, args)
-        .await
-        .expect("COMPOUND")
-}
+use nfs4::{Nfsstat4, Stateid4};
 
 impl V4 {
-    async fn connect(server: &Server, owner: &str) -> V4 {
-        let conn = RpcConnection::connect(server.addr)
-            .await
-            .expect("connect")
-            .with_auth(&auth_sys(0, 0, &[]))
-            .with_timeout(Duration::from_secs(10));
-        let eid = ArgOp::ExchangeId(ExchangeIdArgs {
-            eia_clientowner: ClientOwner4 {
-                co_verifier: [7; 8],
-                co_ownerid: Opaque4(Bytes::from(owner.to_string())),
-            },
-            eia_flags: 0,
-            eia_state_protect: StateProtect4A::None,
-            eia_client_impl_id: AtMostOne(None),
-        });
-        let res = call(&conn, &Compound4Args::new(1, vec![eid])).await;
-        let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
-            panic!("EXCHANGE_ID: {res:?}")
-        };
-        let cs = ArgOp::CreateSession(CreateSessionArgs {
-            csa_clientid: e.eir_clientid,
-            csa_sequence: e.eir_sequenceid,
-            csa_flags: 0,
-            csa_fore_chan_attrs: channel(),
-            csa_back_chan_attrs: channel(),
-            csa_cb_program: 0x4000_0000,
-            csa_sec_parms: CallbackSecList(vec![CallbackSecParms4::None]),
-        });
-        let res = call(&conn, &Compound4Args::new(1, vec![cs])).await;
-        let ResOp::CreateSession(Res4::Ok(s)) = &res.results[0] else {
-            panic!("CREATE_SESSION: {res:?}")
-        };
-        let mut v4 = V4 {
-            conn,
-            clientid: e.eir_clientid,
-            session: s.csr_sessionid,
-            seqid: 0,
-        };
-        let (status, _) = v4.run(vec![ArgOp::ReclaimComplete(false)]).await;
-        assert_eq!(status, Nfsstat4::Ok, "RECLAIM_COMPLETE");
-        v4
-    }
-
-    /// SEQUENCE + `ops`: the COMPOUND's status, SEQUENCE's status, and the results after
-    /// SEQUENCE's.
-    async fn try_run(&mut self, ops: Vec<ArgOp>) -> (Nfsstat4, Nfsstat4, Vec<ResOp>) {
-        self.seqid += 1;
-        let mut all = vec![ArgOp::Sequence(SequenceArgs {
-            sa_sessionid: self.session,
-            sa_sequenceid: self.seqid,
-            sa_slotid: 0,
-            sa_highest_slotid: 0,
-            sa_cachethis: true,
-        })];
-        all.extend(ops);
-        let res = call(&self.conn, &Compound4Args::new(2, all)).await;
-        let mut results = res.results.into_iter();
-        let seq = results.next().expect("a SEQUENCE result").status();
-        (res.status, seq, results.collect())
-    }
-
-    async fn run(&mut self, ops: Vec<ArgOp>) -> (Nfsstat4, Vec<ResOp>) {
-        let (status, seq, results) = self.try_run(ops).await;
-        assert_eq!(seq, Nfsstat4::Ok, "SEQUENCE");
-        (status, results)
-    }
-
     /// Opens (creating) `file` in the root for reading and writing.
     async fn open(&mut self, file: &str) -> Stateid4 {
         let (status, r) = self
@@ -351,22 +256,10 @@ async fn two_clients_conflict_and_denied_names_the_lock_in_the_way() {
     );
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    l.local_addr().expect("its address").port()
-}
-
 /// The Prometheus samples of the lock manager, as "name{labels} value" lines.
 fn lock_metrics(port: u16) -> Vec<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("a timeout");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .expect("send");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out.lines()
+    common::metrics::scrape(port)
+        .lines()
         .filter(|l| l.starts_with("granary_lock") && l.contains("nfs4"))
         .map(str::to_string)
         .collect()
@@ -374,7 +267,7 @@ fn lock_metrics(port: u16) -> Vec<String> {
 
 #[tokio::test]
 async fn a_blocked_lock_keeps_its_place_while_it_polls() {
-    let port = free_port();
+    let port = common::metrics::free_port();
     let addr = format!("127.0.0.1:{port}");
     let server = Server::start(&["--metrics", &addr]);
     let mut a = V4::connect(&server, "holder").await;

@@ -11,101 +11,26 @@ use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
-use client::{auth_sys, RpcConnection};
+use common::v4::{Setup, V4};
 use common::Server;
 use nfs4::ops::*;
 use nfs4::results::*;
 use nfs4::types::*;
-use nfs4::{Compound4Args, Compound4Res, Nfsstat4, Stateid4};
+use nfs4::{Compound4Args, Nfsstat4, Stateid4};
 
-/// One client: its connection and session, one slot used in order.
-struct V4 {
-    conn: RpcConnection,
-    clientid: u64,
-    session: Sessionid4,
-    seqid: u32,
-}
-
-fn channel() -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        ca_headerpadsize: 0,
-        ca_maxrequestsize: 1 << 20,
-        ca_maxresponsesize: 1 << 20,
-        ca_maxresponsesize_cached: 4096,
-        ca_maxoperations: 16,
-        ca_maxrequests: 4,
-        ca_rdma_ird: None,
-    }
-}
-
-async fn call(conn: &RpcConnection, ops: Vec<ArgOp>) -> Compound4Res {
-    conn.call_decode(100_003, 4, 1, &Compound4Args::new(1, ops))
-        .await
-        .expect("COMPOUND")
-}
-
-impl V4 {
-    /// EXCHANGE_ID and CREATE_SESSION as `owner` (the same verifier every time: the
-    /// client did not reboot, the server did).
-    async fn connect(server: &Server, owner: &str) -> V4 {
-        let conn = RpcConnection::connect(server.addr)
-            .await
-            .expect("connect")
-            .with_auth(&auth_sys(0, 0, &[]))
-            .with_timeout(Duration::from_secs(10));
-        let eid = ArgOp::ExchangeId(ExchangeIdArgs {
-            eia_clientowner: ClientOwner4 {
-                co_verifier: [3; 8],
-                co_ownerid: Opaque4(Bytes::from(owner.to_string())),
-            },
-            eia_flags: 0,
-            eia_state_protect: StateProtect4A::None,
-            eia_client_impl_id: AtMostOne(None),
-        });
-        let res = call(&conn, vec![eid]).await;
-        let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
-            panic!("EXCHANGE_ID: {res:?}")
-        };
-        let cs = ArgOp::CreateSession(CreateSessionArgs {
-            csa_clientid: e.eir_clientid,
-            csa_sequence: e.eir_sequenceid,
-            csa_flags: 0,
-            csa_fore_chan_attrs: channel(),
-            csa_back_chan_attrs: channel(),
-            csa_cb_program: 0x4000_0000,
-            csa_sec_parms: CallbackSecList(vec![CallbackSecParms4::None]),
-        });
-        let res = call(&conn, vec![cs]).await;
-        let ResOp::CreateSession(Res4::Ok(s)) = &res.results[0] else {
-            panic!("CREATE_SESSION: {res:?}")
-        };
-        V4 {
-            conn,
-            clientid: e.eir_clientid,
-            session: s.csr_sessionid,
-            seqid: 0,
-        }
-    }
-
-    /// SEQUENCE + `ops`: the COMPOUND's status and the results after SEQUENCE's.
-    async fn run(&mut self, ops: Vec<ArgOp>) -> (Nfsstat4, Vec<ResOp>) {
-        self.seqid += 1;
-        let mut all = vec![ArgOp::Sequence(SequenceArgs {
-            sa_sessionid: self.session,
-            sa_sequenceid: self.seqid,
-            sa_slotid: 0,
-            sa_highest_slotid: 0,
-            sa_cachethis: false,
-        })];
-        all.extend(ops);
-        let res = call(&self.conn, all).await;
-        let mut results = res.results.into_iter();
-        let seq = results.next().expect("a SEQUENCE result");
-        if !seq.status().is_ok() {
-            return (seq.status(), Vec::new());
-        }
-        (res.status, results.collect())
-    }
+/// A client that may reclaim after a restart: minor version 1, no reply caching, four
+/// slots, the same verifier every time (the client did not reboot, the server did), and
+/// no RECLAIM_COMPLETE until the test sends it.
+async fn connect(server: &Server, owner: &str) -> V4 {
+    let setup = Setup {
+        verifier: [3; 8],
+        slots: 4,
+        minor: 1,
+        cachethis: false,
+        reclaim_complete: false,
+        ..Setup::default()
+    };
+    V4::connect_with(server, owner, &setup).await
 }
 
 fn open(owner: &str, claim: OpenClaim4, create: bool) -> ArgOp {
@@ -170,8 +95,8 @@ async fn a_recorded_client_reclaims_its_open_after_a_restart() {
     let server = Server::start(&args);
 
     // Client A opens a file and writes to it; client T comes and goes.
-    let mut a = V4::connect(&server, "restart-a").await;
-    let (status, _) = a.run(vec![ArgOp::ReclaimComplete(false)]).await;
+    let mut a = connect(&server, "restart-a").await;
+    let (status, _) = a.run_unchecked(vec![ArgOp::ReclaimComplete(false)]).await;
     assert_eq!(status, Nfsstat4::Ok);
     let name = Component4(Bytes::from_static(b"held"));
     let ops = vec![
@@ -179,7 +104,7 @@ async fn a_recorded_client_reclaims_its_open_after_a_restart() {
         open("proc-1", OpenClaim4::Null(name), true),
         ArgOp::Getfh,
     ];
-    let (status, res) = a.run(ops).await;
+    let (status, res) = a.run_unchecked(ops).await;
     assert_eq!(status, Nfsstat4::Ok, "OPEN: {res:?}");
     let sid = opened(&res);
     let ResOp::Getfh(Res4::Ok(fh)) = &res[2] else {
@@ -187,14 +112,22 @@ async fn a_recorded_client_reclaims_its_open_after_a_restart() {
     };
     let fh = fh.clone();
     let (status, _) = a
-        .run(vec![ArgOp::Putfh(fh.clone()), write(sid, 0, b"before ")])
+        .run_unchecked(vec![ArgOp::Putfh(fh.clone()), write(sid, 0, b"before ")])
         .await;
     assert_eq!(status, Nfsstat4::Ok);
-    let t = V4::connect(&server, "restart-t").await;
+    let t = connect(&server, "restart-t").await;
     assert_eq!(records(&state), 2, "both confirmed clients are recorded");
-    let res = call(&t.conn, vec![ArgOp::DestroySession(t.session)]).await;
+    let res = common::v4::call(
+        &t.conn,
+        &Compound4Args::new(1, vec![ArgOp::DestroySession(t.session)]),
+    )
+    .await;
     assert_eq!(res.status, Nfsstat4::Ok);
-    let res = call(&t.conn, vec![ArgOp::DestroyClientid(t.clientid)]).await;
+    let res = common::v4::call(
+        &t.conn,
+        &Compound4Args::new(1, vec![ArgOp::DestroyClientid(t.clientid)]),
+    )
+    .await;
     assert_eq!(res.status, Nfsstat4::Ok);
     assert_eq!(records(&state), 1, "DESTROY_CLIENTID removes the record");
 
@@ -204,7 +137,7 @@ async fn a_recorded_client_reclaims_its_open_after_a_restart() {
     let server = Server::start(&args);
 
     // A client the previous run did not record: new opens wait, reclaims are refused.
-    let mut b = V4::connect(&server, "restart-b").await;
+    let mut b = connect(&server, "restart-b").await;
     let new_open = || {
         vec![
             ArgOp::Putrootfh,
@@ -215,7 +148,7 @@ async fn a_recorded_client_reclaims_its_open_after_a_restart() {
             ),
         ]
     };
-    assert_eq!(b.run(new_open()).await.0, Nfsstat4::Grace);
+    assert_eq!(b.run_unchecked(new_open()).await.0, Nfsstat4::Grace);
     let reclaim = |owner| {
         vec![
             ArgOp::Putfh(fh.clone()),
@@ -226,20 +159,23 @@ async fn a_recorded_client_reclaims_its_open_after_a_restart() {
             ),
         ]
     };
-    assert_eq!(b.run(reclaim("proc-b")).await.0, Nfsstat4::NoGrace);
     assert_eq!(
-        b.run(vec![ArgOp::ReclaimComplete(false)]).await.0,
+        b.run_unchecked(reclaim("proc-b")).await.0,
+        Nfsstat4::NoGrace
+    );
+    assert_eq!(
+        b.run_unchecked(vec![ArgOp::ReclaimComplete(false)]).await.0,
         Nfsstat4::Ok
     );
     assert_eq!(
-        b.run(new_open()).await.0,
+        b.run_unchecked(new_open()).await.0,
         Nfsstat4::Grace,
         "A has not reclaimed"
     );
 
     // A comes back: a new client id for the same owner reclaims the open and uses it.
-    let mut a = V4::connect(&server, "restart-a").await;
-    let (status, res) = a.run(reclaim("proc-1")).await;
+    let mut a = connect(&server, "restart-a").await;
+    let (status, res) = a.run_unchecked(reclaim("proc-1")).await;
     assert_eq!(status, Nfsstat4::Ok, "CLAIM_PREVIOUS: {res:?}");
     let sid = opened(&res);
     let ops = vec![
@@ -251,7 +187,7 @@ async fn a_recorded_client_reclaims_its_open_after_a_restart() {
             count: 100,
         }),
     ];
-    let (status, res) = a.run(ops).await;
+    let (status, res) = a.run_unchecked(ops).await;
     assert_eq!(status, Nfsstat4::Ok);
     let ResOp::Read(Res4::Ok(read)) = &res[2] else {
         panic!("READ: {res:?}")
@@ -259,10 +195,10 @@ async fn a_recorded_client_reclaims_its_open_after_a_restart() {
     assert_eq!(&read.data[..], b"before after");
     // Its RECLAIM_COMPLETE was the last one owed: the grace period ends early.
     assert_eq!(
-        a.run(vec![ArgOp::ReclaimComplete(false)]).await.0,
+        a.run_unchecked(vec![ArgOp::ReclaimComplete(false)]).await.0,
         Nfsstat4::Ok
     );
-    assert_eq!(b.run(new_open()).await.0, Nfsstat4::Ok);
+    assert_eq!(b.run_unchecked(new_open()).await.0, Nfsstat4::Ok);
     assert_eq!(records(&state), 2, "A and B are recorded by this run");
 
     // A restart where only B comes back: new opens wait until the grace period's timer
@@ -270,23 +206,23 @@ async fn a_recorded_client_reclaims_its_open_after_a_restart() {
     drop((a, b));
     assert!(server.terminate().success());
     let server = Server::start(&args);
-    let mut b = V4::connect(&server, "restart-b").await;
+    let mut b = connect(&server, "restart-b").await;
     assert_eq!(
-        b.run(vec![ArgOp::ReclaimComplete(false)]).await.0,
+        b.run_unchecked(vec![ArgOp::ReclaimComplete(false)]).await.0,
         Nfsstat4::Ok
     );
     assert_eq!(
-        b.run(new_open()).await.0,
+        b.run_unchecked(new_open()).await.0,
         Nfsstat4::Grace,
         "A may still come"
     );
     let mut waited = 0;
-    while b.run(new_open()).await.0 == Nfsstat4::Grace {
+    while b.run_unchecked(new_open()).await.0 == Nfsstat4::Grace {
         waited += 1;
         assert!(waited < 60, "the grace period outlived 15 s");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert_eq!(b.run(new_open()).await.0, Nfsstat4::Ok);
+    assert_eq!(b.run_unchecked(new_open()).await.0, Nfsstat4::Ok);
     for _ in 0..40 {
         if records(&state) == 1 {
             break;

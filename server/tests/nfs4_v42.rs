@@ -7,105 +7,36 @@
 mod common;
 
 use bytes::Bytes;
-use client::{auth_sys, RpcConnection};
+use common::v4::{Setup, V4};
 use common::Server;
 use nfs4::attr::{num, Fattr};
 use nfs4::ops::*;
 use nfs4::results::*;
 use nfs4::types::*;
-use nfs4::{Compound4Args, Compound4Res, Nfsstat4, Stateid4};
+use nfs4::{Nfsstat4, Stateid4};
 
-const PROGRAM: u32 = 100_003;
 /// The mem backend's chunk: its unit of holes.
 const C: u64 = 64 * 1024;
 
-struct V4 {
-    conn: RpcConnection,
-    session: Sessionid4,
-    seqid: u32,
-}
-
-fn channel() -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        ca_headerpadsize: 0,
-        ca_maxrequestsize: 2 << 20,
-        ca_maxresponsesize: 2 << 20,
-        ca_maxresponsesize_cached: 4096,
-        ca_maxoperations: 16,
-        ca_maxrequests: 8,
-        ca_rdma_ird: None,
-    }
-}
-
-async fn call(conn: &RpcConnection, args: &Compound4Args) -> Compound4Res {
-    conn.call_decode(PROGRAM, 4, 1, args)
-        .await
-        .expect("COMPOUND")
+/// A client as these tests use it: 2 MiB requests (COPY and READ of whole chunks) and
+/// no reply caching.
+async fn connect(server: &Server, owner: &str) -> V4 {
+    let setup = Setup {
+        verifier: [3; 8],
+        max_bytes: 2 << 20,
+        timeout: std::time::Duration::from_secs(20),
+        cachethis: false,
+        ..Setup::default()
+    };
+    V4::connect_with(server, owner, &setup).await
 }
 
 impl V4 {
-    async fn connect(server: &Server, owner: &str) -> V4 {
-        let conn = RpcConnection::connect(server.addr)
-            .await
-            .expect("connect")
-            .with_auth(&auth_sys(0, 0, &[]))
-            .with_timeout(std::time::Duration::from_secs(20));
-        let eid = ArgOp::ExchangeId(ExchangeIdArgs {
-            eia_clientowner: ClientOwner4 {
-                co_verifier: [3; 8],
-                co_ownerid: Opaque4(Bytes::from(owner.to_string())),
-            },
-            eia_flags: 0,
-            eia_state_protect: StateProtect4A::None,
-            eia_client_impl_id: AtMostOne(None),
-        });
-        let res = call(&conn, &Compound4Args::new(2, vec![eid])).await;
-        let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
-            panic!("EXCHANGE_ID: {res:?}")
-        };
-        let cs = ArgOp::CreateSession(CreateSessionArgs {
-            csa_clientid: e.eir_clientid,
-            csa_sequence: e.eir_sequenceid,
-            csa_flags: 0,
-            csa_fore_chan_attrs: channel(),
-            csa_back_chan_attrs: channel(),
-            csa_cb_program: 0x4000_0000,
-            csa_sec_parms: CallbackSecList(vec![CallbackSecParms4::None]),
-        });
-        let res = call(&conn, &Compound4Args::new(2, vec![cs])).await;
-        let ResOp::CreateSession(Res4::Ok(s)) = &res.results[0] else {
-            panic!("CREATE_SESSION: {res:?}")
-        };
-        let mut v4 = V4 {
-            conn,
-            session: s.csr_sessionid,
-            seqid: 0,
-        };
-        let (status, _) = v4.run(vec![ArgOp::ReclaimComplete(false)]).await;
-        assert_eq!(status, Nfsstat4::Ok, "RECLAIM_COMPLETE");
-        v4
-    }
-
-    /// SEQUENCE + `ops` as minor version 2; the results after SEQUENCE's.
-    async fn run(&mut self, ops: Vec<ArgOp>) -> (Nfsstat4, Vec<ResOp>) {
-        self.run_minor(2, ops).await
-    }
-
-    /// SEQUENCE + `ops` as minor version `minor`.
+    /// SEQUENCE + `ops` as minor version `minor`; SEQUENCE must succeed.
     async fn run_minor(&mut self, minor: u32, ops: Vec<ArgOp>) -> (Nfsstat4, Vec<ResOp>) {
-        self.seqid += 1;
-        let mut all = vec![ArgOp::Sequence(SequenceArgs {
-            sa_sessionid: self.session,
-            sa_sequenceid: self.seqid,
-            sa_slotid: 0,
-            sa_highest_slotid: 0,
-            sa_cachethis: false,
-        })];
-        all.extend(ops);
-        let res = call(&self.conn, &Compound4Args::new(minor, all)).await;
-        let mut results = res.results.into_iter();
-        assert_eq!(results.next().expect("SEQUENCE").status(), Nfsstat4::Ok);
-        (res.status, results.collect())
+        let (status, seq, results) = self.try_run_minor(minor, ops).await;
+        assert_eq!(seq, Nfsstat4::Ok);
+        (status, results)
     }
 
     /// The status of the last operation of `ops` (run after PUTFH `fh`).
@@ -521,7 +452,7 @@ async fn wrong_types(c: &mut V4) {
 #[tokio::test]
 async fn mem_export_seeks_allocates_deallocates_and_copies() {
     let server = Server::start(&[]);
-    let mut c = V4::connect(&server, "v42-mem").await;
+    let mut c = connect(&server, "v42-mem").await;
     let fh = seek_allocate_deallocate(&mut c, C, C).await;
     copy_between_files(&mut c).await;
     wrong_types(&mut c).await;
@@ -576,7 +507,7 @@ async fn host_export_seeks_allocates_deallocates_copies_and_clones() {
         "--squash",
         "none",
     ]);
-    let mut c = V4::connect(&server, "v42-host").await;
+    let mut c = connect(&server, "v42-host").await;
     // Holes in units of the host's blocks, at least 64 KiB apart so every file system
     // with holes keeps them.
     let block = block_bytes(&export);
@@ -643,7 +574,7 @@ async fn copies_between_exports_are_refused() {
     )
     .unwrap();
     let server = Server::start(&["--config", config.to_str().unwrap()]);
-    let mut c = V4::connect(&server, "v42-two").await;
+    let mut c = connect(&server, "v42-two").await;
     let mut handles = Vec::new();
     for export in ["a", "b"] {
         let (status, r) = c
@@ -703,7 +634,7 @@ async fn erofs_export_seeks_and_refuses_changes() {
         .expect("mkfs.erofs (erofs-utils) runs");
     assert!(made.status.success(), "{made:?}");
     let server = Server::start(&[image.to_str().unwrap()]);
-    let mut c = V4::connect(&server, "v42-erofs").await;
+    let mut c = connect(&server, "v42-erofs").await;
     let (status, r) = c
         .run(vec![
             ArgOp::Putrootfh,
@@ -756,7 +687,7 @@ fn text(u: &Option<Utf8Str>) -> String {
 #[tokio::test]
 async fn owners_are_names_with_an_idmap_domain() {
     let server = Server::start(&["--squash", "none", "--idmap-domain", "test.invalid"]);
-    let mut c = V4::connect(&server, "v42-owners").await;
+    let mut c = connect(&server, "v42-owners").await;
     let (_, r) = c.run(vec![ArgOp::Putrootfh, ArgOp::Getfh]).await;
     let ResOp::Getfh(Res4::Ok(root)) = &r[1] else {
         panic!("{r:?}")
@@ -870,7 +801,7 @@ async fn v42_compounds_run_on_the_blocking_pool_where_the_backend_may_block() {
             args.extend(dirs);
         }
         let server = Server::start(&args);
-        let mut c = V4::connect(&server, "v42-pool").await;
+        let mut c = connect(&server, "v42-pool").await;
         let (fh, sid) = c.open("pooled", share::ACCESS_BOTH).await;
         let anon = Stateid4::ANONYMOUS;
         let ops = [

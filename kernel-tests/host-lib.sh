@@ -40,8 +40,8 @@ kt_prepare() {
     cp -r "$KT_DIR/guest" "$KT_STAGE/guest"
     cp "$KT_DIR/vm/guest-lib.sh" "$KT_STAGE/guest/guest-lib.sh"
     mkdir -p "$KT_STAGE/out"
-    # The erofs group's images (mkfs.erofs runs here: the guest has no erofs-utils).
-    if [ -z "${KT_CHECKS:-}" ] || [[ erofs =~ $KT_CHECKS ]]; then
+    # The erofs and plain groups' images (mkfs.erofs runs here: the guest has no erofs-utils).
+    if [ -z "${KT_CHECKS:-}" ] || [[ erofs =~ $KT_CHECKS ]] || [[ plain =~ $KT_CHECKS ]]; then
         kt_log "erofs-images.sh (two EROFS images for the erofs group)"
         "$KT_DIR/erofs-images.sh" "$KT_STAGE/erofs" || kt_die "erofs-images.sh failed (needs erofs-utils and root)"
     fi

@@ -570,6 +570,140 @@ grp_erofs() {
     return 0
 }
 
+# ------------------------------------------------------------- plain NFSv4.2 mount (issue 27)
+# What a user types: `mount -t nfs 127.0.0.1:/ /mnt/plain`, no options, against granary
+# on 127.0.0.1:2049 (NFSv3, MOUNT and NFSv4.1/4.2 on one port, no rpcbind), serving in
+# turn the mem backend, the host backend (a guest tmpfs directory, /export-plain) and
+# the plain EROFS image of the erofs group. The kernel negotiates the version: the
+# mount must say vers=4.2 in /proc/mounts. On mem and host: files written, read, listed,
+# and read again after umount + the same plain mount (on host also from the directory
+# the server serves); on erofs: the tree (but the 10,000 entries of big/) and its
+# contents read, and every kind of change refused (EROFS). The reference works on
+# tmpfs directories and loop-mounts the image. suite.sh runs this group before any
+# server starts, since knfsd listens on 2049 too; if knfsd runs anyway, it is stopped
+# for the group and started again after it.
+PLAIN_PORT=2049
+PLAIN_MNT=/mnt/plain
+plain_mount() { # the mount without options; its time is a note
+    local t0=${EPOCHREALTIME/./} rc
+    timeout 120 mount -t nfs "127.0.0.1:/" "$PLAIN_MNT"; rc=$?
+    echo "note: mount took $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms"
+    return $rc
+}
+plain_umount() { # umount, keeping the mount's call counts for step (as reload does)
+    local calls
+    calls=$(mount_calls)
+    umount "$PLAIN_MNT" && echo "$calls" >>"$KT_RPC_SAVED"
+}
+plain_vers() { # the file system type and NFS version of the plain mount, from /proc/mounts
+    awk -v m="$PLAIN_MNT" '$2 == m { print $3, $4 }' /proc/mounts | sed -n 's/^\([^ ]*\) .*\(vers=[0-9.]*\).*/type \1, \2/p'
+}
+plain_start() { # mem|host|erofs: granary serving it on 127.0.0.1:2049, mounted plainly
+    local what=()
+    case $1 in
+    host) rm -rf /export-plain /var/lib/granary-kt-plain; mkdir -p /export-plain
+          what=(/export-plain --state-dir /var/lib/granary-kt-plain) ;;
+    erofs) what=("$KT_STAGE/erofs/plain.erofs") ;;
+    esac
+    if ss -Htln "sport = :$PLAIN_PORT" | grep -q .; then
+        echo "port $PLAIN_PORT is taken, granary cannot listen there:"; ss -Htlnp "sport = :$PLAIN_PORT"
+        return 1
+    fi
+    granary_start "$PLAIN_PORT" none "/tmp/granary-plain-$1.log" "${what[@]}" >/dev/null || return 1
+    mkdir -p "$PLAIN_MNT"
+    # The first NFSv4 mount of a boot loads the client's modules: timed apart.
+    local t0=${EPOCHREALTIME/./}
+    modprobe -q nfsv4 && echo "note: modprobe nfsv4 took $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms"
+    plain_mount || { echo "mount -t nfs 127.0.0.1:/ $PLAIN_MNT failed"; return 1; }
+    echo "mounted"
+    plain_vers
+    echo "note: $(awk -v m="$PLAIN_MNT" '$2 == m' /proc/mounts)"
+}
+plain_stop() { # unmount, then stop granary with SIGTERM (it is this shell's child)
+    local pid
+    cd / && { ! mountpoint -q "$PLAIN_MNT" || plain_umount || echo "umount $PLAIN_MNT failed"; }
+    pid=$(cat "/tmp/granary-$PLAIN_PORT.pid" 2>/dev/null) || return 0
+    kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    # suite.sh's liveness checks read every granary pid file: this one is gone on purpose.
+    rm -f "/tmp/granary-$PLAIN_PORT.pid" "/tmp/granary-$PLAIN_PORT.args"
+}
+plain_remount() { # umount + the same plain mount (the reference: what it must show)
+    cd / || return 1
+    [ "$KT_KIND" = ref ] && { echo "type nfs4, vers=4.2"; return 0; }
+    plain_umount && plain_mount && plain_vers
+}
+plain_rw() { # KIND DIR BACKING: write, read, list, remount, read again (and on the server)
+    local kind=$1 d=$2 b=$3
+    echo "== plain-$kind-files"
+    mkdir "$d/sub" && cp "$KT_SRC/f.1048577" "$d/sub/mib" && printf 'hello\n' >"$d/hello" &&
+        ln -s sub/mib "$d/link" && echo "write: ok"
+    echo "read: $(cat "$d/hello"), mib sha $(sha <"$d/link")"
+    echo "ls: $(ls -p "$d" | tr '\n' ' ')"
+    manifest "$d" | awk -F'\t' '$1 != "."'
+    step "$kind write, read"
+    echo "== plain-$kind-remount"
+    plain_remount || return 1
+    echo "read: $(cat "$d/hello"), mib sha $(sha <"$d/sub/mib")"
+    printf 'again\n' >>"$d/hello" && echo "append: $(tr '\n' ' ' <"$d/hello")"
+    manifest "$d" | awk -F'\t' '$1 != "."'
+    [ -n "$b" ] && echo "in the served directory: $(tr '\n' ' ' <"$b/hello"), mib sha $(sha <"$b/sub/mib")"
+    rm -r "$d/sub" "$d/link" && echo "rm: ok, ls: $(ls -p "$d" | tr '\n' ' ')"
+    step "$kind remount, read"
+}
+grp_plain() {
+    local kind knfsd_was=0 m ref_erofs=/mnt/plain-ref-erofs
+    if [ "$KT_KIND" = plain ]; then
+        # shellcheck source=common.sh
+        . "$KT_GUEST/common.sh"
+        if [ "$(cat /proc/fs/nfsd/threads 2>/dev/null || echo 0)" -gt 0 ]; then
+            knfsd_was=1; rpc.nfsd 0 && echo "note: knfsd stopped for the group (it listens on 2049)"
+        fi
+    fi
+    for kind in mem host erofs; do
+        echo "== plain-$kind-mount"
+        if [ "$KT_KIND" = ref ]; then
+            # The reference: what the plain mount must show, and a directory or the image.
+            echo "mounted"; echo "type nfs4, vers=4.2"
+            case $kind in
+            erofs) mkdir -p "$ref_erofs"; modprobe -q erofs; modprobe -q loop
+                   mount -t erofs -o loop,ro "$KT_STAGE/erofs/plain.erofs" "$ref_erofs" || return 1
+                   m=$ref_erofs ;;
+            *) m=$KT_ROOT/plain-$kind; rm -rf "$m"; mkdir -p "$m" ;;
+            esac
+        else
+            plain_start "$kind" || { plain_stop; continue; }
+            m=$PLAIN_MNT
+        fi
+        step "$kind start, mount"
+        case $kind in
+        mem) plain_rw mem "$m" "" ;;
+        host) plain_rw host "$m" "$([ "$KT_KIND" = ref ] && echo "$m" || echo /export-plain)" ;;
+        erofs)
+            echo "== plain-erofs-read"
+            (cd "$m" && find . -path ./big -prune -o -printf '%p\t%y\t%m\t%U:%G\t%n\t%s\t%l\t%T@\n' | sort) |
+                awk -F'\t' -v OFS='\t' '$2 == "d" { $6 = "-" } { print }' | detail plain-erofs-manifest
+            (cd "$m" && find . -path ./big -prune -o -type f -print0 | sort -z | xargs -0 -r sha256sum) |
+                detail plain-erofs-contents
+            echo "big: $(ls -f "$m/big" | wc -l) names"
+            step "erofs read"
+            echo "== plain-erofs-changes"
+            erofs_changes "$m"
+            step "erofs changes" ;;
+        esac
+        if [ "$KT_KIND" = ref ]; then
+            cd / && { [ "$kind" != erofs ] || umount "$ref_erofs"; }
+            rm -rf "$KT_ROOT/plain-$kind"
+        else
+            plain_stop
+            grep -hE 'WARN|ERROR|panic' "/tmp/granary-plain-$kind.log" | sed 's/^/note: granary log: /' | head -5
+        fi
+    done
+    if [ "$knfsd_was" = 1 ]; then
+        rpc.nfsd --grace-time 10 --lease-time 10 4 && echo "note: knfsd started again"
+    fi
+    return 0
+}
+
 # ------------------------------------------------------------- server restart
 # The server is killed (-9) and started again (same directory, same state directory)
 # under the mounted client, which keeps an open file, a cwd, a file renamed before the

@@ -7,8 +7,9 @@
 # restart, one at a time: see run_group). A check passes on a server when its output
 # equals the reference's; otherwise both outputs (or their diff) are printed.
 # Env: KT_STAGE    staging directory shared from the host (granary binary, scripts)
-#      KT_TARGETS  servers to test (default "granary host host-ext4 v4 knfsd"; "granary"
-#                  is the mem backend, "host" granary's host backend serving a guest tmpfs
+#      KT_TARGETS  servers to test (default "plain granary host host-ext4 v4 knfsd";
+#                  "plain" is the plain NFSv4.2 mount of granary on port 2049 (its servers
+#                  start in the plain group), "granary" the mem backend, "host" granary's host backend serving a guest tmpfs
 #                  directory, "host-ext4" the same on an ext4 file system in the guest,
 #                  "v4" the mem backend mounted with NFSv4.2)
 #      KT_CHECKS   extended regex: run only the groups whose names match
@@ -20,7 +21,7 @@ set -u
 KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 # shellcheck source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-read -r -a TARGETS <<<"${KT_TARGETS:-granary host host-ext4 v4 knfsd}"
+read -r -a TARGETS <<<"${KT_TARGETS:-plain granary host host-ext4 v4 knfsd}"
 HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|acl|quota|restart)$}
 HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|acl|restart)$}
 V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|locks|persist)$}
@@ -36,7 +37,7 @@ T0=${EPOCHREALTIME/./}
 # of granary, which v4 stands for). locks (byte-range locks between two
 # clients) runs on v4 only: the NFSv3 mounts are nolock.
 GROUPS_=(
-    "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
+    "plain 300" "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
     "fio 600" "stress-ng 120" "writers 300" "ownership 300" "acl 120" "quota 120"
     "erofs 300" "space 120" "locks 300" "persist 300" "restart 120"
 )
@@ -49,6 +50,8 @@ GROUPS_=(
 # outlive it (host, host-ext4), which run $HOST_GROUPS and $HOST_EXT4_GROUPS; erofs
 # starts its own servers (granary serve IMAGE), so it tells nothing about them.
 runs_on() {
+    # plain (the mount without options on port 2049) is the plain target's only group.
+    [ "$1" = plain ] || [ "$2" = plain ] && { [ "$1" = plain ] && [ "$2" = plain ]; return; }
     case $1 in
     host) [[ $2 =~ $HOST_GROUPS ]] && [ "$2" != erofs ] ;;
     host-ext4) [[ $2 =~ $HOST_EXT4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != quota ] ;;
@@ -73,7 +76,7 @@ say() { echo "[$(secs) s] $*"; }
 
 setup() {
     install_granary || return 1
-    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq /mnt/v4 /mnt/v4-sq
+    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/plain /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq /mnt/v4 /mnt/v4-sq
     mount -t tmpfs -o size=3G tmpfs /ref || return 1
     mount -t tmpfs -o size=512M,mode=0777 tmpfs /ref-sq || return 1
     local n
@@ -89,6 +92,7 @@ setup() {
 start_target() {
     local t0=${EPOCHREALTIME/./}
     case $1 in
+    plain) say "plain: its servers start in the plain group, on port 2049"; return 0 ;;
     granary)
         granary_start "$GRANARY_PORT" none /tmp/granary.log &&
             granary_start "$GRANARY_SQ_PORT" root /tmp/granary-sq.log &&
@@ -122,6 +126,7 @@ ctx_env() {
     local ctx=$1 sq=$2 exp
     kind=nfs user=() backing= restart=true
     case $ctx in
+    plain) kind=plain root=/mnt/plain mnt=/mnt/plain mcmd="mount -t nfs 127.0.0.1:/ /mnt/plain" ;;
     ref) kind=ref root=/ref mnt= mcmd= backing=/ref
          [ "$sq" = sq ] && { root=/ref-sq backing=/ref-sq user=(setpriv --reuid=65534 --regid=65534 --clear-groups); } ;;
     granary) mnt=/mnt/granary port=$GRANARY_PORT
@@ -174,6 +179,7 @@ watchdog() {
     host) echo "--- granary log:"; tail -30 /tmp/granary-host.log ;;
     host-ext4) echo "--- granary log:"; tail -30 /tmp/granary-ext4.log ;;
     v4) echo "--- granary log:"; tail -30 /tmp/granary-v4.log ;;
+    plain) echo "--- granary log:"; tail -30 /tmp/granary-plain-*.log ;;
     esac
 }
 
@@ -346,16 +352,20 @@ finish() {
     cp -r "$OUT/." "$KT_STAGE/out/" 2>/dev/null
 }
 
+selected() { [ -z "${KT_CHECKS:-}" ] || [[ $1 =~ $KT_CHECKS ]]; }
+
 main() {
     say "guest $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ { print int($2 / 1024) }' /proc/meminfo) MiB; targets: ${TARGETS[*]}"
     setup || { echo "FAIL: guest setup"; exit 1; }
     local t g name limit sq
+    # plain's servers listen on 2049, knfsd's port: it runs before any target starts.
+    selected plain && run_group plain 300
     for t in "${TARGETS[@]}"; do
         start_target "$t" || { echo "FAIL: $t did not start or could not be mounted"; finish; exit 1; }
     done
     for g in "${GROUPS_[@]}"; do
         read -r name limit sq <<<"$g"
-        [ -n "${KT_CHECKS:-}" ] && ! [[ $name =~ $KT_CHECKS ]] && continue
+        selected "$name" && [ "$name" != plain ] || continue
         run_group "$name" "$limit" "$sq"
     done
     say "client RPC counts (nfsstat -c, all mounts):"

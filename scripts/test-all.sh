@@ -99,7 +99,9 @@ if ! rustup run nightly rustc --version >/dev/null 2>&1; then
 fi
 
 # The server binary links none of the benchmark's crates (issue 26): they come with the
-# `lab` feature only (`granary bench`, `granary lab`).
+# `lab` feature only (`granary bench`, `granary lab`). The object backend's engines'
+# clients come with the `object` feature (default), so a mem/host/erofs-only server can
+# leave them out.
 check_lean_server() {
     local tree crate
     tree=$(cargo tree -e normal -p granary --prefix none --format '{p}')
@@ -110,7 +112,20 @@ check_lean_server() {
             return 1
         fi
     done
-    echo "granary (no features) links $(sort -u <<<"$tree" | wc -l) crates, none of the benchmark's"
+    echo "granary (default features) links $(sort -u <<<"$tree" | wc -l) crates, none of the benchmark's"
+    # Without the object feature (on by default) it links no database, S3, HTTP or TLS
+    # client either, and still builds without warnings.
+    tree=$(cargo tree -e normal -p granary --no-default-features --prefix none --format '{p}')
+    for crate in tokio-postgres object_store reqwest hyper rustls; do
+        if grep -q "^$crate v" <<<"$tree"; then
+            echo "granary --no-default-features links $crate" \
+                "(cargo tree -e normal -p granary --no-default-features -i $crate shows why);" \
+                "the object backend's crates belong behind the object feature" >&2
+            return 1
+        fi
+    done
+    echo "granary --no-default-features links $(sort -u <<<"$tree" | wc -l) crates"
+    cargo clippy --quiet -p granary --no-default-features -- -D warnings
 }
 
 # The object backend's engines (a throwaway PostgreSQL cluster and a `weed mini` S3
@@ -126,7 +141,7 @@ trap 'scripts/object-env.sh stop "$object_env" >/dev/null 2>&1 || true' EXIT
 object_env_job=$!
 
 phase "doc references resolve (cargo xtask check-docs)" cargo xtask check-docs
-phase "lean server binary (cargo tree -e normal -p granary)" check_lean_server
+phase "lean server binary (cargo tree -e normal -p granary, with and without the object feature)" check_lean_server
 phase "cargo fmt --check" cargo fmt --all -- --check
 phase "cargo clippy (all targets, warnings are errors)" \
     cargo clippy --workspace --all-targets --features granary/lab --quiet -- -D warnings

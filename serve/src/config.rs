@@ -123,6 +123,7 @@ pub enum BackendConfig {
         image: std::path::PathBuf,
     },
     /// Metadata in PostgreSQL, data in an S3 store (`backend = "object"`, docs/OBJECT.md).
+    #[cfg(feature = "object")]
     Object {
         /// `postgres = "postgres://USER@HOST:PORT/DB"`; a password comes from the URL or
         /// `PGPASSWORD`. Never printed.
@@ -244,8 +245,12 @@ struct FileExport {
     capacity_bytes: Option<u64>,
     dir: Option<Spanned<PathBuf>>,
     image: Option<Spanned<String>>,
+    // Parsed without the object feature too, so such a config is refused by name.
+    #[cfg_attr(not(feature = "object"), expect(dead_code))]
     postgres: Option<Spanned<String>>,
+    #[cfg_attr(not(feature = "object"), expect(dead_code))]
     store: Option<Spanned<String>>,
+    #[cfg_attr(not(feature = "object"), expect(dead_code))]
     credentials: Option<PathBuf>,
     #[serde(default)]
     read_only: bool,
@@ -438,6 +443,7 @@ pub fn check_index_bytes(n: usize) -> Result<usize, String> {
 }
 
 /// `backend = "object"`: its database and store, both required.
+#[cfg(feature = "object")]
 fn parse_object(export: &FileExport, at: At<'_>) -> Result<BackendConfig, ConfigError> {
     let span = export.backend.span();
     let Some(postgres) = &export.postgres else {
@@ -455,6 +461,16 @@ fn parse_object(export: &FileExport, at: At<'_>) -> Result<BackendConfig, Config
         store: parsed,
         credentials: export.credentials.clone(),
     })
+}
+
+/// A server built without the `object` feature refuses object exports by name.
+#[cfg(not(feature = "object"))]
+fn parse_object(export: &FileExport, at: At<'_>) -> Result<BackendConfig, ConfigError> {
+    let msg = "backend = \"object\" needs a granary built with the object feature \
+               (the default): this one was built with --no-default-features; rebuild with \
+               `cargo build --release --features object`"
+        .to_string();
+    Err(at(&export.backend.span(), msg))
 }
 
 fn parse_export(export: &FileExport, at: At<'_>) -> Result<ExportConfig, ConfigError> {
@@ -1063,6 +1079,7 @@ capacity_bytes = 4096
         assert!(e.contains("line 1") && e.contains("percore"), "{e}");
     }
 
+    #[cfg(feature = "object")]
     #[test]
     fn object_exports_need_a_database_and_a_store_and_hide_the_password() {
         let text = "handle_key = \"/k\"\n[[export]]\npath = \"/\"\nbackend = \"object\"\n\

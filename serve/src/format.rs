@@ -2,7 +2,9 @@
 //! configuration names (a first start of a head does the same; this does it up front,
 //! and says what it found).
 
-use crate::config::{BackendConfig, ServerConfig};
+#[cfg(feature = "object")]
+use crate::config::BackendConfig;
+use crate::config::ServerConfig;
 
 /// Formats every object export of `config`; returns one line per export for the person
 /// who ran it.
@@ -10,6 +12,7 @@ use crate::config::{BackendConfig, ServerConfig};
 /// # Errors
 /// No object export in the config, credentials missing, or an engine unreachable: said
 /// with the export's path and what to fix.
+#[cfg(feature = "object")]
 pub fn format(config: &ServerConfig) -> Result<Vec<String>, String> {
     let mut said = Vec::new();
     for e in &config.exports {
@@ -46,4 +49,18 @@ pub fn format(config: &ServerConfig) -> Result<Vec<String>, String> {
         );
     }
     Ok(said)
+}
+
+/// A server built without the `object` feature has nothing to format.
+///
+/// # Errors
+/// Always: says how to build a granary that formats object exports.
+#[cfg(not(feature = "object"))]
+pub fn format(_config: &ServerConfig) -> Result<Vec<String>, String> {
+    Err(
+        "granary format sets up object exports, and this granary was built without the \
+         object feature (--no-default-features); rebuild with `cargo build --release \
+         --features object`"
+            .into(),
+    )
 }

@@ -489,12 +489,11 @@ fn build_exports(
     tracing::info!(timestamps = %config.timestamps, rangelock = %config.rangelock, "seed designs");
     // Host and erofs exports hand out handles that outlive the process: both need the
     // persisted handle key (and host exports their indexes) from the state directory.
-    let persistent = config.exports.iter().any(|e| {
-        matches!(
-            e.backend,
-            BackendConfig::Host { .. } | BackendConfig::Erofs { .. } | BackendConfig::Object { .. }
-        )
-    }) && config.handle_key.is_none();
+    let persistent = config
+        .exports
+        .iter()
+        .any(|e| !matches!(e.backend, BackendConfig::Mem { .. }))
+        && config.handle_key.is_none();
     let state_dir = persistent.then(|| {
         config
             .state_dir
@@ -566,6 +565,7 @@ fn build_exports(
                 let incarnation = backend_erofs::ErofsBackend::incarnation_of(identity);
                 (Arc::new(fs), erofs_export_id(&c.path), incarnation)
             }
+            #[cfg(feature = "object")]
             BackendConfig::Object {
                 postgres,
                 store,
@@ -651,6 +651,7 @@ fn erofs_export_id(path: &str) -> ExportId {
 
 /// Object exports: from the export path, as for erofs exports, so every head that serves
 /// the file system under the same path hands out the same handles.
+#[cfg(feature = "object")]
 fn object_export_id(path: &str) -> ExportId {
     hashed_export_id(crate::state::erofs_export_hash(&format!("object:{path}")))
 }
@@ -721,6 +722,7 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
                 image.display(),
                 config.decode
             ),
+            #[cfg(feature = "object")]
             BackendConfig::Object { store, .. } => println!(
                 "  export {} (object: PostgreSQL + s3://{}{}, {mode}{clients})",
                 e.path,

@@ -1038,3 +1038,123 @@ async fn a_removed_open_file_lives_until_close_on_host() {
     drop(server);
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// READ as the COMPOUND's last operation is read straight into the reply, or (host,
+/// `--sendfile always`, 64 KiB and more) sent from the file; any other READ into its own
+/// buffer. Every way gives the same bytes, eof and errors.
+async fn reads_give_the_same_bytes_however_they_are_sent(server: &Server) {
+    let mut c = V4::connect(server, "client-tail").await;
+    let data: Bytes = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putrootfh,
+            open_create("ot", "tail", share::ACCESS_BOTH, share::DENY_NONE),
+            ArgOp::Write(WriteArgs {
+                stateid: Stateid4::CURRENT,
+                offset: 0,
+                stable: StableHow4::FileSync,
+                data: data.clone(),
+            }),
+            ArgOp::Getfh,
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Getfh(Res4::Ok(fh)) = &r[3] else {
+        panic!("GETFH: {r:?}")
+    };
+    let read = |offset, count| {
+        ArgOp::Read(ReadArgs {
+            stateid: Stateid4::ANONYMOUS,
+            offset,
+            count,
+        })
+    };
+    let got = |r: &ResOp| {
+        let ResOp::Read(Res4::Ok(ok)) = r else {
+            panic!("READ: {r:?}")
+        };
+        (ok.data.clone(), ok.eof)
+    };
+    // Last: a large read (the file path where the backend has one), a short one at the
+    // end, one past the end, a small one.
+    for (offset, count) in [
+        (0u64, 200_000u32),
+        (250_000, 100_000),
+        (400_000, 10),
+        (7, 1000),
+    ] {
+        let (status, r) = c
+            .run(vec![ArgOp::Putfh(fh.clone()), read(offset, count)])
+            .await;
+        assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+        let from = (offset as usize).min(data.len());
+        let to = (offset as usize + count as usize).min(data.len());
+        assert_eq!(
+            got(&r[1]),
+            (data.slice(from..to), to == data.len()),
+            "READ {count} at {offset}"
+        );
+    }
+    // Not last: read into its own buffer, and the GETATTR after it runs.
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putfh(fh.clone()),
+            read(100_000, 150_000),
+            ArgOp::Getattr(mask(&[num::SIZE])),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    assert_eq!(got(&r[1]), (data.slice(100_000..250_000), false));
+    assert_eq!(attrs(&r[2]).size, Some(data.len() as u64));
+    // A final READ whose read fails: its result and the COMPOUND's status say why.
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putrootfh,
+            ArgOp::Create(CreateArgs {
+                objtype: Createtype4::Dir,
+                objname: name("tail-dir"),
+                createattrs: Fattr4::default(),
+            }),
+            read(0, 100_000),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Isdir, "{r:?}");
+    assert_eq!(r.len(), 3);
+    assert_eq!(r[2], ResOp::Read(Res4::Err(Nfsstat4::Isdir)));
+    // A kept reply (cachethis) holds the data: its retransmission gets the same bytes.
+    let args = Compound4Args::new(
+        2,
+        vec![c.sequence(true), ArgOp::Putfh(fh.clone()), read(1000, 2000)],
+    );
+    let first = c.conn.call(PROGRAM, 4, 1, &args).await.expect("first");
+    let again = c.conn.call(PROGRAM, 4, 1, &args).await.expect("again");
+    assert_eq!(first, again, "the slot's kept reply");
+    let res = <Compound4Res as xdr::Decode>::from_xdr(first).expect("a COMPOUND reply");
+    assert_eq!(got(&res.results[2]), (data.slice(1000..3000), false));
+}
+
+#[tokio::test]
+async fn reads_give_the_same_bytes_however_they_are_sent_on_mem() {
+    let server = Server::start(&[]);
+    reads_give_the_same_bytes_however_they_are_sent(&server).await;
+}
+
+#[tokio::test]
+async fn reads_give_the_same_bytes_however_they_are_sent_on_host_with_sendfile() {
+    let base = std::env::temp_dir().join(format!("granary-nfs4-tail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("export")).unwrap();
+    let (export, state) = (base.join("export"), base.join("state"));
+    let server = Server::start(&[
+        export.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--squash",
+        "none",
+        "--sendfile",
+        "always",
+    ]);
+    reads_give_the_same_bytes_however_they_are_sent(&server).await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -20,10 +20,14 @@ use nfs4::types::{Stateid4, Tag4};
 use nfs4::{Compound4Args, Compound4Res, Nfsstat4, ResOp};
 use rpc::dispatch::ProcError;
 use rpc::CallContext;
+use rpc::FileSlice;
 use state4::{Admission, ClientId, Session, Ticket};
+use vfs::limits::ZERO_COPY_READ_MIN_BYTES;
 use vfs::{Cred, Export, FileId};
 use xdr::{Decode, Decoder, Encode, Encoder};
 
+use super::convert::status_of;
+use super::ops_io::TailRead;
 use super::{FileKey, Nfs4State};
 
 /// The current or saved filehandle.
@@ -64,6 +68,10 @@ pub struct Cx<'a> {
     pub saved_sid: Option<Stateid4>,
     pub session: Option<Arc<Session>>,
     pub now: Duration,
+    /// The operation running is the COMPOUND's last.
+    pub last_op: bool,
+    /// A READ that ended the COMPOUND, to read into the reply (see [`finish_read`]).
+    pub tail_read: Option<TailRead>,
 }
 
 impl Cx<'_> {
@@ -120,7 +128,11 @@ fn sessionless(op: &ArgOp) -> bool {
 
 /// How the COMPOUND was answered.
 enum Outcome {
-    Fresh(Compound4Res, Option<(Ticket, bool)>),
+    Fresh {
+        res: Compound4Res,
+        ticket: Option<(Ticket, bool)>,
+        tail: Option<TailRead>,
+    },
     Replay(Bytes),
 }
 
@@ -147,20 +159,97 @@ pub fn run(
     // A COMPOUND cannot give up half way (its first operations may have changed state),
     // so its calls run where it runs: a rare call that blocks and is not in `may_block`
     // (an OPEN that truncates) blocks the event loop, as every call did before the pool.
-    match sync::blocking::permitted(|| execute(s, ctx, args)) {
+    sync::blocking::permitted(|| match execute(s, ctx, args) {
         Outcome::Replay(bytes) => e.fixed_opaque(&bytes),
-        Outcome::Fresh(res, ticket) => {
-            s.ops.record(&res.results);
-            let start = e.len();
-            res.encode(e);
-            if let Some((ticket, cachethis)) = ticket {
-                let reply = e.written_since(start);
-                let limit = ticket.session().fore.ca_maxresponsesize_cached as usize;
-                let keep = cachethis && reply.len() <= limit;
-                ticket.finish(keep.then(|| Bytes::copy_from_slice(reply)));
+        Outcome::Fresh { res, ticket, tail } => answer(s, ctx, e, res, ticket, tail),
+    });
+    Ok(())
+}
+
+/// Encodes a COMPOUND's results, reads a final READ's bytes into them, and keeps the
+/// reply in the session's slot when the client asked for that.
+fn answer(
+    s: &Nfs4State,
+    ctx: &CallContext,
+    e: &mut Encoder,
+    mut res: Compound4Res,
+    ticket: Option<(Ticket, bool)>,
+    tail: Option<TailRead>,
+) {
+    // The size of a reply the slot keeps (`sa_cachethis`); without it none is kept.
+    let keep_limit = ticket
+        .as_ref()
+        .filter(|(_, cachethis)| *cachethis)
+        .map(|(t, _)| t.session().fore.ca_maxresponsesize_cached as usize);
+    let start = e.len();
+    res.encode(e);
+    if let Some(read) = tail {
+        let kept = keep_limit.map(|limit| (start, limit));
+        if let Err(status) = finish_read(s, ctx, e, &read, kept) {
+            // The read failed after all: the READ's result and the COMPOUND's status say
+            // so, and nothing ran after it.
+            e.truncate(start);
+            res.status = status;
+            if let Some(last) = res.results.last_mut() {
+                *last = ResOp::Read(Res4::Err(status));
             }
+            res.encode(e);
         }
     }
+    s.ops.record(&res.results);
+    if let Some((ticket, _)) = ticket {
+        let reply = e.written_since(start);
+        let keep = keep_limit.is_some_and(|limit| reply.len() <= limit);
+        ticket.finish(keep.then(|| Bytes::copy_from_slice(reply)));
+    }
+}
+
+/// Completes the final READ's result (encoded as `eof = false` and an empty opaque, so
+/// its last 8 bytes) with the file's bytes: read straight into the reply, one copy as
+/// NFSv3's READ, or for a large READ from a backend that can hand over the file, for a
+/// peer `--sendfile` allows, left in the file for the connection to send with
+/// `sendfile`, unless the slot would keep the reply for a retransmission (`kept`: where
+/// the reply started and the size the slot keeps): it keeps bytes, not files.
+fn finish_read(
+    s: &Nfs4State,
+    ctx: &CallContext,
+    e: &mut Encoder,
+    read: &TailRead,
+    kept: Option<(usize, usize)>,
+) -> Result<(), Nfsstat4> {
+    let eof_at = e.len() - 8;
+    let TailRead {
+        export,
+        id,
+        cred,
+        offset,
+        count,
+    } = read;
+    if *count >= ZERO_COPY_READ_MIN_BYTES && s.core.sendfile.applies_to(ctx.peer.ip()) {
+        let slice = export
+            .read_slice(cred, *id, *offset, *count)
+            .map_err(status_of)?;
+        let fits_slot = |len: u32| {
+            kept.is_some_and(|(start, limit)| e.len() - start + len as usize + 3 <= limit)
+        };
+        if let Some(slice) = slice.filter(|sl| !fits_slot(sl.len)) {
+            e.patch_u32(eof_at, u32::from(slice.done.eof));
+            e.patch_u32(eof_at + 4, slice.len);
+            if slice.len > 0 {
+                ctx.end_with_file(FileSlice {
+                    file: slice.file,
+                    offset: slice.offset,
+                    len: slice.len,
+                });
+            }
+            return Ok(());
+        }
+    }
+    e.truncate(eof_at + 4);
+    let (_, done) = e
+        .opaque_with(|out| export.read_into(cred, *id, *offset, *count, out))
+        .map_err(status_of)?;
+    e.patch_u32(eof_at, u32::from(done.eof));
     Ok(())
 }
 
@@ -183,15 +272,14 @@ fn may_block(op: &ArgOp) -> bool {
 
 fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
     let tag = args.tag.clone();
-    let done = |status, results| {
-        Outcome::Fresh(
-            Compound4Res {
-                status,
-                tag: tag.clone(),
-                results,
-            },
-            None,
-        )
+    let done = |status, results| Outcome::Fresh {
+        res: Compound4Res {
+            status,
+            tag: tag.clone(),
+            results,
+        },
+        ticket: None,
+        tail: None,
     };
     if !(1..=2).contains(&args.minorversion) {
         return done(Nfsstat4::MinorVersMismatch, Vec::new());
@@ -219,6 +307,8 @@ fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
         saved_sid: None,
         session: None,
         now: s.now(),
+        last_op: false,
+        tail_read: None,
     };
     let mut results = Vec::with_capacity(args.ops.len());
     let mut ticket = None;
@@ -254,7 +344,8 @@ fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
         _ => {}
     }
     let mut status = Nfsstat4::Ok;
-    for op in rest {
+    for (i, op) in rest.iter().enumerate() {
+        cx.last_op = i + 1 == rest.len() && args.stopped.is_none();
         let r = super::ops_session::dispatch(&mut cx, op);
         status = r.status();
         results.push(r);
@@ -274,14 +365,16 @@ fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
             status = Nfsstat4::Badxdr;
         }
     }
-    Outcome::Fresh(
-        Compound4Res {
+    Outcome::Fresh {
+        res: Compound4Res {
             status,
             tag,
             results,
         },
         ticket,
-    )
+        // Only a READ that succeeded and ended the COMPOUND leaves one.
+        tail: cx.tail_read.take().filter(|_| status.is_ok()),
+    }
 }
 
 /// The error result of `op`, of the right result type for it.

@@ -291,9 +291,35 @@ fn io_target(
     Ok((export, id, cred))
 }
 
+/// A READ that is the COMPOUND's last operation: its stateid and file are checked when it
+/// runs, and its bytes are read once every result before it is encoded, straight into
+/// the reply (or left in the file for `sendfile`), as NFSv3's READ does; see
+/// `compound::finish_read`. Any other READ reads into its own buffer.
+pub struct TailRead {
+    pub export: Arc<Export>,
+    pub id: FileId,
+    pub cred: Arc<Cred>,
+    pub offset: u64,
+    pub count: u32,
+}
+
 pub fn read(cx: &mut Cx<'_>, a: &ReadArgs) -> Result<ReadOk, Nfsstat4> {
     let (export, id, cred) = io_target(cx, &a.stateid, false)?;
     let count = a.count.min(cx.s.core.max_io_bytes);
+    if cx.last_op {
+        cx.tail_read = Some(TailRead {
+            export,
+            id,
+            cred,
+            offset: a.offset,
+            count,
+        });
+        // Encoded as eof = false and no data, then completed in place.
+        return Ok(ReadOk {
+            eof: false,
+            data: Bytes::new(),
+        });
+    }
     let mut buf = BytesMut::with_capacity(count as usize);
     let done = export
         .read_into(&cred, id, a.offset, count, &mut buf)

@@ -99,6 +99,12 @@ pub const FSSTAT_INVARSEC: u32 = 0;
 /// for longer than this.
 pub const LOCK_POLL_KEEPS_PLACE_SECS: u64 = 45;
 
+/// Handles kept for CB_NOTIFY_LOCK, one per waiting NFSv4 (client, lock-owner, file):
+/// as many as the lock manager lets wait (`locks::limits::MAX_WAITERS`), about 200 bytes
+/// each. A waiter whose client stopped asking leaves its entry until it is woken; past
+/// the bound a waiter is not told and polls.
+pub const MAX_LOCK_NOTIFY_HANDLES: usize = locks::limits::MAX_WAITERS;
+
 const _: () = assert!(MAX_IO_BYTES <= nfs3::limits::MAX_DATA);
 const _: () = assert!(LOCK_POLL_KEEPS_PLACE_SECS > 30);
 const _: () = assert!(MAX_MOUNTS_PER_CLIENT <= MAX_MOUNT_ENTRIES);

@@ -9,13 +9,14 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::v4::V4;
+use client::{auth_sys, RpcConnection};
+use common::v4::{call, channel, V4};
 use common::Server;
 use nfs4::attr::Fattr;
 use nfs4::ops::*;
 use nfs4::results::*;
 use nfs4::types::*;
-use nfs4::{Nfsstat4, Stateid4};
+use nfs4::{Compound4Args, Nfsstat4, Stateid4};
 
 impl V4 {
     /// Opens (creating) `file` in the root for reading and writing.
@@ -350,4 +351,186 @@ async fn locks_die_with_the_lease() {
         &b.on("f", new_lock(NfsLockType4::Write, 0, u64::MAX, ob, "b"))
             .await,
     );
+}
+
+/// A call the server made on a back channel.
+struct CbCall {
+    xid: u32,
+    procedure: u32,
+    args: xdr::Decoder,
+}
+
+async fn next_call(calls: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> CbCall {
+    let body = tokio::time::timeout(Duration::from_secs(10), calls.recv())
+        .await
+        .expect("the server calls back within 10 s")
+        .expect("the connection lives");
+    let mut d = xdr::Decoder::new(body);
+    let mut word = || d.u32().expect("call header word");
+    let (xid, _mtype, _rpcvers, _program, _version, procedure) =
+        (word(), word(), word(), word(), word(), word());
+    let _cred: rpc::msg::OpaqueAuth = xdr::Decode::decode(&mut d).expect("credential");
+    let _verf: rpc::msg::OpaqueAuth = xdr::Decode::decode(&mut d).expect("verifier");
+    CbCall {
+        xid,
+        procedure,
+        args: d,
+    }
+}
+
+/// Answers a back-channel call with SUCCESS and `results`.
+async fn answer(conn: &RpcConnection, call: &CbCall, results: &impl xdr::Encode) {
+    let mut e = xdr::Encoder::new();
+    rpc::msg::encode_accepted(&mut e, call.xid, rpc::msg::AcceptStat::Success);
+    results.encode(&mut e);
+    conn.send_record_body(&e.into_inner())
+        .await
+        .expect("reply sent");
+}
+
+/// Answers a CB_COMPOUND with OK for each of its operations; returns its operations
+/// after CB_SEQUENCE.
+async fn answer_cb(
+    conn: &RpcConnection,
+    calls: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
+    session: Sessionid4,
+) -> Vec<nfs4::compound::CbArgOp> {
+    use nfs4::compound::{CbArgOp, CbCompound4Args, CbCompound4Res, CbResOp, CbSequenceOk};
+    let mut call = next_call(calls).await;
+    assert_eq!(call.procedure, 1, "CB_COMPOUND");
+    let args: CbCompound4Args = xdr::Decode::decode(&mut call.args).expect("CB_COMPOUND args");
+    let CbArgOp::Sequence(seq) = &args.ops[0] else {
+        panic!("CB_SEQUENCE first: {args:?}")
+    };
+    assert_eq!(seq.csa_sessionid, session);
+    let mut results = vec![CbResOp::Sequence(Res4::Ok(CbSequenceOk {
+        csr_sessionid: session,
+        csr_sequenceid: seq.csa_sequenceid,
+        csr_slotid: seq.csa_slotid,
+        csr_highest_slotid: 0,
+        csr_target_highest_slotid: 0,
+    }))];
+    for op in &args.ops[1..] {
+        let code = match op {
+            CbArgOp::NotifyLock(_) => nfs4::compound::cb_opnum::CB_NOTIFY_LOCK,
+            other => panic!("unexpected callback {other:?}"),
+        };
+        results.push(CbResOp::Status {
+            op: code,
+            status: Nfsstat4::Ok,
+        });
+    }
+    let res = CbCompound4Res {
+        status: Nfsstat4::Ok,
+        tag: args.tag.clone(),
+        results,
+    };
+    answer(conn, &call, &res).await;
+    args.ops[1..].to_vec()
+}
+
+#[tokio::test]
+async fn a_waiter_is_told_on_its_back_channel_when_the_lock_frees() {
+    use nfs4::compound::{CbArgOp, CbNotifyLockArgs};
+    let server = Server::start(&[]);
+    let mut a = V4::connect(&server, "holder").await;
+    // B's creating connection is its back channel.
+    let conn = RpcConnection::connect(server.addr)
+        .await
+        .expect("connect")
+        .with_auth(&auth_sys(0, 0, &[]))
+        .with_timeout(Duration::from_secs(10));
+    let mut calls = conn.serve_calls();
+    let eid = ArgOp::ExchangeId(ExchangeIdArgs {
+        eia_clientowner: ClientOwner4 {
+            co_verifier: [3; 8],
+            co_ownerid: Opaque4(Bytes::from_static(b"waiter-with-back-channel")),
+        },
+        eia_flags: 0,
+        eia_state_protect: StateProtect4A::None,
+        eia_client_impl_id: AtMostOne(None),
+    });
+    let res = call(&conn, &Compound4Args::new(1, vec![eid])).await;
+    let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
+        panic!("EXCHANGE_ID: {res:?}")
+    };
+    let cs = ArgOp::CreateSession(CreateSessionArgs {
+        csa_clientid: e.eir_clientid,
+        csa_sequence: e.eir_sequenceid,
+        csa_flags: session_flags::CONN_BACK_CHAN,
+        csa_fore_chan_attrs: channel(1 << 20, 8),
+        csa_back_chan_attrs: channel(1 << 20, 8),
+        csa_cb_program: 0x4000_0000,
+        csa_sec_parms: CallbackSecList(vec![CallbackSecParms4::None]),
+    });
+    let res = call(&conn, &Compound4Args::new(1, vec![cs])).await;
+    let ResOp::CreateSession(Res4::Ok(s)) = &res.results[0] else {
+        panic!("CREATE_SESSION: {res:?}")
+    };
+    let mut b = V4 {
+        conn: conn.clone(),
+        clientid: e.eir_clientid,
+        session: s.csr_sessionid,
+        seqid: 0,
+        minor: 2,
+        cachethis: true,
+    };
+    // The probes: CB_NULL, then CB_SEQUENCE alone.
+    let probe = next_call(&mut calls).await;
+    assert_eq!(probe.procedure, 0, "CB_NULL");
+    answer(&conn, &probe, &Nothing).await;
+    assert!(answer_cb(&conn, &mut calls, b.session).await.is_empty());
+    let (status, _) = b.run(vec![ArgOp::ReclaimComplete(false)]).await;
+    assert_eq!(status, Nfsstat4::Ok);
+
+    // OPEN offers notices to B (a working back channel), not to A (none).
+    a.open("f").await;
+    b.open("f").await;
+    let rflags = |r: &ResOp| match r {
+        ResOp::Open(Res4::Ok(o)) => (o.rflags, o.stateid),
+        other => panic!("OPEN: {other:?}"),
+    };
+    let reopen = || {
+        vec![
+            ArgOp::Putrootfh,
+            ArgOp::Open(OpenArgs {
+                seqid: 0,
+                share_access: share::ACCESS_BOTH,
+                share_deny: share::DENY_NONE,
+                owner: owner("open-owner"),
+                openhow: Openflag4::NoCreate,
+                claim: OpenClaim4::Null(name("f")),
+            }),
+            ArgOp::Getfh,
+        ]
+    };
+    let (_, ra) = a.run(reopen()).await;
+    let (_, rb) = b.run(reopen()).await;
+    // (The second OPEN of the same owner gives the open stateid its next seqid.)
+    let ((fa, oa), (fb, ob)) = (rflags(&ra[1]), rflags(&rb[1]));
+    assert_eq!(fa & open_result::MAY_NOTIFY_LOCK, 0);
+    assert_ne!(fb & open_result::MAY_NOTIFY_LOCK, 0);
+    let ResOp::Getfh(Res4::Ok(fh)) = &rb[2] else {
+        panic!("GETFH: {rb:?}")
+    };
+
+    let la = granted(
+        &a.on("f", new_lock(NfsLockType4::Write, 0, 10, oa, "a"))
+            .await,
+    );
+    let wb = new_lock(NfsLockType4::WriteW, 0, 10, ob, "b");
+    assert_eq!(b.on("f", wb.clone()).await.status(), Nfsstat4::Denied);
+    a.on("f", locku(la, 0, 10)).await;
+    let told = answer_cb(&conn, &mut calls, b.session).await;
+    assert_eq!(
+        told,
+        [CbArgOp::NotifyLock(CbNotifyLockArgs {
+            cnla_fh: fh.clone(),
+            cnla_lock_owner: StateOwner4 {
+                clientid: b.clientid,
+                owner: Opaque4(Bytes::from_static(b"b")),
+            },
+        })]
+    );
+    granted(&b.on("f", wb).await);
 }

@@ -24,7 +24,7 @@ mod ops_attr;
 mod ops_dir;
 mod ops_fh;
 mod ops_io;
-mod ops_lock;
+pub mod ops_lock;
 mod ops_session;
 mod ops_v42;
 pub mod pseudo;
@@ -69,6 +69,8 @@ pub struct Nfs4State {
     /// Client records in the state directory (none without one): who may reclaim after
     /// a restart.
     pub records: Option<recovery::ClientRecords>,
+    /// CB_NOTIFY_LOCK for NFSv4 lock waiters (the lock manager's NFSv4 waker).
+    pub notify_lock: Arc<ops_lock::NotifyLock>,
     /// Operations run and failed, by operation (metrics).
     pub ops: OpStats,
 }
@@ -148,10 +150,15 @@ impl Nfs4State {
     /// boot's (random per start, or from the state directory).
     #[must_use]
     pub fn new(core: Arc<NfsState>, clock: Arc<dyn gtime::Clock>, mut config: Config) -> Self {
-        // One lock manager for NFSv4 and NLM.
+        // One lock manager for NFSv4 and NLM; its NFSv4 waiters are told on the back
+        // channel.
         config.locks = Arc::clone(&core.locks);
-        core.locks
-            .set_waker(locks::Protocol::Nfs4, Arc::new(ops_lock::NotifyLock));
+        let callbacks = Arc::new(callback::Callbacks::default());
+        let notify_lock = Arc::new(ops_lock::NotifyLock::new(Arc::clone(&callbacks)));
+        core.locks.set_waker(
+            locks::Protocol::Nfs4,
+            Arc::clone(&notify_lock) as Arc<dyn locks::Waker>,
+        );
         let pseudo = pseudo::Pseudo::new(&core.exports);
         let now = clock.monotonic();
         let server_owner = Bytes::from(format!("granary-{:08x}", config.epoch));
@@ -165,7 +172,8 @@ impl Nfs4State {
             server_owner,
             pseudo,
             may_block,
-            callbacks: Arc::new(callback::Callbacks::default()),
+            callbacks,
+            notify_lock,
             records: None,
             ops: OpStats::default(),
         }
@@ -208,6 +216,8 @@ impl Nfs4State {
         if let Some(r) = &self.records {
             r.retain(|c| self.state.client(c).is_some());
         }
+        self.notify_lock
+            .retain(|client| self.state.client(client).is_some());
         gone
     }
 

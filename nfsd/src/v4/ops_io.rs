@@ -78,7 +78,7 @@ pub fn open(cx: &mut Cx<'_>, a: &OpenArgs) -> Result<OpenOk, Nfsstat4> {
     if granted.upgraded {
         export.release(attr.fileid);
     }
-    let mut rflags = open_result::LOCKTYPE_POSIX;
+    let mut rflags = open_result::LOCKTYPE_POSIX | super::ops_lock::may_notify_lock(cx);
     if preserved {
         rflags |= open_result::PRESERVE_UNLINKED;
     }

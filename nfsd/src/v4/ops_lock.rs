@@ -14,21 +14,29 @@
 //! - READW_LT/WRITEW_LT are polls: a refused one keeps its place in the file's queue
 //!   while the client asks again within [`LOCK_POLL_KEEPS_PLACE_SECS`], so a later
 //!   request for the same bytes is refused in its favour. When its range frees, the
-//!   lock manager wakes it through [`NotifyLock`] (the CB_NOTIFY_LOCK hook).
+//!   lock manager wakes it through [`NotifyLock`], which sends CB_NOTIFY_LOCK on the
+//!   client's back channel.
 //! - A courteous server: a lock of a client whose lease ran out is in nobody's way; the
 //!   first request it is in the way of releases that client's state.
 //! - Locks are advisory: READ and WRITE never wait for them.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use bytes::Bytes;
 use locks::{Conflict, Kind, LockError, Owner, Range, Request, Wait, Wake};
+use nfs4::compound::{CbArgOp, CbNotifyLockArgs};
+use nfs4::ops::seq_status;
 use nfs4::ops::{LockArgs, LockDenied4, Locker4, LocktArgs, LockuArgs, NfsLockType4};
 use nfs4::results::{LockRes, Nothing};
+use nfs4::types::NfsFh4;
 use nfs4::types::{Opaque4, StateOwner4};
 use nfs4::{Nfsstat4, Stateid4};
 use state4::{ClientId, LockKey};
 use vfs::FileType;
 
+use super::callback::Callbacks;
 use super::compound::{Cx, Fh};
 use super::convert::status_of;
 use super::FileKey;
@@ -163,9 +171,15 @@ fn try_lock(cx: &mut Cx<'_>, a: &LockArgs) -> Result<Stateid4, Refusal> {
         range,
         wait,
     };
+    let notify = &cx.s.notify_lock;
     match ask(cx, client, &req) {
-        Ok(()) => {}
-        Err(LockError::Denied { conflict, .. }) => return Err(Refusal::Denied(denied(&conflict))),
+        Ok(()) => notify.done(client, &owner, req.file),
+        Err(LockError::Denied { conflict, queued }) => {
+            if let (Some(_), Some(Fh::File { raw, .. })) = (queued, cx.cur.as_ref()) {
+                notify.waiting(client, &owner, req.file, raw.clone());
+            }
+            return Err(Refusal::Denied(denied(&conflict)));
+        }
         Err(LockError::Limit(reason)) => {
             tracing::debug!(peer = %cx.ctx.peer, %reason, "NFSv4 LOCK refused by a bound");
             return Err(Nfsstat4::Resource.into());
@@ -229,21 +243,96 @@ pub fn locku(cx: &mut Cx<'_>, a: &LockuArgs) -> Result<Stateid4, Nfsstat4> {
     Ok(new)
 }
 
-/// The CB_NOTIFY_LOCK hook: the lock manager hands it the NFSv4 waiters whose ranges
-/// came free. granary serves no back channel yet, so it only logs; OPEN does not set
-/// `OPEN4_RESULT_MAY_NOTIFY_LOCK`, so clients poll, and a woken waiter keeps its place
-/// until it asks again. The back channel sends CB_NOTIFY_LOCK from here.
-pub struct NotifyLock;
+/// CB_NOTIFY_LOCK (RFC 8881 section 20.11): the lock manager hands this waker the NFSv4
+/// waiters whose ranges came free, and it tells each client on its back channel, naming
+/// the file by the handle the client locked it through and the lock-owner the client
+/// sent. OPEN offers it (`OPEN4_RESULT_MAY_NOTIFY_LOCK`) only to a client whose back
+/// channel works ([`may_notify_lock`]); a Linux client then waits for the notice (at most
+/// 30 s) before it asks again. A notice that cannot be sent changes nothing: the waiter
+/// keeps its place and the client asks again when its wait ends.
+pub struct NotifyLock {
+    callbacks: Arc<Callbacks>,
+    /// The handle each waiting (client, lock-owner, file) locked through; at most
+    /// [`crate::limits::MAX_LOCK_NOTIFY_HANDLES`] (past it a waiter is not told: it polls).
+    handles: Mutex<HashMap<(ClientId, Bytes, locks::FileKey), Bytes>>,
+}
+
+impl NotifyLock {
+    #[must_use]
+    pub fn new(callbacks: Arc<Callbacks>) -> Self {
+        Self {
+            callbacks,
+            handles: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn handles(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(ClientId, Bytes, locks::FileKey), Bytes>> {
+        self.handles.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A refused blocking LOCK waits: remember its handle for the notice.
+    fn waiting(&self, client: ClientId, owner: &Bytes, file: locks::FileKey, fh: Bytes) {
+        let mut h = self.handles();
+        if h.len() < crate::limits::MAX_LOCK_NOTIFY_HANDLES {
+            h.insert((client, owner.clone(), file), fh);
+        }
+    }
+
+    /// Keeps the handles of the clients `live` says are still there (the lease timer
+    /// drops those of clients that went away).
+    pub fn retain(&self, live: impl Fn(ClientId) -> bool) {
+        self.handles().retain(|(client, _, _), _| live(*client));
+    }
+
+    /// The owner got its lock (or stopped waiting): nothing to tell.
+    fn done(&self, client: ClientId, owner: &Bytes, file: locks::FileKey) {
+        self.handles().remove(&(client, owner.clone(), file));
+    }
+}
 
 impl locks::Waker for NotifyLock {
     fn wake(&self, wakes: &[Wake]) {
-        for w in wakes {
-            tracing::debug!(
-                client = ?w.owner.client.nfs4_clientid(),
-                file = w.file.file,
-                range = %w.range,
-                "NFSv4 lock waiter's range is free (CB_NOTIFY_LOCK not sent: no back channel; the client polls)"
-            );
+        for w in wakes.iter().filter(|w| !w.granted) {
+            let Some(client) = w.owner.client.nfs4_clientid() else {
+                continue;
+            };
+            let Some(fh) = self.handles().remove(&(client, w.owner.id.clone(), w.file)) else {
+                continue;
+            };
+            let op = CbArgOp::NotifyLock(CbNotifyLockArgs {
+                cnla_fh: NfsFh4(fh),
+                cnla_lock_owner: StateOwner4 {
+                    clientid: client,
+                    owner: Opaque4(w.owner.id.clone()),
+                },
+            });
+            let call = self.callbacks.cb_compound(client, vec![op]);
+            let sent = self.callbacks.spawn(client, async move {
+                if let Err(e) = call.await {
+                    tracing::debug!(client = format_args!("{client:#x}"), error = ?e, "CB_NOTIFY_LOCK not delivered; the client polls");
+                }
+            });
+            if !sent {
+                tracing::debug!(
+                    client = format_args!("{client:#x}"),
+                    "no back channel for CB_NOTIFY_LOCK; the client polls"
+                );
+            }
         }
+    }
+}
+
+/// `OPEN4_RESULT_MAY_NOTIFY_LOCK` when the session's back channel works, else 0.
+pub fn may_notify_lock(cx: &Cx<'_>) -> u32 {
+    let Some(session) = &cx.session else {
+        return 0;
+    };
+    let down = cx.s.callbacks.status_flags(session.client, &session.id);
+    if down & (seq_status::CB_PATH_DOWN | seq_status::CB_PATH_DOWN_SESSION) == 0 {
+        nfs4::ops::open_result::MAY_NOTIFY_LOCK
+    } else {
+        0
     }
 }

@@ -158,10 +158,10 @@ phase "cargo test (unit, property, wire, libnfs-utils and integration tests)" \
 scripts/object-env.sh stop "$object_env" >/dev/null 2>&1 || true
 # The release profile without its link-time optimisation and debug info (73 -> 55 s of
 # build here; the models run as fast).
-phase "loom model checks (range lock, open-file cache, timer groups, multigrain clock)" \
+phase "loom model checks (range lock, open-file cache, timer groups, multigrain clock, lock wait queue)" \
     env RUSTFLAGS="--cfg loom --cfg crossbeam_loom" CARGO_PROFILE_RELEASE_LTO=false \
     CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo test --quiet --release \
-    -p granary-sync -p granary-time --lib --target-dir target/loom-sync loom
+    -p granary-sync -p granary-time -p granary-locks --lib --target-dir target/loom-sync loom
 # The guest suite runs a release build of granary. It compiles while the fuzzer runs
 # (each fuzz target keeps one core busy for its time), and the suite's own build step
 # (which honours CARGO_TARGET_DIR) then finds it done.

@@ -43,21 +43,29 @@
 //! many_locks` prints the numbers; docs/LOCKS.md has them). One mutex guards the whole
 //! manager: lock requests are a small part of a server's traffic, and every call is
 //! short (no I/O, no callbacks under it).
+//!
+//! The mutex and the wakers' lock are std's, or loom's under `--cfg loom` (`prim`), so
+//! the loom model (`loom_tests.rs`) checks the wait queue against every order of racing
+//! calls and deliveries: no waiter lost, none granted twice, arrival order kept.
 #![forbid(unsafe_code)]
 
 mod file;
 pub mod limits;
+#[cfg(all(test, loom))]
+mod loom_tests;
+mod prim;
 mod range;
 mod segments;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use file::{Delivery, FileLocks, OwnerId, Waiter};
+use prim::{Mutex, MutexGuard, RwLock};
 pub use range::{Range, RangeError};
 
 /// A file as its locks are keyed: the export id and the file id its handles carry.

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Kernel-client performance: fio 4 KiB random read/write at iodepth 1 and 16 and 1 MiB
-# sequential read/write, through the Linux NFSv3 client in the vm.sh guest, against
+# sequential read/write, through the Linux NFS client in the vm.sh guest, against
 # granary (mem backend, and host backend on a guest tmpfs), kernel nfsd (tmpfs) and
-# nfs-ganesha (FSAL VFS on tmpfs) in the same boot.
+# nfs-ganesha (FSAL VFS on tmpfs) through NFSv3, and granary (mem, host) and knfsd
+# through NFSv4.2 (granary-v4, host-v4, knfsd-v4), in the same boot.
 #
 #   kernel-tests/perf.sh                  # writes bench/results/<date>-kernel-fio/
-#   PERF_SERVERS="host knfsd" kernel-tests/perf.sh   # some of granary host knfsd ganesha
+#   PERF_SERVERS="host knfsd" kernel-tests/perf.sh   # some of granary host knfsd ganesha granary-v4 host-v4 knfsd-v4
 #   PERF_SECS=8 PERF_ROUNDS=3 PERF_SIZE=128m kernel-tests/perf.sh
 #   KT_GRANARY_BIN=path KT_GRANARY_COMMIT=abc1234 kernel-tests/perf.sh   # a prebuilt binary
 #
@@ -40,6 +41,6 @@ kt_boot "${KT_TIMEOUT:-1800}" perf.sh || rc=$?
 grep -q "(accel $accel)" "$KT_STAGE/log" || kt_die "vm.sh did not report accel $accel; results not kept"
 mkdir -p "$dest"
 cp "$KT_STAGE/out/results.json" "$KT_STAGE/out/README.md" "$dest/"
-grep -E '^  (granary|host|knfsd|ganesha) ' "$KT_STAGE/log" >"$dest/rounds.txt" || true
+grep -E '^  (granary|host|knfsd|ganesha)(-v4)? ' "$KT_STAGE/log" >"$dest/rounds.txt" || true
 printf '\nHost load (1/5/15 min) after: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$dest/README.md"
 echo "kernel-tests/perf.sh: results in $dest"

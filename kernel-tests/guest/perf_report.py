@@ -44,9 +44,12 @@ def main():
     raw, out, accel, secs, rounds, size, meta = sys.argv[1:8]
     servers, workloads = sys.argv[8].split(), sys.argv[9].split()
     rounds = int(rounds)
-    # granary's targets (mem and host backends) against every other server.
-    ours = [s for s in servers if s in ("granary", "host")]
+    # granary's targets (mem and host backends) against the peers of the same protocol,
+    # and each granary target through NFSv4.2 against itself through NFSv3.
+    ours = [s for s in servers if s in ("granary", "host", "granary-v4", "host-v4")]
     peers = [p for p in servers if p not in ours]
+    pairs = [(o, p) for o in ours for p in peers if o.endswith("-v4") == p.endswith("-v4")]
+    pairs += [(o, o[:-3]) for o in ours if o.endswith("-v4") and o[:-3] in servers]
     results = {}
     for w in workloads:
         results[w] = {}
@@ -61,7 +64,7 @@ def main():
                 "clat_mean": round(results[w][o]["median"]["clat_mean_us"]
                                    / results[w][p]["median"]["clat_mean_us"], 3),
             }
-            for o in ours for p in peers
+            for o, p in pairs
         }
     doc = {
         "accelerator": accel,
@@ -70,13 +73,18 @@ def main():
                  "in the same guest boot do." if accel == "tcg" else
                  "Servers measured in the same guest boot; compare ratios."),
         "client": "Linux 6.1 kernel NFS client (Debian 12 guest of kernel-tests/vm/vm.sh), "
-                  "NFSv3 over TCP on the guest's loopback, nolock",
+                  "NFSv3 over TCP on the guest's loopback, nolock (the -v4 targets: NFSv4.2)",
         "servers": {
             "granary": "granary serve --squash none --no-portmap (mem backend), 2 workers",
             "host": "granary serve /export-host --squash none --no-portmap (host backend on "
                     "a tmpfs), 2 workers",
             "knfsd": "Linux 6.1 nfsd exporting a tmpfs (sync, no_root_squash)",
             "ganesha": "nfs-ganesha 4.3 (Debian), FSAL VFS on a tmpfs",
+            "granary-v4": "granary serve --squash none --no-portmap (mem backend), mounted "
+                          "with NFSv4.2, a server of its own",
+            "host-v4": "granary serve /export-host-v4 (host backend on a tmpfs), mounted with "
+                       "NFSv4.2, a server of its own",
+            "knfsd-v4": "the same knfsd, its export mounted with NFSv4.2 (a directory of its own)",
         },
         "fio": {"direct": 1, "runtime_s": int(secs), "ramp_time_s": 1, "size": size,
                 "rounds": rounds, "engines": "psync at iodepth 1, libaio otherwise"},
@@ -87,7 +95,7 @@ def main():
         json.dump(doc, f, indent=1)
         f.write("\n")
 
-    pairs = [f"{o}/{p}" for o in ours for p in peers]
+    pairs = [f"{o}/{p}" for o, p in pairs]
     lines = [
         f"# Kernel-client fio: {', '.join(ours)} vs {', '.join(peers)} (accelerator: {accel})",
         "",
@@ -117,7 +125,8 @@ def main():
         ratios = [f"{results[w]['ratios'][pair]['iops']:.2f}" for pair in pairs]
         lines.append(f"| {w} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     lines += ["", "Ratios are of median IOPS (equal to the bandwidth ratio for the 1 MiB jobs); "
-              "above 1 means granary (mem or host backend) did more.", ""]
+              "above 1 means granary (mem or host backend) did more; X-v4/X compares granary "
+              "through NFSv4.2 with itself through NFSv3.", ""]
     with open(f"{out}/README.md", "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

@@ -4,58 +4,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use bytes::Bytes;
 use common::nfs::connect;
-use common::Server;
+use common::{HostDirs, Server};
 use nfs3::nfs::{NfsFh3, Nfsstat3, StableHow};
-
-struct Dirs {
-    base: PathBuf,
-}
-
-impl Dirs {
-    fn new(name: &str) -> Self {
-        let base =
-            std::env::temp_dir().join(format!("granary-hostexp-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(base.join("export")).unwrap();
-        Self { base }
-    }
-    fn export(&self) -> PathBuf {
-        self.base.join("export")
-    }
-    fn state(&self) -> PathBuf {
-        self.base.join("state")
-    }
-    /// `granary serve EXPORT --state-dir STATE --squash none`: the tests run as root and
-    /// the export is root's, so root must stay root to write (as with knfsd's
-    /// `no_root_squash`).
-    fn serve(&self) -> Server {
-        self.serve_with(&[])
-    }
-    /// [`Dirs::serve`] with more options.
-    fn serve_with(&self, extra: &[&str]) -> Server {
-        let (e, s) = (self.export(), self.state());
-        let mut args = vec![
-            e.to_str().unwrap(),
-            "--state-dir",
-            s.to_str().unwrap(),
-            "--squash",
-            "none",
-        ];
-        args.extend_from_slice(extra);
-        Server::start(&args)
-    }
-}
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.base);
-    }
-}
 
 fn tool(name: &str, args: &[&str]) -> Output {
     Command::new(name).args(args).output().unwrap_or_else(|e| {
@@ -88,7 +43,7 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 
 #[test]
 fn libnfs_utils_copy_in_and_out_of_a_host_directory() {
-    let d = Dirs::new("libnfs");
+    let d = HostDirs::new("libnfs");
     std::fs::write(d.export().join("local.txt"), b"written on the host\n").unwrap();
     std::fs::create_dir(d.export().join("sub")).unwrap();
     // Never looked up by any client: READDIRPLUS must still list it with attributes.
@@ -162,7 +117,7 @@ fn kill9(server: Server) {
 /// file and a directory renamed by granary and one renamed by a local process meanwhile.
 #[test]
 fn kill_9_loses_no_acknowledged_byte_and_handles_survive() {
-    let d = Dirs::new("kill9");
+    let d = HostDirs::new("kill9");
     let rt = runtime();
     let server = d.serve();
     let sync_data = pattern(3 << 20, 1);
@@ -225,7 +180,7 @@ fn flipped(fh: &NfsFh3, at: usize) -> NfsFh3 {
 
 #[test]
 fn forged_truncated_and_stale_handles_are_refused() {
-    let d = Dirs::new("handles");
+    let d = HostDirs::new("handles");
     let rt = runtime();
     let server = d.serve();
     rt.block_on(async {
@@ -258,7 +213,7 @@ fn forged_truncated_and_stale_handles_are_refused() {
         c.getattr_ok(&root).await.unwrap();
     });
     // A handle signed under another state directory's key is refused.
-    let other = Dirs::new("handles-other");
+    let other = HostDirs::new("handles-other");
     let server2 = other.serve();
     rt.block_on(async {
         let c = connect(&server2).await;
@@ -276,7 +231,7 @@ fn forged_truncated_and_stale_handles_are_refused() {
 
 #[test]
 fn symlinks_in_the_export_are_not_followed_by_the_server() {
-    let d = Dirs::new("escape");
+    let d = HostDirs::new("escape");
     std::fs::write(d.base.join("secret"), b"outside").unwrap();
     std::os::unix::fs::symlink(d.base.join("secret"), d.export().join("abs")).unwrap();
     std::os::unix::fs::symlink(&d.base, d.export().join("updir")).unwrap();
@@ -299,7 +254,7 @@ fn symlinks_in_the_export_are_not_followed_by_the_server() {
 
 #[test]
 fn startup_refuses_a_missing_directory_with_the_fix() {
-    let d = Dirs::new("refuse");
+    let d = HostDirs::new("refuse");
     let out = Command::new(env!("CARGO_BIN_EXE_granary"))
         .args(["serve", "--listen", "127.0.0.1:0", "--no-portmap"])
         .arg(d.base.join("no-such-dir"))
@@ -332,7 +287,7 @@ fn fds_under(pid: u32, dir: &Path) -> Vec<String> {
 #[test]
 fn open_file_cache_on_and_off_through_libnfs() {
     for mode in ["on", "off"] {
-        let d = Dirs::new(&format!("fhcache-{mode}"));
+        let d = HostDirs::new(&format!("fhcache-{mode}"));
         let server = d.serve_with(&["--fhcache", mode]);
         let data = pattern(3 << 20, 7);
         let local = d.base.join("local");
@@ -371,7 +326,7 @@ const NOBODY: u32 = 65534;
 
 /// `granary serve DIR --state-dir STATE [extra]` as `nobody` (setpriv, no supplementary
 /// groups), for a test running as root.
-fn serve_as_nobody(d: &Dirs, extra: &[&str]) -> std::process::Command {
+fn serve_as_nobody(d: &HostDirs, extra: &[&str]) -> std::process::Command {
     let id = NOBODY.to_string();
     let mut cmd = Command::new("setpriv");
     cmd.args([format!("--reuid={id}"), format!("--regid={id}")])
@@ -382,7 +337,7 @@ fn serve_as_nobody(d: &Dirs, extra: &[&str]) -> std::process::Command {
 /// `WRAPPER... granary serve EXPORT --state-dir STATE EXTRA...` on a loopback port: the
 /// server started by a command that changes its identity or limits first and then
 /// executes it (same process id).
-fn serve_under(mut wrapper: Command, d: &Dirs, extra: &[&str]) -> Command {
+fn serve_under(mut wrapper: Command, d: &HostDirs, extra: &[&str]) -> Command {
     wrapper
         .arg(Server::bin())
         .args([
@@ -421,7 +376,7 @@ fn unprivileged_server_acts_as_its_own_user_for_every_client() {
         eprintln!("skipped: needs root to start granary as another user (setpriv)");
         return;
     }
-    let d = Dirs::new("unpriv");
+    let d = HostDirs::new("unpriv");
     std::fs::create_dir(d.state()).unwrap();
     for dir in [d.export(), d.state()] {
         std::os::unix::fs::chown(&dir, Some(NOBODY), Some(NOBODY)).unwrap();
@@ -479,7 +434,7 @@ fn unprivileged_server_acts_as_its_own_user_for_every_client() {
 /// to refuse to start.
 #[test]
 fn starts_and_serves_under_a_1024_open_file_limit() {
-    let d = Dirs::new("nofile");
+    let d = HostDirs::new("nofile");
     let mut cmd = Command::new("prlimit");
     cmd.args(["--nofile=1024:1024", "--"]);
     let cmd = serve_under(cmd, &d, &["--squash", "none"]);
@@ -537,7 +492,7 @@ fn large_reads_sent_from_the_file_equal_the_host_bytes() {
         (3 << 20) + 5,
     ];
     for (mode, sendfile) in [("on", "always"), ("off", "always"), ("on", "auto")] {
-        let d = Dirs::new(&format!("zerocopy-{mode}-{sendfile}"));
+        let d = HostDirs::new(&format!("zerocopy-{mode}-{sendfile}"));
         for size in sizes {
             let data = pattern(size, size as u64);
             std::fs::write(d.export().join(format!("f{size}")), &data).unwrap();
@@ -577,7 +532,7 @@ fn reads_racing_a_truncating_writer_return_only_file_content() {
 }
 
 fn read_racing_a_truncating_writer(sendfile: &str) {
-    let d = Dirs::new(&format!("zerocopy-race-{sendfile}"));
+    let d = HostDirs::new(&format!("zerocopy-race-{sendfile}"));
     let data = pattern(2 << 20, 99);
     let path = d.export().join("churn");
     std::fs::write(&path, &data).unwrap();

@@ -9,7 +9,7 @@ mod common;
 use bytes::Bytes;
 use client::{auth_sys, RpcConnection};
 use common::v4::{call, channel, PROGRAM, V4};
-use common::Server;
+use common::{HostDirs, Server};
 use nfs4::attr::{num, Fattr};
 use nfs4::ops::*;
 use nfs4::results::*;
@@ -552,17 +552,9 @@ async fn v3_and_v4_share_handles() {
 /// blocking pool before anything runs, and the bytes reach the host file.
 #[tokio::test]
 async fn host_export_io_runs_whole_compounds_on_the_blocking_pool() {
-    let base = std::env::temp_dir().join(format!("granary-nfs4-host-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(base.join("export")).unwrap();
-    let (export, state) = (base.join("export"), base.join("state"));
-    let server = Server::start(&[
-        export.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--squash",
-        "none",
-    ]);
+    let dirs = HostDirs::new("nfs4-host");
+    let export = dirs.export();
+    let server = dirs.serve();
     let mut c = V4::connect(&server, "client-host").await;
     let data = Bytes::from(vec![0x5a; 100_000]);
     let (status, r) = c
@@ -596,8 +588,6 @@ async fn host_export_io_runs_whole_compounds_on_the_blocking_pool() {
     };
     assert_eq!(read.data, data);
     assert_eq!(std::fs::read(export.join("synced")).unwrap(), data.to_vec());
-    drop(server);
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// A call the server sent on a back channel: its xid, program, version, procedure,
@@ -1023,20 +1013,9 @@ async fn a_removed_open_file_lives_until_close_on_mem() {
 
 #[tokio::test]
 async fn a_removed_open_file_lives_until_close_on_host() {
-    let base = std::env::temp_dir().join(format!("granary-nfs4-unlinked-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(base.join("export")).unwrap();
-    let (export, state) = (base.join("export"), base.join("state"));
-    let server = Server::start(&[
-        export.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--squash",
-        "none",
-    ]);
-    removed_open_file_lives_until_close(&server, Some(&export)).await;
-    drop(server);
-    let _ = std::fs::remove_dir_all(&base);
+    let dirs = HostDirs::new("nfs4-unlinked");
+    let server = dirs.serve();
+    removed_open_file_lives_until_close(&server, Some(&dirs.export())).await;
 }
 
 /// READ as the COMPOUND's last operation is read straight into the reply, or (host,
@@ -1141,20 +1120,7 @@ async fn reads_give_the_same_bytes_however_they_are_sent_on_mem() {
 
 #[tokio::test]
 async fn reads_give_the_same_bytes_however_they_are_sent_on_host_with_sendfile() {
-    let base = std::env::temp_dir().join(format!("granary-nfs4-tail-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(base.join("export")).unwrap();
-    let (export, state) = (base.join("export"), base.join("state"));
-    let server = Server::start(&[
-        export.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--squash",
-        "none",
-        "--sendfile",
-        "always",
-    ]);
+    let dirs = HostDirs::new("nfs4-tail");
+    let server = dirs.serve_with(&["--sendfile", "always"]);
     reads_give_the_same_bytes_however_they_are_sent(&server).await;
-    drop(server);
-    let _ = std::fs::remove_dir_all(&base);
 }

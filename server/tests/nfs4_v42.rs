@@ -8,7 +8,7 @@ mod common;
 
 use bytes::Bytes;
 use common::v4::{Setup, V4};
-use common::Server;
+use common::{HostDirs, Server};
 use nfs4::attr::{num, Fattr};
 use nfs4::ops::*;
 use nfs4::results::*;
@@ -496,17 +496,9 @@ fn block_bytes(dir: &std::path::Path) -> u64 {
 #[tokio::test]
 async fn host_export_seeks_allocates_deallocates_copies_and_clones() {
     use std::os::unix::fs::MetadataExt;
-    let base = std::env::temp_dir().join(format!("granary-nfs4-v42-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(base.join("export")).unwrap();
-    let (export, state) = (base.join("export"), base.join("state"));
-    let server = Server::start(&[
-        export.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--squash",
-        "none",
-    ]);
+    let dirs = HostDirs::new("nfs4-v42");
+    let export = dirs.export();
+    let server = dirs.serve();
     let mut c = connect(&server, "v42-host").await;
     // Holes in units of the host's blocks, at least 64 KiB apart so every file system
     // with holes keeps them.
@@ -535,15 +527,13 @@ async fn host_export_seeks_allocates_deallocates_copies_and_clones() {
     // the others (ext4, tmpfs) refuse it and the client copies instead.
     let (dst, _) = c.open("clone-dst", share::ACCESS_BOTH).await;
     let got = c.clone_range(&fh, &dst, (0, 0), unit).await;
-    let probe = reflink_probe(&base);
+    let probe = reflink_probe(&dirs.base);
     if probe {
         assert_eq!(got, Nfsstat4::Ok);
         assert_eq!(&c.read(&dst, 0, 4).await[..], b"head");
     } else {
         assert_eq!(got, Nfsstat4::Notsupp);
     }
-    drop(server);
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// Whether the file system under `dir` clones (`cp --reflink=always` succeeds).

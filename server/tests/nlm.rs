@@ -7,14 +7,13 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use client::RpcConnection;
 use common::nfs::connect;
-use common::Server;
+use common::{HostDirs, Server};
 use nlm::nlm4::*;
 use nlm::nsm::{self, SmName, StatChge};
 use rpc::dispatch::{CacheClass, ProcError, Program};
@@ -427,29 +426,12 @@ async fn sm_notify_frees_the_rebooted_hosts_locks() {
     assert!(matches!(c.test(&wide, true).await, TestReply::Denied(h) if h.svid == 2));
 }
 
-struct Dirs(PathBuf);
-
-impl Dirs {
-    fn new(tag: &str) -> Self {
-        let base = std::env::temp_dir().join(format!("granary-nlm-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(base.join("export")).unwrap();
-        Self(base)
-    }
-}
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[tokio::test]
 async fn restart_notifies_lock_holders_and_grants_only_reclaims_in_grace() {
     let mut host = Host::start().await;
     let port = host.port.to_string();
-    let dirs = Dirs::new("restart");
-    let (export, state) = (dirs.0.join("export"), dirs.0.join("state"));
+    let dirs = HostDirs::new("nlm-restart");
+    let (export, state) = (dirs.export(), dirs.state());
     let args = [
         export.to_str().unwrap(),
         "--state-dir",

@@ -6,7 +6,7 @@ pub mod nfs;
 pub mod v4;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
@@ -62,5 +62,55 @@ impl Server {
         self.process
             .terminate(Duration::from_secs(10))
             .expect("granary did not exit within 10 s of SIGTERM")
+    }
+}
+
+/// A fresh `export` and `state` directory for a host export under the temp directory,
+/// removed when dropped (drop the [`Server`] first: declare it after).
+pub struct HostDirs {
+    pub base: PathBuf,
+}
+
+impl HostDirs {
+    pub fn new(tag: &str) -> Self {
+        let base = std::env::temp_dir().join(format!("granary-test-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("export")).unwrap();
+        Self { base }
+    }
+
+    pub fn export(&self) -> PathBuf {
+        self.base.join("export")
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.base.join("state")
+    }
+
+    /// `granary serve EXPORT --state-dir STATE --squash none`: the tests run as root and
+    /// the export is root's, so root must stay root to write (as with knfsd's
+    /// `no_root_squash`).
+    pub fn serve(&self) -> Server {
+        self.serve_with(&[])
+    }
+
+    /// [`HostDirs::serve`] with more options.
+    pub fn serve_with(&self, extra: &[&str]) -> Server {
+        let (e, s) = (self.export(), self.state());
+        let mut args = vec![
+            e.to_str().unwrap(),
+            "--state-dir",
+            s.to_str().unwrap(),
+            "--squash",
+            "none",
+        ];
+        args.extend_from_slice(extra);
+        Server::start(&args)
+    }
+}
+
+impl Drop for HostDirs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod convert;
 pub mod credcache;
+pub mod grace;
 pub mod idmap;
 pub mod limits;
 pub mod mountproc;

@@ -33,6 +33,9 @@ pub struct NfsState {
     /// their locks here, so each protocol's locks are in the other's way
     /// (docs/LOCKS.md). Keyed by [`locks::FileKey`] = (export id, file id).
     pub locks: Arc<locks::LockManager>,
+    /// The grace periods of NFSv4 and NLM after a restart, which both front ends honour
+    /// (no new lock while either runs).
+    pub lock_grace: crate::grace::LockGrace,
 }
 
 /// When a READ of at least [`vfs::limits::ZERO_COPY_READ_MIN_BYTES`] from a backend that
@@ -121,6 +124,7 @@ impl NfsState {
             creds: Some(CredCache::new()),
             sendfile: SendfileMode::default(),
             locks: Arc::new(locks::LockManager::default()),
+            lock_grace: crate::grace::LockGrace::default(),
             idmap: Idmap::numeric(),
         }
     }

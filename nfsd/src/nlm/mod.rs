@@ -112,7 +112,6 @@ pub struct NlmState {
     pub monitor: Monitor,
     clock: Arc<dyn gtime::Clock>,
     outbox: Arc<dyn Outbox>,
-    grace_ends: Mutex<Option<Duration>>,
     waiting: Mutex<Waiting>,
     shares: Mutex<share::Shares>,
     me: Weak<NlmState>,
@@ -132,7 +131,6 @@ impl NlmState {
             monitor,
             clock,
             outbox,
-            grace_ends: Mutex::new(None),
             waiting: Mutex::new(Waiting::default()),
             shares: Mutex::new(share::Shares::default()),
             me: me.clone(),
@@ -148,29 +146,38 @@ impl NlmState {
         self.clock.monotonic()
     }
 
-    /// Refuses new locks (`NLM4_DENIED_GRACE_PERIOD`) and grants reclaims for `grace`
-    /// from now: after a restart, while the clients told by SM_NOTIFY take back theirs.
+    /// Refuses new locks (`NLM4_DENIED_GRACE_PERIOD`, and NFSv4's `NFS4ERR_GRACE`) and
+    /// grants NLM reclaims for `grace` from now: after a restart, while the clients told
+    /// by SM_NOTIFY take back theirs.
     pub fn start_grace(&self, grace: Duration) {
         let ends = self.now() + grace;
-        *lock(&self.grace_ends) = Some(ends);
+        self.core.lock_grace.start(locks::Protocol::Nlm, ends);
         tracing::info!(
             grace_secs = grace.as_secs(),
             "NLM grace period: clients reclaim their locks, new locks wait"
         );
     }
 
-    /// Whether the grace period runs now.
+    /// Whether NLM's own grace period runs now: reclaims are granted.
     #[must_use]
     pub fn in_grace(&self) -> bool {
-        let mut g = lock(&self.grace_ends);
-        match *g {
-            Some(ends) if self.now() < ends => true,
-            Some(_) => {
-                *g = None;
-                tracing::info!("NLM grace period over: new locks are granted");
-                false
-            }
-            None => false,
+        self.core.lock_grace.own(locks::Protocol::Nlm, self.now())
+    }
+
+    /// Whether NLM's or NFSv4's grace period runs now: no new lock is granted.
+    #[must_use]
+    pub fn locks_in_grace(&self) -> bool {
+        self.core.lock_grace.any(self.now())
+    }
+
+    /// The grace rule of LOCK and SHARE (as knfsd): a reclaim only in NLM's grace
+    /// period, a new lock only when no grace period runs (NLM's or NFSv4's).
+    #[must_use]
+    pub fn grace_refuses(&self, reclaim: bool) -> bool {
+        if reclaim {
+            !self.in_grace()
+        } else {
+            self.locks_in_grace()
         }
     }
 

@@ -165,7 +165,7 @@ fn test_reply(s: &NlmState, ctx: &CallContext, a: &TestArgs) -> TestReply {
         Ok(f) => f,
         Err(st) => return TestReply::Other(st),
     };
-    if s.in_grace() {
+    if s.locks_in_grace() {
         return TestReply::Other(Stats::DeniedGracePeriod);
     }
     let range = match range_of(&a.alock) {
@@ -205,8 +205,7 @@ fn lock_stat(
     if a.exclusive && read_only {
         return Ok(Stats::Rofs);
     }
-    // As knfsd: in grace only reclaims, and reclaims only in grace.
-    if s.in_grace() != a.reclaim {
+    if s.grace_refuses(a.reclaim) {
         return Ok(Stats::DeniedGracePeriod);
     }
     let range = match range_of(&a.alock) {
@@ -417,7 +416,7 @@ fn share_res(s: &NlmState, ctx: &CallContext, a: &ShareArgs, on: bool) -> Stats 
         Ok(f) => f,
         Err(st) => return st,
     };
-    if on && s.in_grace() != a.reclaim {
+    if on && s.grace_refuses(a.reclaim) {
         return Stats::DeniedGracePeriod;
     }
     let client = super::nlm_client(ctx.peer.ip(), a.share.caller_name.as_bytes());

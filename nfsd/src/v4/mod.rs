@@ -164,9 +164,13 @@ impl Nfs4State {
         let server_owner = Bytes::from(format!("granary-{:08x}", config.epoch));
         let may_block = core.exports.iter().any(|e| e.backend().kind() != "mem");
         let remote = core.exports.iter().any(|e| e.backend().remote());
+        let state = State::new(config, now);
+        if let Some(ends) = state.grace_deadline() {
+            core.lock_grace.start(locks::Protocol::Nfs4, ends);
+        }
         Self {
             remote,
-            state: State::new(config, now),
+            state,
             core,
             clock,
             server_owner,
@@ -197,6 +201,7 @@ impl Nfs4State {
     /// clients of the previous boot never reclaimed, or `None` if grace is not over.
     pub fn end_grace(&self) -> Option<usize> {
         let unclaimed = self.state.end_grace(self.now())?;
+        self.core.lock_grace.end(locks::Protocol::Nfs4);
         if let Some(r) = &self.records {
             r.drop_unclaimed();
         }

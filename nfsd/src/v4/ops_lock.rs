@@ -16,6 +16,9 @@
 //!   request for the same bytes is refused in its favour. When its range frees, the
 //!   lock manager wakes it through [`NotifyLock`], which sends CB_NOTIFY_LOCK on the
 //!   client's back channel.
+//! - After a restart, a LOCK with `reclaim` set takes back a lock of a client the
+//!   previous run recorded, during the grace period; a new LOCK or a LOCKT gets
+//!   `NFS4ERR_GRACE` while NFSv4's or NLM's grace period runs ([`crate::grace`]).
 //! - A courteous server: a lock of a client whose lease ran out is in nobody's way; the
 //!   first request it is in the way of releases that client's state.
 //! - Locks are advisory: READ and WRITE never wait for them.
@@ -143,6 +146,10 @@ fn try_lock(cx: &mut Cx<'_>, a: &LockArgs) -> Result<Stateid4, Refusal> {
     let (kind, blocking) = kind_of(a.locktype);
     let range = range(a.offset, a.length)?;
     cx.s.state.check_lock_grace(client, a.reclaim, cx.now)?;
+    if !a.reclaim && cx.s.core.lock_grace.any(cx.now) {
+        // NLM hosts may still be taking back their locks (crate::grace).
+        return Err(Nfsstat4::Grace.into());
+    }
     let write = kind == Kind::Write;
     let (owner, open) = match &a.locker {
         Locker4::New(n) => {
@@ -208,8 +215,9 @@ fn try_lockt(cx: &mut Cx<'_>, a: &LocktArgs) -> Result<Nothing, Refusal> {
     let file = lock_target(cx)?;
     let (kind, _) = kind_of(a.locktype);
     let range = range(a.offset, a.length)?;
-    if cx.s.state.in_grace(cx.now) {
-        // Locks not yet reclaimed are not there to be seen (knfsd answers the same).
+    if cx.s.state.in_grace(cx.now) || cx.s.core.lock_grace.any(cx.now) {
+        // Locks not yet reclaimed, over either protocol, are not there to be seen
+        // (knfsd answers the same).
         return Err(Nfsstat4::Grace.into());
     }
     let owner = Owner::nfs4(client, a.owner.owner.0.clone());

@@ -246,7 +246,12 @@ fn bind_conn(cx: &mut Cx<'_>, a: &BindConnToSessionArgs) -> Result<BindConnToSes
 
 fn reclaim_complete(cx: &mut Cx<'_>) -> Result<(), Nfsstat4> {
     let client = cx.client()?;
-    cx.s.state.reclaim_complete(client)
+    cx.s.state.reclaim_complete(client)?;
+    if !cx.s.state.in_grace(cx.now) {
+        // The last client of the previous run is done: NLM may grant new locks too.
+        cx.s.core.lock_grace.end(locks::Protocol::Nfs4);
+    }
+    Ok(())
 }
 
 fn test_stateid(cx: &mut Cx<'_>, sids: &[nfs4::Stateid4]) -> Result<TestStateidOk, Nfsstat4> {

@@ -14,8 +14,9 @@
 #   KT_GUEST  this directory
 #   KT_DETAIL a directory for detail files (long outputs; see detail below)
 #   KT_BACKING the directory behind KT_ROOT on the server (the reference: KT_ROOT itself)
-#   KT_RESTART, KT_PORT  restart group: "$KT_RESTART stop|start $KT_PORT" kills -9 and
-#             starts again the server (the reference: true, nothing to restart)
+#   KT_RESTART, KT_PORT  restart group: "$KT_RESTART stop|term|start $KT_PORT" kills -9
+#             (or stops with SIGTERM) and starts again the server (restart.sh; the
+#             reference: true, nothing to restart)
 set -u
 export LC_ALL=C
 
@@ -362,15 +363,18 @@ grp_space() {
 # client's name), so the locks meet only at the server; on the reference the same
 # directory twice (the local kernel's locks between processes).
 grp_locks() {
-    local d=$KT_ROOT/locks b c mnt_b=
+    local d=$KT_ROOT/locks b c mnt_b= src port other=4.1
     mkdir -p "$d"
     if [ "$KT_KIND" = nfs ]; then
-        mnt_b=$KT_MNT-b
+        # The second client mounts the same export with the other minor version.
+        mnt_b=$KT_MNT-b src=${KT_MOUNT% *}; src=${src##* }
+        port=$(sed -n 's/.*[,=]port=\([0-9]*\).*/\1/p' <<<"$KT_MOUNT")
+        [[ $KT_MOUNT == *vers=4.1* ]] && other=4.2
         mkdir -p "$mnt_b"
-        mount -t nfs -o "vers=4.1,proto=tcp,port=$KT_PORT,retry=0" 127.0.0.1:/ "$mnt_b" ||
-            { echo "locks: the second (NFSv4.1) mount failed"; return 1; }
+        mount -t nfs -o "vers=$other,proto=tcp,port=$port,retry=0" "$src" "$mnt_b" ||
+            { echo "locks: the second (NFSv$other) mount failed"; return 1; }
         b=$mnt_b${d#"$KT_MNT"}
-        echo "note: NFSv4 clients of this kernel to port $KT_PORT: $(awk -v p="$(printf %x "$KT_PORT")" \
+        echo "note: NFSv4 clients of this kernel to port $port: $(awk -v p="$(printf %x "$port")" \
             '$1 == "v4" && tolower($3) == p' /proc/fs/nfsfs/servers | wc -l)"
     else
         b=$d
@@ -705,25 +709,68 @@ grp_plain() {
 }
 
 # ------------------------------------------------------------- server restart
-# The server is killed (-9) and started again (same directory, same state directory)
-# under the mounted client, which keeps an open file, a cwd, a file renamed before the
-# restart and a file a local process replaces while the server is down. Everything must
-# work as on the reference, where nothing restarts; the replaced file's old handle must
-# never read the new file (NFS: ESTALE, then the path finds the new file).
+# The server is stopped and started again (same directory, same state directory) twice
+# under the mounted client: first with SIGTERM, then with kill -9. The client keeps an
+# open file, a cwd, a file renamed before the restart, a file a local process replaces
+# while the server is down, and a writer (appender.py) appending numbered records with
+# fsync all along. Everything must work as on the reference, where nothing restarts: the
+# open fds read and write, the cwd lists and creates, the writer's file holds every
+# record whose fsync returned, in order, and the writer saw no error; the replaced
+# file's old handle must never read the new file (NFSv3: ESTALE; NFSv4: the client cannot
+# reclaim that open), then the path finds the new file. On NFSv4 the restarted server is
+# in its grace period: the client reclaims its opens (CLAIM_PREVIOUS) and new opens wait.
+# knfsd-v4's context restarts knfsd (rpc.nfsd 0, then rpc.nfsd again: its grace period
+# is 10 s).
+acked() { cat "$1" 2>/dev/null | awk '/^[0-9]/ { n++ } END { print n + 0 }'; }
+# writer_moves LOG: wait until the writer has acknowledged 3 more records (90 s at most).
+writer_moves() {
+    local from end=$(( ${EPOCHREALTIME/./} + 90000000 ))
+    from=$(acked "$1")
+    while [ "${EPOCHREALTIME/./}" -lt "$end" ]; do
+        [ "$(acked "$1")" -ge $((from + 3)) ] && { echo yes; return 0; }
+        sleep 0.2
+    done
+    echo "no: $(acked "$1") acknowledged, $from before, after 90 s"
+}
+# records FILE LOG: the writer's file against what it was told was stable.
+records() {
+    local last
+    last=$(grep '^[0-9]' "$2" | tail -1)
+    awk -v last="${last:--1}" '
+        $0 != sprintf("record %06d", NR - 1) { bad++; if (bad <= 3) first = first " line " NR ": " $0 }
+        END {
+            print "records in the file: " (bad ? "out of order, missing or doubled:" first : "in order, none missing or doubled")
+            print "every acknowledged record in the file: " (NR > last ? "yes" : "no, " NR " lines, last acknowledged " last)
+        }' "$1"
+}
 grp_restart() {
-    local d=$KT_ROOT/restart b=$KT_BACKING/restart old
-    rm -rf "$d"; mkdir -p "$d/cwd" "$d/sub"
+    local d=$KT_ROOT/restart b=$KT_BACKING/restart w=$KT_ROOT/restart-writer old wpid
+    local log=/tmp/kt-appender$$.log stop=/tmp/kt-appender$$.stop moved_term moved_kill dmesg0
+    rm -rf "$d" "$w" "$log" "$stop"; mkdir -p "$d/cwd" "$d/sub" "$w"
+    dmesg0=$(dmesg | wc -l)
     printf 'open before\n' >"$d/open"
     printf 'renamed before\n' >"$d/sub/old"
     printf 'old content\n' >"$d/replaced"
     printf 'in cwd\n' >"$d/cwd/f"
     cat "$d/replaced" >/dev/null
-    exec 3<>"$d/open" 4<"$d/replaced"
+    (cd / && exec python3 -S "$KT_GUEST/appender.py" "$w/records" "$log" "$stop") &
+    wpid=$!
+    writer_moves "$log" >/dev/null
+    exec 3<>"$d/open" 4<"$d/replaced" 5<"$d/open"
     cd "$d/cwd" || return 1
     mv "$d/sub/old" "$d/sub/new"
     sync
-    step "tree, open, cd, rename"
-    # Without this check's open files: the new server must not hold the mount busy.
+    step "tree, writer, open, cd, rename"
+    # SIGTERM (granary; knfsd: rpc.nfsd 0), then start again. Without this check's open
+    # files: the new server must not hold the mount busy.
+    $KT_RESTART term "$KT_PORT" 3>&- 4<&- 5<&- || echo "restart: term failed"
+    $KT_RESTART start "$KT_PORT" 3>&- 4<&- 5<&- || echo "restart: start failed"
+    echo "== restart-term"
+    echo "open fd reads: $(cat <&5)"
+    exec 5<&-
+    moved_term=$(writer_moves "$log")
+    echo "ls: $(ls | tr '\n' ' ')"
+    step "SIGTERM, start"
     $KT_RESTART stop "$KT_PORT" 3>&- 4<&- || echo "restart: stop failed"
     # While the server is down, a local process replaces a file behind the client.
     rm "$b/replaced" && printf 'new content\n' >"$b/replaced"
@@ -747,11 +794,26 @@ grp_restart() {
     old=$(cat <&4 2>&1); exec 4<&-
     echo "note: the old fd read: $old"
     [ "$old" != "new content" ] && echo "old fd never reads the new file: ok"
-    step "after the restart"
+    echo "== restart-writer"
+    moved_kill=$(writer_moves "$log")
+    echo "writer acknowledged records after the SIGTERM restart: $moved_term"
+    echo "writer acknowledged records after the kill -9 restart: $moved_kill"
+    touch "$stop"; wait "$wpid"; echo "writer exit: $?"
+    echo "writer errors: $(grep '^error' "$log" | head -5 | tr '\n' ' ' | sed 's/^$/none/')"
+    records "$w/records" "$log"
+    echo "note: $(acked "$log") records acknowledged, $(wc -l <"$w/records") lines in the file"
+    step "after the restarts"
+    dmesg | tail -n +$((dmesg0 + 1)) | grep -iE 'nfs|rpc|lockd' | head -8 | sed 's/^/note: kernel: /'
+    # What granary said about its grace period (the NFSv4 clients' reclaims).
+    local glog
+    glog=$(awk '{ print $3 }' "/tmp/granary-$KT_PORT.args" 2>/dev/null)
+    [ -n "$glog" ] && grep -h 'grace' "$glog" | tail -4 | sed 's/^/note: granary log: /'
     cd / || return 1
     reload || return 1
     echo "== restart-persisted"
     manifest "$d" | detail restart-manifest; contents "$d" | detail restart-contents
+    records "$w/records" "$log"
+    rm -f "$log" "$stop"; rm -rf "$w"
 }
 
 group=${1:?usage: check.sh GROUP}

@@ -18,6 +18,14 @@ EXT4_PORT=20497         # granary serve /export-ext4/rw (host backend on ext4), 
 EXT4_SQ_PORT=20498      # granary serve /export-ext4/sq, --squash root
 V4_PORT=20499           # granary (mem) mounted with NFSv4.2, --squash none
 V4_SQ_PORT=20500        # the same with --squash root
+HOST_V4_PORT=20501      # granary serve /export-host-v4 (host backend) mounted with NFSv4.2
+HOST_V4_SQ_PORT=20502   # granary serve /export-host-v4-sq, --squash root
+V41_PORT=20503          # granary (mem) mounted with NFSv4.1, --squash none
+V41_SQ_PORT=20504       # the same with --squash root
+# The NFSv4 lease (and so grace period) of host-v4's servers: short, so that a restart
+# costs the restart group little; knfsd_start gives knfsd 10 s, its minimum. 15 s, not
+# granary's minimum of 10: a guest under TCG on a loaded host can be late to renew.
+HOST_V4_LEASE_SECS=15
 # 20494-20496: unused, and the erofs group's servers (check.sh, ERO_PORT 20495, 20496).
 KNFSD_PORT=2049
 # Big enough for the suite's largest moment (64 MiB files, fio files, the doc tree),
@@ -83,6 +91,31 @@ host_start_both() {
             --state-dir /var/lib/granary-kt-sq --sendfile always
 }
 
+# host_v4_start_both: like host_start_both, for the target that mounts granary's host
+# backend with NFSv4.2, with a short lease (HOST_V4_LEASE_SECS) for the restart group.
+host_v4_start_both() {
+    mkdir -p /export-host-v4 /export-host-v4-sq || return 1
+    mount -t tmpfs -o size=3G tmpfs /export-host-v4 || return 1
+    mount -t tmpfs -o size=512M,mode=0777 tmpfs /export-host-v4-sq || return 1
+    granary_start "$HOST_V4_PORT" none /tmp/granary-host-v4.log /export-host-v4 \
+        --state-dir /var/lib/granary-kt-v4 --lease-secs "$HOST_V4_LEASE_SECS" &&
+        granary_start "$HOST_V4_SQ_PORT" root /tmp/granary-host-v4-sq.log /export-host-v4-sq \
+            --state-dir /var/lib/granary-kt-v4-sq --lease-secs "$HOST_V4_LEASE_SECS"
+}
+
+# knfsd_v4_start_both: knfsd (started here unless it runs) exporting two more tmpfs
+# directories for its NFSv4.2 target, /export-v4 (no_root_squash) and /export-v4-sq
+# (root_squash, mode 0777), beside the NFSv3 target's /export and /export-sq.
+knfsd_v4_start_both() {
+    if [ "$(cat /proc/fs/nfsd/threads 2>/dev/null || echo 0)" -eq 0 ]; then knfsd_start_both || return 1; fi
+    mkdir -p /export-v4 /export-v4-sq || return 1
+    mount -t tmpfs -o size=2G tmpfs /export-v4 || return 1
+    mount -t tmpfs -o size=512M,mode=0777 tmpfs /export-v4-sq || return 1
+    echo "/export-v4 127.0.0.1(rw,sync,no_subtree_check,no_root_squash,insecure,fsid=3)" >>/etc/exports
+    echo "/export-v4-sq 127.0.0.1(rw,sync,no_subtree_check,root_squash,insecure,fsid=4)" >>/etc/exports
+    exportfs -ra
+}
+
 # ext4_start_both: granary's host backend on two directories of an ext4 file system made
 # in the guest (a sparse image on the guest's root disk, loop-mounted), like the tmpfs
 # pair of host_start_both: rw (squash none) and sq (mode 0777, squash root).
@@ -97,14 +130,19 @@ ext4_start_both() {
         granary_start "$EXT4_SQ_PORT" root /tmp/granary-ext4-sq.log /export-ext4/sq --state-dir /var/lib/granary-kt-ext4-sq
 }
 
-# granary_kill PORT: kill -9 the granary on PORT (started by granary_start, maybe by
-# another shell) and wait until it is gone.
+# granary_kill PORT [SIGNAL]: kill -9 (or send SIGNAL to) the granary on PORT (started by
+# granary_start, maybe by another shell) and wait until it is gone (a SIGTERM lets it
+# finish the requests in progress, for up to 10 s).
 granary_kill() {
-    local pid i
+    local pid i sig=${2:-KILL}
     pid=$(cat "/tmp/granary-$1.pid") || return 1
-    kill -KILL "$pid" || return 1
-    for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-    echo "granary pid $pid on port $1 survived kill -9"; return 1
+    kill -"$sig" "$pid" || return 1
+    # Gone, or a zombie its parent (maybe the guest's init) has not reaped yet.
+    for i in $(seq 300); do
+        kill -0 "$pid" 2>/dev/null && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 0
+        sleep 0.1
+    done
+    echo "granary pid $pid on port $1 survived SIG$sig for 30 s"; return 1
 }
 
 # granary_again PORT: start the granary of PORT again with the arguments it had.
@@ -126,6 +164,12 @@ granary_mount_cmd() { # PORT MNT
 # LOCKT, LOCKU; the locks group).
 granary_v4_mount_cmd() { # PORT MNT
     echo "mount -t nfs -o vers=4.2,proto=tcp,port=$1,retry=0 127.0.0.1:/ $2"
+}
+granary_v41_mount_cmd() { # PORT MNT
+    echo "mount -t nfs -o vers=4.1,proto=tcp,port=$1,retry=0 127.0.0.1:/ $2"
+}
+knfsd_v4_mount_cmd() { # EXPORT MNT
+    echo "mount -t nfs -o vers=4.2,proto=tcp,port=$KNFSD_PORT,retry=0 127.0.0.1:$1 $2"
 }
 knfsd_mount_cmd() { # EXPORT MNT
     echo "mount -t nfs -o vers=3,proto=tcp,port=$KNFSD_PORT,mountproto=tcp,nolock,retry=0 127.0.0.1:$1 $2"

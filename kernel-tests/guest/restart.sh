@@ -1,13 +1,33 @@
 #!/usr/bin/env bash
-# restart.sh stop|start PORT: for the restart group of check.sh (as KT_RESTART), kill -9
-# the granary serving PORT, or start it again with the same arguments and state directory.
+# restart.sh [--knfsd] stop|term|start PORT: for the restart group of check.sh (as
+# KT_RESTART). granary: kill -9 (stop) or SIGTERM (term) the granary serving PORT, and
+# wait until it is gone; or start it again with the same arguments and state directory.
+# --knfsd: stop (either way) and start the kernel's nfsd, whose v4 clients then reclaim
+# during its grace period (10 s, as knfsd_start sets it); PORT is ignored.
 set -u
 # Not in the check's cwd (on the mount): the new server must not hold the mount busy.
 cd / || exit 1
 # shellcheck source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+if [ "${1:-}" = --knfsd ]; then
+    case ${2:-} in
+    stop | term) rpc.nfsd 0 ;;
+    start) rpc.nfsd --grace-time 10 --lease-time 10 4 ;;
+    *) echo "usage: restart.sh --knfsd stop|term|start PORT"; exit 2 ;;
+    esac
+    exit
+fi
 case ${1:-} in
 stop) granary_kill "$2" ;;
-start) granary_again "$2" >/dev/null ;;
-*) echo "usage: restart.sh stop|start PORT"; exit 2 ;;
+term) granary_kill "$2" TERM ;;
+start)
+    # KT_RESTART_WIPE=1 proves that the group can fail: the state directory (handle key,
+    # handle indexes, NFSv4 client records) is wiped before the start, so the client's
+    # handles and state mean nothing to the new server.
+    if [ "${KT_RESTART_WIPE:-0}" = 1 ]; then
+        state=$(sed -n 's/.*--state-dir \([^ ]*\).*/\1/p' "/tmp/granary-$2.args")
+        [ -n "$state" ] && rm -rf "$state" && echo "note: restart.sh wiped $state (KT_RESTART_WIPE=1)"
+    fi
+    granary_again "$2" >/dev/null ;;
+*) echo "usage: restart.sh [--knfsd] stop|term|start PORT"; exit 2 ;;
 esac

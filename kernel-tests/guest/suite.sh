@@ -7,24 +7,33 @@
 # restart, one at a time: see run_group). A check passes on a server when its output
 # equals the reference's; otherwise both outputs (or their diff) are printed.
 # Env: KT_STAGE    staging directory shared from the host (granary binary, scripts)
-#      KT_TARGETS  servers to test (default "plain granary host host-ext4 v4 knfsd";
+#      KT_TARGETS  servers to test (default "plain granary host host-ext4 v4 v4.1 host-v4
+#                  knfsd knfsd-v4";
 #                  "plain" is the plain NFSv4.2 mount of granary on port 2049 (its servers
 #                  start in the plain group), "granary" the mem backend, "host" granary's host backend serving a guest tmpfs
 #                  directory, "host-ext4" the same on an ext4 file system in the guest,
-#                  "v4" the mem backend mounted with NFSv4.2)
+#                  "v4" the mem backend mounted with NFSv4.2, "v4.1" the same with
+#                  NFSv4.1, "host-v4" the host backend (tmpfs) mounted with NFSv4.2,
+#                  "knfsd-v4" knfsd mounted with NFSv4.2)
 #      KT_CHECKS   extended regex: run only the groups whose names match
-#      KT_HOST_GROUPS, KT_HOST_EXT4_GROUPS  extended regexes: the groups the host and
-#                  host-ext4 targets run (defaults chosen for the suite's time, see
-#                  README.md; '.' for every group)
-#      KT_V4_GROUPS extended regex: the groups the v4 target runs
+#      KT_HOST_GROUPS, KT_HOST_EXT4_GROUPS, KT_V4_GROUPS, KT_V41_GROUPS,
+#      KT_HOST_V4_GROUPS, KT_KNFSD_V4_GROUPS  extended regexes: the groups each of those
+#                  targets runs (defaults chosen for the suite's time, see README.md;
+#                  '.' for every group that applies)
+#      KT_RESTART_WIPE=1  the restart group wipes granary's state directory between the
+#                  stop and the start (restart.sh), to see the group fail
 set -u
 KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 # shellcheck source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-read -r -a TARGETS <<<"${KT_TARGETS:-plain granary host host-ext4 v4 knfsd}"
+read -r -a TARGETS <<<"${KT_TARGETS:-plain granary host host-ext4 v4 v4.1 host-v4 knfsd knfsd-v4}"
 HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|acl|quota|restart)$}
 HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|acl|restart)$}
 V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|locks|persist)$}
+# The NFSv4 targets beside v4 run a few groups by default (README.md, "NFSv4 targets").
+HOST_V4_GROUPS=${KT_HOST_V4_GROUPS:-^(copy|writers|restart)$}
+KNFSD_V4_GROUPS=${KT_KNFSD_V4_GROUPS:-^(copy|posix)$}
+V41_GROUPS=${KT_V41_GROUPS:-^(copy|posix)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
 
@@ -38,8 +47,8 @@ T0=${EPOCHREALTIME/./}
 # clients) runs on v4 only: the NFSv3 mounts are nolock.
 GROUPS_=(
     "plain 300" "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
-    "fio 600" "stress-ng 120" "writers 300" "ownership 300" "acl 120" "quota 120"
-    "erofs 300" "space 120" "locks 300" "persist 300" "restart 120"
+    "fio 600" "stress-ng 300" "writers 300" "ownership 300" "acl 120" "quota 120"
+    "erofs 300" "space 300" "locks 300" "persist 300" "restart 300"
 )
 
 # runs_on TARGET GROUP: whether GROUP runs on TARGET. acl lays its files out in the
@@ -55,7 +64,10 @@ runs_on() {
     case $1 in
     host) [[ $2 =~ $HOST_GROUPS ]] && [ "$2" != erofs ] ;;
     host-ext4) [[ $2 =~ $HOST_EXT4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != quota ] ;;
-    v4) [[ $2 =~ $V4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != restart ] ;;
+    v4) [[ $2 =~ $V4_GROUPS ]] && [[ ! $2 =~ ^(erofs|restart|acl|quota)$ ]] ;;
+    v4.1) [[ $2 =~ $V41_GROUPS ]] && [[ ! $2 =~ ^(erofs|restart|acl|quota|space)$ ]] ;;
+    host-v4) [[ $2 =~ $HOST_V4_GROUPS ]] && [[ ! $2 =~ ^(erofs|quota)$ ]] ;;
+    knfsd-v4) [[ $2 =~ $KNFSD_V4_GROUPS ]] && [[ ! $2 =~ ^(erofs|quota)$ ]] ;;
     *) [ "$2" != restart ] && [ "$2" != locks ] && { [[ ! $2 =~ ^(acl|quota|space)$ ]] || [ "$1" = knfsd ]; } ;;
     esac
 }
@@ -66,7 +78,7 @@ declare -A PASS FAIL FAILED_NAMES
 # groups EPERM in this guest (28 of ownership's 405 cases), which is knfsd's to fix; for
 # the same reason its acl-grant (that chgrp) and acl-groups (reads and creates through a
 # supplementary group) differ, while acl-deny and acl-default match.
-declare -A COMPARED_ON=([ownership]="granary host host-ext4 v4" [acl]="host host-ext4")
+declare -A COMPARED_ON=([ownership]="granary host host-ext4 v4 v4.1 host-v4" [acl]="host host-ext4")
 
 secs() { # microseconds since $1 (default: the start) as seconds with one decimal
     local us=$(( ${EPOCHREALTIME/./} - ${1:-$T0} ))
@@ -76,7 +88,7 @@ say() { echo "[$(secs) s] $*"; }
 
 setup() {
     install_granary || return 1
-    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/plain /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq /mnt/v4 /mnt/v4-sq
+    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/plain /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq /mnt/v4 /mnt/v4-sq /mnt/v4.1 /mnt/v4.1-sq /mnt/host-v4 /mnt/host-v4-sq /mnt/knfsd-v4 /mnt/knfsd-v4-sq
     mount -t tmpfs -o size=3G tmpfs /ref || return 1
     mount -t tmpfs -o size=512M,mode=0777 tmpfs /ref-sq || return 1
     local n
@@ -111,6 +123,19 @@ start_target() {
             granary_start "$V4_SQ_PORT" root /tmp/granary-v4-sq.log &&
             $(granary_v4_mount_cmd "$V4_PORT" /mnt/v4) &&
             $(granary_v4_mount_cmd "$V4_SQ_PORT" /mnt/v4-sq) ;;
+    v4.1)
+        granary_start "$V41_PORT" none /tmp/granary-v4.1.log &&
+            granary_start "$V41_SQ_PORT" root /tmp/granary-v4.1-sq.log &&
+            $(granary_v41_mount_cmd "$V41_PORT" /mnt/v4.1) &&
+            $(granary_v41_mount_cmd "$V41_SQ_PORT" /mnt/v4.1-sq) ;;
+    host-v4)
+        host_v4_start_both &&
+            $(granary_v4_mount_cmd "$HOST_V4_PORT" /mnt/host-v4) &&
+            $(granary_v4_mount_cmd "$HOST_V4_SQ_PORT" /mnt/host-v4-sq) ;;
+    knfsd-v4)
+        knfsd_v4_start_both &&
+            $(knfsd_v4_mount_cmd /export-v4 /mnt/knfsd-v4) &&
+            $(knfsd_v4_mount_cmd /export-v4-sq /mnt/knfsd-v4-sq) ;;
     knfsd)
         knfsd_start_both &&
             $(knfsd_mount_cmd /export /mnt/knfsd) &&
@@ -143,6 +168,17 @@ ctx_env() {
     v4) mnt=/mnt/v4 port=$V4_PORT
         [ "$sq" = sq ] && { mnt=/mnt/v4-sq port=$V4_SQ_PORT; }
         root=$mnt mcmd=$(granary_v4_mount_cmd "$port" "$mnt") ;;
+    v4.1) mnt=/mnt/v4.1 port=$V41_PORT
+        [ "$sq" = sq ] && { mnt=/mnt/v4.1-sq port=$V41_SQ_PORT; }
+        root=$mnt mcmd=$(granary_v41_mount_cmd "$port" "$mnt") ;;
+    host-v4) mnt=/mnt/host-v4 port=$HOST_V4_PORT backing=/export-host-v4
+          [ "$sq" = sq ] && { mnt=/mnt/host-v4-sq port=$HOST_V4_SQ_PORT backing=/export-host-v4-sq; }
+          restart="bash $KT_GUEST/restart.sh"
+          root=$mnt mcmd=$(granary_v4_mount_cmd "$port" "$mnt") ;;
+    knfsd-v4) mnt=/mnt/knfsd-v4 exp=/export-v4 port=$KNFSD_PORT
+           [ "$sq" = sq ] && { mnt=/mnt/knfsd-v4-sq exp=/export-v4-sq; }
+           restart="bash $KT_GUEST/restart.sh --knfsd"
+           root=$mnt backing=$exp mcmd=$(knfsd_v4_mount_cmd "$exp" "$mnt") ;;
     knfsd) mnt=/mnt/knfsd exp=/export
            [ "$sq" = sq ] && { mnt=/mnt/knfsd-sq exp=/export-sq; }
            root=$mnt backing=$exp mcmd=$(knfsd_mount_cmd "$exp" "$mnt") ;;
@@ -152,7 +188,7 @@ ctx_env() {
 # alive CTX: the server still runs and answers (a dead server would hang every check).
 alive() {
     local p
-    if [ "$1" != knfsd ]; then
+    if [[ $1 != knfsd* ]]; then
         for p in $(granary_pids); do
             kill -0 "$p" 2>/dev/null || { echo "granary (pid $p) has exited; log tail:"; tail -20 /tmp/granary*.log; return 1; }
         done
@@ -180,6 +216,8 @@ watchdog() {
     host-ext4) echo "--- granary log:"; tail -30 /tmp/granary-ext4.log ;;
     v4) echo "--- granary log:"; tail -30 /tmp/granary-v4.log ;;
     plain) echo "--- granary log:"; tail -30 /tmp/granary-plain-*.log ;;
+    v4.1) echo "--- granary log:"; tail -30 /tmp/granary-v4.1.log ;;
+    host-v4) echo "--- granary log:"; tail -30 /tmp/granary-host-v4.log ;;
     esac
 }
 

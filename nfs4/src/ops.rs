@@ -213,6 +213,8 @@ pub mod share {
     pub const DENY_WRITE: u32 = 0x2;
     pub const DENY_BOTH: u32 = 0x3;
     pub const WANT_DELEG_MASK: u32 = 0xFF00;
+    pub const WANT_NO_DELEG: u32 = 0x0400;
+    pub const WANT_CANCEL: u32 = 0x0500;
     pub const WANT_SIGNAL_DELEG_WHEN_RESRC_AVAIL: u32 = 0x10000;
     pub const WANT_PUSH_DELEG_WHEN_UNCONTENDED: u32 = 0x20000;
 }

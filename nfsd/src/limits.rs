@@ -207,3 +207,14 @@ const _: () = assert!(
 /// entry is an id and a short string (under 100 bytes), so a full table is under 1 MiB,
 /// and when it fills it is emptied rather than grown.
 pub const IDMAP_CACHE_ENTRIES: usize = 4096;
+
+/// The largest result of an NFSv4 operation that changes something, other than LOCK: what
+/// must still fit a session's reply before it runs (OPEN's, the largest, is a stateid,
+/// change info, flags, an attribute bitmap and a delegation answer: about 100 bytes; a
+/// bitmap of every word granary defines keeps it under this).
+pub const MAX_CHANGE_RESULT_BYTES: usize = 256;
+
+/// The largest LOCK result: a denial names the lock in the way (offset, length, type) and
+/// its owner (client id and an owner of up to `NFS4_OPAQUE_LIMIT` bytes).
+pub const MAX_LOCK_RESULT_BYTES: usize =
+    4 + 4 + 8 + 8 + 4 + 8 + 4 + nfs4::limits::NFS4_OPAQUE_LIMIT as usize;

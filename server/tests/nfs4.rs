@@ -8,7 +8,7 @@ mod common;
 
 use bytes::Bytes;
 use client::{auth_sys, RpcConnection};
-use common::v4::{call, channel, PROGRAM, V4};
+use common::v4::{call, channel, Setup, PROGRAM, V4};
 use common::{HostDirs, Server};
 use nfs4::attr::{num, Fattr};
 use nfs4::ops::*;
@@ -556,6 +556,8 @@ async fn host_export_io_runs_whole_compounds_on_the_blocking_pool() {
     let export = dirs.export();
     let server = dirs.serve();
     let mut c = V4::connect(&server, "client-host").await;
+    // A READ reply is not asked to be kept (as Linux asks): it is larger than the cache.
+    c.cachethis = false;
     let data = Bytes::from(vec![0x5a; 100_000]);
     let (status, r) = c
         .run(vec![
@@ -1023,6 +1025,8 @@ async fn a_removed_open_file_lives_until_close_on_host() {
 /// buffer. Every way gives the same bytes, eof and errors.
 async fn reads_give_the_same_bytes_however_they_are_sent(server: &Server) {
     let mut c = V4::connect(server, "client-tail").await;
+    // Large READs are not asked to be kept (as Linux asks); the last check asks.
+    c.cachethis = false;
     let data: Bytes = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let (status, r) = c
         .run(vec![
@@ -1123,4 +1127,345 @@ async fn reads_give_the_same_bytes_however_they_are_sent_on_host_with_sendfile()
     let dirs = HostDirs::new("nfs4-tail");
     let server = dirs.serve_with(&["--sendfile", "always"]);
     reads_give_the_same_bytes_however_they_are_sent(&server).await;
+}
+
+/// EXCHANGE_ID of `owner` with `verifier` on `conn` (whose credential is the principal):
+/// the client id and the sequence id its CREATE_SESSION carries.
+async fn exchange_id(
+    conn: &RpcConnection,
+    owner: &str,
+    verifier: Verifier4,
+) -> Result<(u64, u32), Nfsstat4> {
+    let eid = ArgOp::ExchangeId(ExchangeIdArgs {
+        eia_clientowner: ClientOwner4 {
+            co_verifier: verifier,
+            co_ownerid: Opaque4(Bytes::from(owner.to_string())),
+        },
+        eia_flags: 0,
+        eia_state_protect: StateProtect4A::None,
+        eia_client_impl_id: AtMostOne(None),
+    });
+    match call(conn, &Compound4Args::new(1, vec![eid]))
+        .await
+        .results
+        .remove(0)
+    {
+        ResOp::ExchangeId(Res4::Ok(e)) => Ok((e.eir_clientid, e.eir_sequenceid)),
+        r => Err(r.status()),
+    }
+}
+
+/// CREATE_SESSION of `clientid` with these channels, callbacks with AUTH_NONE.
+async fn create_session(
+    conn: &RpcConnection,
+    clientid: u64,
+    sequence: u32,
+    fore: ChannelAttrs4,
+    back: ChannelAttrs4,
+) -> Result<CreateSessionOk, Nfsstat4> {
+    let sec = CallbackSecList(vec![CallbackSecParms4::None]);
+    create_session_with(conn, clientid, sequence, (fore, back), sec).await
+}
+
+/// CREATE_SESSION of `clientid` with these channels and callback security.
+async fn create_session_with(
+    conn: &RpcConnection,
+    clientid: u64,
+    sequence: u32,
+    (fore, back): (ChannelAttrs4, ChannelAttrs4),
+    sec: CallbackSecList,
+) -> Result<CreateSessionOk, Nfsstat4> {
+    let cs = ArgOp::CreateSession(CreateSessionArgs {
+        csa_clientid: clientid,
+        csa_sequence: sequence,
+        csa_flags: 0,
+        csa_fore_chan_attrs: fore,
+        csa_back_chan_attrs: back,
+        csa_cb_program: 0x4000_0000,
+        csa_sec_parms: sec,
+    });
+    match call(conn, &Compound4Args::new(1, vec![cs]))
+        .await
+        .results
+        .remove(0)
+    {
+        ResOp::CreateSession(Res4::Ok(s)) => Ok(s),
+        r => Err(r.status()),
+    }
+}
+
+/// A fore channel of `request` and `reply` bytes, `cached` of them kept, one slot.
+fn sized(request: u32, reply: u32, cached: u32) -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        ca_maxrequestsize: request,
+        ca_maxresponsesize: reply,
+        ca_maxresponsesize_cached: cached,
+        ..channel(1 << 20, 1)
+    }
+}
+
+/// The attributes of the root as pynfs's CSESS26 asks them, four times over: a reply of
+/// several hundred bytes.
+fn big_getattrs() -> Vec<ArgOp> {
+    let every = mask(&[
+        num::SUPPORTED_ATTRS,
+        num::TYPE,
+        num::FH_EXPIRE_TYPE,
+        num::CHANGE,
+        num::SIZE,
+        num::LINK_SUPPORT,
+        num::SYMLINK_SUPPORT,
+        num::NAMED_ATTR,
+        num::FSID,
+        num::UNIQUE_HANDLES,
+        num::LEASE_TIME,
+        num::RDATTR_ERROR,
+        num::FILEHANDLE,
+        num::SUPPATTR_EXCLCREAT,
+    ]);
+    let mut ops = vec![ArgOp::Putrootfh];
+    ops.extend((0..4).map(|_| ArgOp::Getattr(every.clone())));
+    ops
+}
+
+/// RFC 8881's errors for a COMPOUND that does not fit its session's channel sizes
+/// (sections 2.10.6.4, 15.1.11, 18.36.3 and 18.46.3; pynfs's SEQ6, CSESS26 to CSESS29):
+/// channels too small to use are refused, a request too big is refused at SEQUENCE without
+/// using the slot, and a reply is cut at the first result that would take it past the
+/// session's size (or its cached size, when the client asked for the reply to be kept),
+/// an operation that changes something being refused before it runs.
+#[tokio::test]
+async fn compounds_past_the_channel_sizes_get_the_rfc_errors() {
+    let server = Server::start(&[]);
+    let conn = RpcConnection::connect(server.addr)
+        .await
+        .expect("connect")
+        .with_auth(&auth_sys(0, 0, &[]));
+    let (clientid, mut sequence) = exchange_id(&conn, "client-sizes", [5; 8])
+        .await
+        .expect("EXCHANGE_ID");
+    let back = channel(1 << 20, 1);
+    let tiny_back = sized(10, 8192, 8192);
+    for (fore, back) in [
+        (sized(20, 8192, 8192), back),
+        (sized(8192, 8192, 8192), tiny_back),
+    ] {
+        let refused = create_session(&conn, clientid, sequence, fore, back).await;
+        assert_eq!(refused.err(), Some(Nfsstat4::Toosmall), "{fore:?} {back:?}");
+    }
+    // No callback security at all is no reason to skip the sizes' check (pynfs's CSESS25
+    // and CSESS28 send none).
+    let none = CallbackSecList(vec![]);
+    let refused = create_session_with(&conn, clientid, sequence, (sized(8192, 0, 0), back), none);
+    assert_eq!(refused.await.err(), Some(Nfsstat4::Toosmall));
+    let s = create_session(&conn, clientid, sequence, sized(512, 400, 200), back)
+        .await
+        .expect("a 400-byte session");
+    sequence += 1;
+    assert_eq!(s.csr_fore_chan_attrs.ca_maxresponsesize, 400);
+    let mut c = V4 {
+        conn: conn.clone(),
+        clientid,
+        session: s.csr_sessionid,
+        seqid: 0,
+        minor: 1,
+        cachethis: false,
+    };
+    let (status, _) = c.run(vec![ArgOp::ReclaimComplete(false)]).await;
+    assert_eq!(status, Nfsstat4::Ok);
+
+    // A request over 512 bytes: NFS4ERR_REQ_TOO_BIG, and the slot's sequence id is not used.
+    let long = ArgOp::Lookup(name(&"n".repeat(600)));
+    let (status, seq, results) = c.try_run(vec![ArgOp::Putrootfh, long]).await;
+    assert_eq!(
+        (status, seq, results.len()),
+        (Nfsstat4::ReqTooBig, Nfsstat4::ReqTooBig, 0)
+    );
+    c.seqid -= 1;
+    let (status, _) = c.run(vec![ArgOp::Putrootfh]).await;
+    assert_eq!(
+        status,
+        Nfsstat4::Ok,
+        "the same sequence id runs after REQ_TOO_BIG"
+    );
+
+    // A reply over 400 bytes: the GETATTR that would pass it is NFS4ERR_REP_TOO_BIG, the
+    // results before it stand, and what is sent fits.
+    c.seqid += 1;
+    let seq = ArgOp::Sequence(SequenceArgs {
+        sa_sessionid: c.session,
+        sa_sequenceid: c.seqid,
+        sa_slotid: 0,
+        sa_highest_slotid: 0,
+        sa_cachethis: false,
+    });
+    let mut ops = vec![seq];
+    ops.extend(big_getattrs());
+    let args = Compound4Args::new(1, ops);
+    let body = c.conn.call(PROGRAM, 4, 1, &args).await.expect("COMPOUND");
+    assert!(body.len() + 24 <= 400, "a {}-byte reply body", body.len());
+    let res = <Compound4Res as xdr::Decode>::from_xdr(body).expect("a COMPOUND reply");
+    assert_eq!(res.status, Nfsstat4::RepTooBig);
+    let last = res.results.last().expect("results");
+    assert_eq!(
+        (last.opnum(), last.status()),
+        (opnum::GETATTR, Nfsstat4::RepTooBig)
+    );
+    assert!(
+        res.results.len() > 2,
+        "the GETATTRs that fit: {:?}",
+        res.results
+    );
+    assert!(res.results[..res.results.len() - 1]
+        .iter()
+        .all(|r| r.status().is_ok()));
+
+    // Asked to keep a reply over its 200 cached bytes: NFS4ERR_REP_TOO_BIG_TO_CACHE, and
+    // that reply (which fits) is kept for a retransmission.
+    c.cachethis = true;
+    let (status, results) = c.run(big_getattrs()).await;
+    assert_eq!(status, Nfsstat4::RepTooBigToCache);
+    assert_eq!(results.last().map(ResOp::opnum), Some(opnum::GETATTR));
+    // A CREATE whose result might not fit the cached size is refused before it runs.
+    let mkdir = ArgOp::Create(CreateArgs {
+        objtype: Createtype4::Dir,
+        objname: name("never"),
+        createattrs: Fattr4::default(),
+    });
+    let (status, results) = c.run(vec![ArgOp::Putrootfh, ArgOp::Getfh, mkdir]).await;
+    assert_eq!(status, Nfsstat4::RepTooBigToCache);
+    assert_eq!(results.last().map(ResOp::opnum), Some(opnum::CREATE));
+    c.cachethis = false;
+    let (status, _) = c
+        .run(vec![ArgOp::Putrootfh, ArgOp::Lookup(name("never"))])
+        .await;
+    assert_eq!(status, Nfsstat4::Noent, "the refused CREATE did not run");
+
+    // A cached size too small for SEQUENCE's own result: SEQUENCE fails when asked to
+    // keep the reply, and works when not.
+    let none = CallbackSecList(vec![]);
+    let s = create_session_with(
+        &conn,
+        clientid,
+        sequence,
+        (sized(8192, 8192, 10), back),
+        none,
+    )
+    .await
+    .expect("a session with a 10-byte reply cache");
+    c.session = s.csr_sessionid;
+    c.seqid = 0;
+    c.cachethis = true;
+    let (status, seq, _) = c.try_run(vec![]).await;
+    assert_eq!(
+        (status, seq),
+        (Nfsstat4::RepTooBigToCache, Nfsstat4::RepTooBigToCache)
+    );
+    c.seqid -= 1;
+    c.cachethis = false;
+    let (status, _) = c.run(vec![ArgOp::Putrootfh]).await;
+    assert_eq!(status, Nfsstat4::Ok);
+}
+
+/// EXCHANGE_ID's client-collision case (RFC 8881 section 18.35.5, case 3; pynfs's EID5e):
+/// another principal's EXCHANGE_ID for an owner whose confirmed record holds no state
+/// replaces it at once (its client id is stale), while a record with a session is
+/// `NFS4ERR_CLID_INUSE`.
+#[tokio::test]
+async fn another_principal_replaces_a_client_record_only_without_state() {
+    let server = Server::start(&[]);
+    let connect = |uid| async move {
+        RpcConnection::connect(server.addr)
+            .await
+            .expect("connect")
+            .with_auth(&auth_sys(uid, uid, &[]))
+    };
+    let (root, user) = (connect(0).await, connect(1000).await);
+    let back = channel(1 << 20, 1);
+    let (idle, seq) = exchange_id(&root, "client-idle", [1; 8])
+        .await
+        .expect("EXCHANGE_ID");
+    let s = create_session(&root, idle, seq, back, back)
+        .await
+        .expect("CREATE_SESSION");
+    let destroy = ArgOp::DestroySession(s.csr_sessionid);
+    assert_eq!(
+        call(&root, &Compound4Args::new(1, vec![destroy]))
+            .await
+            .status,
+        Nfsstat4::Ok
+    );
+    let (other, _) = exchange_id(&user, "client-idle", [2; 8])
+        .await
+        .expect("a new record");
+    assert_ne!(other, idle);
+    let stale = create_session(&root, idle, seq + 1, back, back).await;
+    assert_eq!(stale.err(), Some(Nfsstat4::StaleClientid));
+
+    let (busy, seq) = exchange_id(&root, "client-busy", [1; 8])
+        .await
+        .expect("EXCHANGE_ID");
+    create_session(&root, busy, seq, back, back)
+        .await
+        .expect("CREATE_SESSION");
+    let taken = exchange_id(&user, "client-busy", [2; 8]).await;
+    assert_eq!(taken.err(), Some(Nfsstat4::ClidInuse));
+}
+
+/// RECLAIM_COMPLETE (RFC 8881 section 18.51; pynfs's RECC1): one for the current file
+/// system only needs a current filehandle and does not end the client's reclaims; the
+/// global one does, once.
+#[tokio::test]
+async fn reclaim_complete_for_one_file_system_then_for_all() {
+    let server = Server::start(&[]);
+    let setup = Setup {
+        reclaim_complete: false,
+        ..Setup::default()
+    };
+    let mut c = V4::connect_with(&server, "client-recc", &setup).await;
+    let (status, _) = c.run(vec![ArgOp::ReclaimComplete(true)]).await;
+    assert_eq!(status, Nfsstat4::Nofilehandle);
+    let (status, _) = c
+        .run(vec![ArgOp::Putrootfh, ArgOp::ReclaimComplete(true)])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok);
+    let (status, _) = c.run(vec![ArgOp::ReclaimComplete(false)]).await;
+    assert_eq!(status, Nfsstat4::Ok);
+    let (status, _) = c.run(vec![ArgOp::ReclaimComplete(false)]).await;
+    assert_eq!(status, Nfsstat4::CompleteAlready);
+}
+
+/// OPEN's delegation answer (RFC 8881 section 18.16.3; pynfs's DELEG4): granary grants no
+/// delegation; a client that says nothing gets `OPEN_DELEGATE_NONE`, one that asks for
+/// none is told `WND4_NOT_WANTED`, and one that asks for one is told why not.
+#[tokio::test]
+async fn open_says_why_it_grants_no_delegation() {
+    let server = Server::start(&[]);
+    let mut c = V4::connect(&server, "client-deleg").await;
+    for (want, expect) in [
+        (0, OpenDelegation4::None),
+        (
+            share::WANT_NO_DELEG,
+            OpenDelegation4::NoneExt {
+                why: why_no_delegation::NOT_WANTED,
+                will_signal: None,
+            },
+        ),
+        (
+            share::WANT_CANCEL,
+            OpenDelegation4::NoneExt {
+                why: why_no_delegation::CANCELLED,
+                will_signal: None,
+            },
+        ),
+    ] {
+        let file = format!("deleg-{want:x}");
+        let open = open_create("o", &file, share::ACCESS_READ | want, share::DENY_NONE);
+        let (status, r) = c.run(vec![ArgOp::Putrootfh, open]).await;
+        assert_eq!(status, Nfsstat4::Ok);
+        let ResOp::Open(Res4::Ok(o)) = &r[1] else {
+            panic!("OPEN: {r:?}")
+        };
+        assert_eq!(o.delegation, expect, "want {want:#x}");
+    }
 }

@@ -50,6 +50,9 @@ pub struct Exchanged {
     pub sequenceid: u32,
     /// `EXCHGID4_FLAG_CONFIRMED_R` when the record is confirmed.
     pub confirmed: bool,
+    /// A confirmed record of the same owner that this EXCHANGE_ID removed (another
+    /// principal's, with no state): its stable-storage record goes too.
+    pub removed: Option<ClientId>,
 }
 
 /// Every client record.
@@ -123,8 +126,10 @@ impl Clients {
                 clientid: c.id,
                 sequenceid: c.next_cs_sequence,
                 confirmed: true,
+                removed: None,
             });
         }
+        let mut removed = None;
         if let Some(c) = confirmed.and_then(|id| self.by_id.get(&id)) {
             if c.principal != principal && has_state(c.id) {
                 return Err(Nfsstat4::ClidInuse);
@@ -134,11 +139,20 @@ impl Clients {
                     clientid: c.id,
                     sequenceid: c.next_cs_sequence,
                     confirmed: true,
+                    removed: None,
                 });
             }
-            // A rebooted client (new verifier) or a new principal on a record without
-            // state: a new unconfirmed record; the confirmed one and its state stay
-            // until CREATE_SESSION confirms the new one.
+            if c.principal != principal {
+                // Case 3, a client collision, on a record without state: there is nothing
+                // to protect, so the record goes now (its client id is stale from here).
+                removed = Some(c.id);
+            }
+            // A rebooted client (new verifier, same principal): a new unconfirmed record;
+            // the confirmed one and its state stay until CREATE_SESSION confirms the new
+            // one.
+        }
+        if let Some(id) = removed {
+            self.by_id.remove(&id);
         }
         if let Some(old) = self.find(owner, false) {
             self.by_id.remove(&old);
@@ -166,6 +180,7 @@ impl Clients {
             clientid: id,
             sequenceid: 1,
             confirmed: false,
+            removed,
         })
     }
 

@@ -163,17 +163,40 @@ fn fore_channel(ask: &ChannelAttrs4) -> ChannelAttrs4 {
     }
 }
 
-fn back_channel(ask: &ChannelAttrs4) -> ChannelAttrs4 {
-    ChannelAttrs4 {
+/// The server's grant for the back channel, or `NFS4ERR_TOOSMALL` when the server could
+/// not call the client on it (RFC 8881 section 18.36.3): its calls must fit the client's
+/// sizes, and a CB_COMPOUND holds CB_SEQUENCE and one more operation.
+fn back_channel(ask: &ChannelAttrs4) -> Result<ChannelAttrs4, Nfsstat4> {
+    if ask.ca_maxrequestsize < MIN_BACK_CALL_BYTES
+        || ask.ca_maxresponsesize < MIN_BACK_REPLY_BYTES
+        || ask.ca_maxoperations < 2
+    {
+        return Err(Nfsstat4::Toosmall);
+    }
+    Ok(ChannelAttrs4 {
         ca_maxrequests: ask.ca_maxrequests.clamp(1, limits::MAX_BACK_SLOTS),
         ca_rdma_ird: None,
         ..*ask
-    }
+    })
 }
 
-/// The smallest fore channel a session can work with: one COMPOUND of a SEQUENCE, a
-/// PUTFH and a GETATTR each way. Asks below it get `NFS4ERR_TOOSMALL`.
-const MIN_CHANNEL_BYTES: u32 = 512;
+/// The smallest fore-channel request a session can carry (`ca_maxrequestsize`): a
+/// COMPOUND of SEQUENCE alone with an empty tag (tag, minor version, count, operation
+/// number, 32 bytes of arguments with the session id) behind an RPC call header with
+/// AUTH_NONE (six words and two empty credentials). Asks below it are `NFS4ERR_TOOSMALL`.
+const MIN_REQUEST_BYTES: u32 = (6 + 2 + 2) * 4 + (4 * 4 + 16 + 4 * 4);
+
+/// The smallest fore-channel reply (`ca_maxresponsesize`): SEQUENCE's result alone (status,
+/// empty tag, count, operation number and status, session id, five words) behind the RPC
+/// reply header with an AUTH_NONE verifier (six words).
+const MIN_RESPONSE_BYTES: u32 = 6 * 4 + (5 * 4 + 16 + 5 * 4);
+
+/// The smallest back channel granary can call on: the CB_COMPOUND of CB_SEQUENCE and a
+/// recall (a stateid, a flag and a handle of at most 128 bytes) behind an RPC call header
+/// with an AUTH_SYS credential of a short machine name; a reply of CB_SEQUENCE's result
+/// and one status.
+const MIN_BACK_CALL_BYTES: u32 = 512;
+const MIN_BACK_REPLY_BYTES: u32 = 128;
 
 impl<K: Clone + Eq + Hash + LockKey> State<K> {
     #[must_use]
@@ -245,6 +268,17 @@ impl<K: Clone + Eq + Hash + LockKey> State<K> {
         now: Duration,
     ) -> Result<(CreateSessionOk, Option<Released<K>>), Nfsstat4> {
         let mut g = self.inner();
+        // A record not confirmed within a lease is gone (RFC 8881 section 18.35.4), whether
+        // or not the lease sweep has come by yet.
+        let unconfirmed_since = g
+            .clients
+            .get(args.csa_clientid)
+            .filter(|c| !c.confirmed)
+            .map(|c| c.renewed);
+        if unconfirmed_since.is_some_and(|since| now.saturating_sub(since) > self.config.lease) {
+            g.clients.remove(args.csa_clientid);
+            return Err(Nfsstat4::StaleClientid);
+        }
         if let Some(replay) =
             g.clients
                 .check_create_session(args.csa_clientid, args.csa_sequence, principal)?
@@ -255,10 +289,12 @@ impl<K: Clone + Eq + Hash + LockKey> State<K> {
             return Err(Nfsstat4::Inval);
         }
         let fore = fore_channel(&args.csa_fore_chan_attrs);
-        if fore.ca_maxrequestsize < MIN_CHANNEL_BYTES || fore.ca_maxresponsesize < MIN_CHANNEL_BYTES
+        if fore.ca_maxrequestsize < MIN_REQUEST_BYTES
+            || fore.ca_maxresponsesize < MIN_RESPONSE_BYTES
         {
             return Err(Nfsstat4::Toosmall);
         }
+        let back = back_channel(&args.csa_back_chan_attrs)?;
         let sessions_now = g
             .clients
             .get(args.csa_clientid)
@@ -272,7 +308,6 @@ impl<K: Clone + Eq + Hash + LockKey> State<K> {
             .map(|old| self.purge(&mut g, old));
         let id = new_session_id(args.csa_clientid);
         let flags = args.csa_flags & session_flags::CONN_BACK_CHAN;
-        let back = back_channel(&args.csa_back_chan_attrs);
         let session = Arc::new(Session::new(
             id,
             args.csa_clientid,

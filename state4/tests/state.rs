@@ -218,10 +218,57 @@ fn channel_attributes_are_capped_by_the_server() {
         granary_state4::limits::MAX_CACHED_REPLY_BYTES
     );
     let mut small = cs_args(e.clientid, 2);
-    small.csa_fore_chan_attrs.ca_maxrequestsize = 100;
+    // Below a SEQUENCE alone (88 bytes of call, 80 of reply), or a back channel too small
+    // for a callback: NFS4ERR_TOOSMALL.
+    small.csa_fore_chan_attrs.ca_maxrequestsize = 80;
     assert_eq!(
         st.create_session(&small, ROOT, T0).map(|_| ()),
         Err(Nfsstat4::Toosmall)
+    );
+    let mut small_back = cs_args(e.clientid, 2);
+    small_back.csa_back_chan_attrs.ca_maxrequestsize = 10;
+    assert_eq!(
+        st.create_session(&small_back, ROOT, T0).map(|_| ()),
+        Err(Nfsstat4::Toosmall)
+    );
+    let mut tight = cs_args(e.clientid, 2);
+    tight.csa_fore_chan_attrs.ca_maxrequestsize = 88;
+    tight.csa_fore_chan_attrs.ca_maxresponsesize = 80;
+    assert!(st.create_session(&tight, ROOT, T0).is_ok());
+}
+
+#[test]
+fn a_record_not_confirmed_within_a_lease_is_stale() {
+    let st = state();
+    let lease = st.lease();
+    let late = st.exchange_id(&owner("late"), [1; 8], 0, ROOT, T0).unwrap();
+    let prompt = st
+        .exchange_id(&owner("prompt"), [1; 8], 0, ROOT, T0)
+        .unwrap();
+    assert!(st
+        .create_session(&cs_args(prompt.clientid, 1), ROOT, T0 + lease)
+        .is_ok());
+    assert_eq!(
+        st.create_session(&cs_args(late.clientid, 1), ROOT, T0 + lease + secs(1))
+            .map(|_| ()),
+        Err(Nfsstat4::StaleClientid)
+    );
+    assert!(st.client(late.clientid).is_none());
+}
+
+#[test]
+fn another_principal_replaces_a_confirmed_record_without_state() {
+    let st = state();
+    let (old, session) = mount(&st, "linux-a", 1);
+    st.destroy_session(&session).unwrap();
+    let e = st
+        .exchange_id(&owner("linux-a"), [2; 8], 0, OTHER, T0)
+        .unwrap();
+    assert_eq!(e.removed, Some(old));
+    assert!(st.client(old).is_none());
+    assert_eq!(
+        st.create_session(&cs_args(old, 2), ROOT, T0).map(|_| ()),
+        Err(Nfsstat4::StaleClientid)
     );
 }
 

@@ -16,8 +16,8 @@ use bytes::Bytes;
 use nfs4::compound::Stopped;
 use nfs4::ops::{opnum, ArgOp, StableHow4};
 use nfs4::results::{Res4, SequenceOk};
-use nfs4::types::{Stateid4, Tag4};
-use nfs4::{Compound4Args, Compound4Res, Nfsstat4, ResOp};
+use nfs4::types::{ChannelAttrs4, Stateid4, Tag4};
+use nfs4::{Compound4Args, Nfsstat4, ResOp};
 use rpc::dispatch::ProcError;
 use rpc::CallContext;
 use rpc::FileSlice;
@@ -128,12 +128,152 @@ fn sessionless(op: &ArgOp) -> bool {
 
 /// How the COMPOUND was answered.
 enum Outcome {
-    Fresh {
-        res: Compound4Res,
-        ticket: Option<(Ticket, bool)>,
-        tail: Option<TailRead>,
-    },
+    /// Encoded into the reply; the slot's ticket and whether the client asked to keep it.
+    Fresh(Option<(Ticket, bool)>),
     Replay(Bytes),
+}
+
+/// The RPC reply header in front of every COMPOUND reply, which the channel's response
+/// sizes count (RFC 8881 section 18.36.3): xid, message type, reply status, an AUTH_NONE
+/// verifier (flavor and empty body) and the accept status.
+const RPC_REPLY_HEADER_BYTES: usize = 24;
+
+/// SEQUENCE's result: operation number, status, session id, sequence id, slot id,
+/// highest and target highest slot ids, status flags.
+const SEQUENCE_RESULT_BYTES: usize = 4 + 4 + 16 + 5 * 4;
+
+/// The largest result of an operation that failed: operation number, status, and the
+/// empty bitmap of SETATTR's failure.
+const FAILED_RESULT_BYTES: usize = 12;
+
+/// A COMPOUND reply encoded straight into the RPC reply, result by result, within the
+/// session's reply size.
+struct Writer<'a> {
+    e: &'a mut Encoder,
+    ops: &'a super::OpStats,
+    /// Offsets of the reply's status and of its result count, written last.
+    status_at: usize,
+    count_at: usize,
+    count: u32,
+    /// Where the last result starts.
+    last_at: usize,
+    /// Bytes the body may take, and the error of a result past them (no session: no
+    /// bound but the RPC layer's).
+    room: Option<(usize, Nfsstat4)>,
+}
+
+impl<'a> Writer<'a> {
+    fn new(e: &'a mut Encoder, ops: &'a super::OpStats, tag: &Tag4) -> Self {
+        let status_at = e.len();
+        e.u32(0);
+        tag.encode(e);
+        let count_at = e.len();
+        e.u32(0);
+        Self {
+            e,
+            ops,
+            status_at,
+            count_at,
+            count: 0,
+            last_at: count_at + 4,
+            room: None,
+        }
+    }
+
+    /// Bytes of the body so far.
+    fn len(&self) -> usize {
+        self.e.len() - self.status_at
+    }
+
+    /// Whether `more` bytes still fit the room.
+    fn fits(&self, more: usize) -> Result<(), Nfsstat4> {
+        match self.room {
+            Some((room, error)) if self.len() + more > room => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    /// Adds a result, or the room's error in its place when it does not fit; returns the
+    /// status sent. A result that fits leaves room for the error of the next one, so the
+    /// reply never passes the room.
+    fn push(&mut self, r: ResOp) -> Nfsstat4 {
+        let at = self.e.len();
+        self.last_at = at;
+        r.encode(self.e);
+        let r = match self.room {
+            Some((room, error)) if self.len() + FAILED_RESULT_BYTES > room => {
+                self.e.truncate(at);
+                let failed = ResOp::failed(r.opnum(), error);
+                failed.encode(self.e);
+                failed
+            }
+            _ => r,
+        };
+        self.ops.record_one(&r);
+        self.count += 1;
+        r.status()
+    }
+
+    /// Replaces the last result, which succeeded, by `r`, a failure.
+    fn fail_last(&mut self, r: ResOp) {
+        self.e.truncate(self.last_at);
+        r.encode(self.e);
+        self.ops.record_failure(r.opnum());
+    }
+
+    /// Writes the COMPOUND's status and result count.
+    fn finish(self, status: Nfsstat4, ticket: Option<(Ticket, bool)>) -> Outcome {
+        let mut word = Encoder::with_capacity(4);
+        status.encode(&mut word);
+        self.e.patch(self.status_at, &word.into_bytes());
+        self.e.patch_u32(self.count_at, self.count);
+        Outcome::Fresh(ticket)
+    }
+
+    /// Drops what was written: the reply is a replay of a kept one.
+    fn discard(self, kept: Bytes) -> Outcome {
+        self.e.truncate(self.status_at);
+        Outcome::Replay(kept)
+    }
+}
+
+/// The bytes a reply body may take on a session's fore channel, and the error for a reply
+/// past them: `NFS4ERR_REP_TOO_BIG_TO_CACHE` when the client asked for the reply to be kept
+/// and the cached size is the smaller bound, `NFS4ERR_REP_TOO_BIG` otherwise.
+fn room(fore: &ChannelAttrs4, cachethis: bool) -> (usize, Nfsstat4) {
+    let body = |n: u32| (n as usize).saturating_sub(RPC_REPLY_HEADER_BYTES);
+    let whole = body(fore.ca_maxresponsesize);
+    let cached = body(fore.ca_maxresponsesize_cached);
+    if cachethis && cached < whole {
+        (cached, Nfsstat4::RepTooBigToCache)
+    } else {
+        (whole, Nfsstat4::RepTooBig)
+    }
+}
+
+/// The largest result of an operation that changes something, checked against the room
+/// before it runs; `None` for the operations that change nothing, whose result is checked
+/// once encoded.
+fn change_result_bytes(op: &ArgOp) -> Option<usize> {
+    match op {
+        ArgOp::Lock(_) => Some(crate::limits::MAX_LOCK_RESULT_BYTES),
+        ArgOp::Open(_)
+        | ArgOp::Create(_)
+        | ArgOp::Remove(_)
+        | ArgOp::Rename(_)
+        | ArgOp::Link(_)
+        | ArgOp::Setattr(_)
+        | ArgOp::Write(_)
+        | ArgOp::Close(_)
+        | ArgOp::OpenDowngrade(_)
+        | ArgOp::Locku(_)
+        | ArgOp::FreeStateid(_)
+        | ArgOp::Allocate(_)
+        | ArgOp::Deallocate(_)
+        | ArgOp::Copy(_)
+        | ArgOp::Clone(_) => Some(crate::limits::MAX_CHANGE_RESULT_BYTES),
+        _ => None,
+    }
 }
 
 /// The COMPOUND row's body: decode, run, encode (and keep the reply in its slot).
@@ -143,6 +283,8 @@ pub fn run(
     d: &mut Decoder,
     e: &mut Encoder,
 ) -> Result<(), ProcError> {
+    // The call as the channel sizes count it: the RPC header and credentials included.
+    let request_bytes = d.position() + d.remaining();
     let args = Compound4Args::decode(d)?;
     let defer = s.remote || args.ops.iter().any(may_block);
     // CREATE_SESSION writes and syncs a client record in the state directory.
@@ -159,63 +301,37 @@ pub fn run(
     // A COMPOUND cannot give up half way (its first operations may have changed state),
     // so its calls run where it runs: a rare call that blocks and is not in `may_block`
     // (an OPEN that truncates) blocks the event loop, as every call did before the pool.
-    sync::blocking::permitted(|| match execute(s, ctx, args) {
+    let start = e.len();
+    sync::blocking::permitted(|| match execute(s, ctx, args, request_bytes, e) {
         Outcome::Replay(bytes) => e.fixed_opaque(&bytes),
-        Outcome::Fresh { res, ticket, tail } => answer(s, ctx, e, res, ticket, tail),
+        Outcome::Fresh(None) => {}
+        Outcome::Fresh(Some((ticket, cachethis))) => {
+            // The reply fits the cached size when the client asked for it to be kept (the
+            // room was that size).
+            let reply = e.written_since(start);
+            let limit = (ticket.session().fore.ca_maxresponsesize_cached as usize)
+                .saturating_sub(RPC_REPLY_HEADER_BYTES);
+            let keep = cachethis && reply.len() <= limit;
+            ticket.finish(keep.then(|| Bytes::copy_from_slice(reply)));
+        }
     });
     Ok(())
 }
 
-/// Encodes a COMPOUND's results, reads a final READ's bytes into them, and keeps the
-/// reply in the session's slot when the client asked for that.
-fn answer(
-    s: &Nfs4State,
-    ctx: &CallContext,
-    e: &mut Encoder,
-    mut res: Compound4Res,
-    ticket: Option<(Ticket, bool)>,
-    tail: Option<TailRead>,
-) {
-    // The size of a reply the slot keeps (`sa_cachethis`); without it none is kept.
-    let keep_limit = ticket
-        .as_ref()
-        .filter(|(_, cachethis)| *cachethis)
-        .map(|(t, _)| t.session().fore.ca_maxresponsesize_cached as usize);
-    let start = e.len();
-    res.encode(e);
-    if let Some(read) = tail {
-        let kept = keep_limit.map(|limit| (start, limit));
-        if let Err(status) = finish_read(s, ctx, e, &read, kept) {
-            // The read failed after all: the READ's result and the COMPOUND's status say
-            // so, and nothing ran after it.
-            e.truncate(start);
-            res.status = status;
-            if let Some(last) = res.results.last_mut() {
-                *last = ResOp::Read(Res4::Err(status));
-            }
-            res.encode(e);
-        }
-    }
-    s.ops.record(&res.results);
-    if let Some((ticket, _)) = ticket {
-        let reply = e.written_since(start);
-        let keep = keep_limit.is_some_and(|limit| reply.len() <= limit);
-        ticket.finish(keep.then(|| Bytes::copy_from_slice(reply)));
-    }
-}
-
 /// Completes the final READ's result (encoded as `eof = false` and an empty opaque, so
-/// its last 8 bytes) with the file's bytes: read straight into the reply, one copy as
-/// NFSv3's READ, or for a large READ from a backend that can hand over the file, for a
-/// peer `--sendfile` allows, left in the file for the connection to send with
-/// `sendfile`, unless the slot would keep the reply for a retransmission (`kept`: where
-/// the reply started and the size the slot keeps): it keeps bytes, not files.
+/// its last 8 bytes) with the file's bytes, at most `room` of them (what the session's
+/// reply has left: a short read, as knfsd answers): read straight into the reply, one
+/// copy as NFSv3's READ, or for a large READ from a backend that can hand over the file,
+/// for a peer `--sendfile` allows, left in the file for the connection to send with
+/// `sendfile`, unless the slot keeps the reply for a retransmission (`kept`): it keeps
+/// bytes, not files.
 fn finish_read(
     s: &Nfs4State,
     ctx: &CallContext,
     e: &mut Encoder,
     read: &TailRead,
-    kept: Option<(usize, usize)>,
+    room: Option<usize>,
+    kept: bool,
 ) -> Result<(), Nfsstat4> {
     let eof_at = e.len() - 8;
     let TailRead {
@@ -225,14 +341,14 @@ fn finish_read(
         offset,
         count,
     } = read;
-    if *count >= ZERO_COPY_READ_MIN_BYTES && s.core.sendfile.applies_to(ctx.peer.ip()) {
+    let count = room.map_or(*count, |left| {
+        (*count).min(u32::try_from(left).unwrap_or(u32::MAX))
+    });
+    if !kept && count >= ZERO_COPY_READ_MIN_BYTES && s.core.sendfile.applies_to(ctx.peer.ip()) {
         let slice = export
-            .read_slice(cred, *id, *offset, *count)
+            .read_slice(cred, *id, *offset, count)
             .map_err(status_of)?;
-        let fits_slot = |len: u32| {
-            kept.is_some_and(|(start, limit)| e.len() - start + len as usize + 3 <= limit)
-        };
-        if let Some(slice) = slice.filter(|sl| !fits_slot(sl.len)) {
+        if let Some(slice) = slice {
             e.patch_u32(eof_at, u32::from(slice.done.eof));
             e.patch_u32(eof_at + 4, slice.len);
             if slice.len > 0 {
@@ -247,7 +363,7 @@ fn finish_read(
     }
     e.truncate(eof_at + 4);
     let (_, done) = e
-        .opaque_with(|out| export.read_into(cred, *id, *offset, *count, out))
+        .opaque_with(|out| export.read_into(cred, *id, *offset, count, out))
         .map_err(status_of)?;
     e.patch_u32(eof_at, u32::from(done.eof));
     Ok(())
@@ -270,31 +386,28 @@ fn may_block(op: &ArgOp) -> bool {
     }
 }
 
-fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
-    let tag = args.tag.clone();
-    let done = |status, results| Outcome::Fresh {
-        res: Compound4Res {
-            status,
-            tag: tag.clone(),
-            results,
-        },
-        ticket: None,
-        tail: None,
-    };
+fn execute(
+    s: &Nfs4State,
+    ctx: &CallContext,
+    args: Compound4Args,
+    request_bytes: usize,
+    e: &mut Encoder,
+) -> Outcome {
+    let mut w = Writer::new(e, &s.ops, &args.tag);
     if !(1..=2).contains(&args.minorversion) {
-        return done(Nfsstat4::MinorVersMismatch, Vec::new());
+        return w.finish(Nfsstat4::MinorVersMismatch, None);
     }
     if let Some(Stopped::TooMany(_)) = args.stopped {
-        return done(Nfsstat4::Resource, Vec::new());
+        return w.finish(Nfsstat4::Resource, None);
     }
     let Some(first) = args.ops.first() else {
         // Nothing decoded: an empty COMPOUND, or its first operation was unreadable.
         return match &args.stopped {
-            Some(Stopped::BadXdr { opnum, .. }) => done(
-                Nfsstat4::Badxdr,
-                vec![ResOp::failed(*opnum, Nfsstat4::Badxdr)],
-            ),
-            _ => done(Nfsstat4::Ok, Vec::new()),
+            Some(Stopped::BadXdr { opnum, .. }) => {
+                w.push(ResOp::failed(*opnum, Nfsstat4::Badxdr));
+                w.finish(Nfsstat4::Badxdr, None)
+            }
+            _ => w.finish(Nfsstat4::Ok, None),
         };
     };
     let mut cx = Cx {
@@ -310,47 +423,64 @@ fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
         last_op: false,
         tail_read: None,
     };
-    let mut results = Vec::with_capacity(args.ops.len());
     let mut ticket = None;
     let mut rest = &args.ops[..];
     match first {
         ArgOp::Sequence(sa) => {
-            let r = sequence(&mut cx, sa, args.ops.len());
-            match r {
-                Ok(Admission::Replay(bytes)) => return Outcome::Replay(bytes),
+            let sizes = Sizes {
+                ops: args.ops.len(),
+                request: request_bytes,
+                reply_head: w.len(),
+            };
+            match sequence(&mut cx, sa, &sizes) {
+                Ok(Admission::Replay(bytes)) => return w.discard(bytes),
                 Ok(Admission::Run(t)) => {
                     let session = Arc::clone(t.session());
                     let flags = s.callbacks.status_flags(session.client, &session.id);
                     let ok = sequence_ok(&session, sa, flags);
-                    results.push(ResOp::Sequence(Res4::Ok(ok)));
+                    w.push(ResOp::Sequence(Res4::Ok(ok)));
+                    w.room = Some(room(&session.fore, sa.sa_cachethis));
                     cx.session = Some(session);
                     ticket = Some((t, sa.sa_cachethis));
                     rest = &args.ops[1..];
                 }
                 Err(status) => {
-                    results.push(ResOp::Sequence(Res4::Err(status)));
-                    return done(status, results);
+                    w.push(ResOp::Sequence(Res4::Err(status)));
+                    return w.finish(status, None);
                 }
             }
         }
         op if sessionless(op) && args.ops.len() > 1 => {
-            results.push(ResOp::failed(op.opnum(), Nfsstat4::NotOnlyOp));
-            return done(Nfsstat4::NotOnlyOp, results);
+            w.push(ResOp::failed(op.opnum(), Nfsstat4::NotOnlyOp));
+            return w.finish(Nfsstat4::NotOnlyOp, None);
         }
         op if !sessionless(op) && !matches!(op, ArgOp::NotSupported(_) | ArgOp::Illegal(_)) => {
-            results.push(refuse(op, Nfsstat4::OpNotInSession));
-            return done(Nfsstat4::OpNotInSession, results);
+            w.push(refuse(op, Nfsstat4::OpNotInSession));
+            return w.finish(Nfsstat4::OpNotInSession, None);
         }
         _ => {}
     }
     let mut status = Nfsstat4::Ok;
     for (i, op) in rest.iter().enumerate() {
         cx.last_op = i + 1 == rest.len() && args.stopped.is_none();
-        let r = super::ops_session::dispatch(&mut cx, op);
-        status = r.status();
-        results.push(r);
+        let r = match change_result_bytes(op).map(|bytes| w.fits(bytes)) {
+            Some(Err(too_big)) => refuse(op, too_big),
+            _ => super::ops_session::dispatch(&mut cx, op),
+        };
+        status = w.push(r);
         if !status.is_ok() {
             break;
+        }
+    }
+    // Only a READ that succeeded and ended the COMPOUND leaves one.
+    if let Some(read) = cx.tail_read.take().filter(|_| status.is_ok()) {
+        let room = w.room.map(|(room, _)| room.saturating_sub(w.len() + 3));
+        let kept = ticket.as_ref().is_some_and(|(_, cachethis)| *cachethis);
+        if let Err(failed) = finish_read(s, ctx, w.e, &read, room, kept) {
+            // The read failed after all: the READ's result and the COMPOUND's status say
+            // so, and nothing ran after it.
+            w.fail_last(ResOp::Read(Res4::Err(failed)));
+            status = failed;
         }
     }
     if status.is_ok() {
@@ -361,20 +491,10 @@ fn execute(s: &Nfs4State, ctx: &CallContext, args: Compound4Args) -> Outcome {
         }) = &args.stopped
         {
             tracing::debug!(peer = %ctx.peer, index, opnum, %error, "COMPOUND operation does not decode");
-            results.push(ResOp::failed(*opnum, Nfsstat4::Badxdr));
-            status = Nfsstat4::Badxdr;
+            status = w.push(ResOp::failed(*opnum, Nfsstat4::Badxdr));
         }
     }
-    Outcome::Fresh {
-        res: Compound4Res {
-            status,
-            tag,
-            results,
-        },
-        ticket,
-        // Only a READ that succeeded and ended the COMPOUND leaves one.
-        tail: cx.tail_read.take().filter(|_| status.is_ok()),
-    }
+    w.finish(status, ticket)
 }
 
 /// The error result of `op`, of the right result type for it.
@@ -386,14 +506,34 @@ pub fn refuse(op: &ArgOp, status: Nfsstat4) -> ResOp {
     ResOp::failed(op, status)
 }
 
+/// What SEQUENCE checks against the session's channel sizes.
+struct Sizes {
+    /// Operations in the COMPOUND, SEQUENCE included.
+    ops: usize,
+    /// The whole call, RPC header included.
+    request: usize,
+    /// The reply body before SEQUENCE's result (status, tag, result count).
+    reply_head: usize,
+}
+
+/// SEQUENCE's checks in RFC 8881's order (section 18.46.3): the session, the COMPOUND's
+/// length and size, and a reply that could not even hold SEQUENCE's result, all before
+/// the slot, whose state a failed SEQUENCE leaves as it was.
 fn sequence(
     cx: &mut Cx<'_>,
     sa: &nfs4::ops::SequenceArgs,
-    ops: usize,
+    sizes: &Sizes,
 ) -> Result<Admission, Nfsstat4> {
     let session = cx.s.state.session(&sa.sa_sessionid)?;
-    if ops > session.fore.ca_maxoperations as usize {
+    if sizes.ops > session.fore.ca_maxoperations as usize {
         return Err(Nfsstat4::TooManyOps);
+    }
+    if sizes.request > session.fore.ca_maxrequestsize as usize {
+        return Err(Nfsstat4::ReqTooBig);
+    }
+    let (room, too_big) = room(&session.fore, sa.sa_cachethis);
+    if sizes.reply_head + SEQUENCE_RESULT_BYTES > room {
+        return Err(too_big);
     }
     let (_, admission) = cx.s.state.sequence(sa, cx.now)?;
     Ok(admission)

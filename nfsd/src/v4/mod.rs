@@ -113,14 +113,18 @@ impl OpStats {
         }
     }
 
-    /// Counts the results of one COMPOUND.
-    pub fn record(&self, results: &[nfs4::ResOp]) {
-        for r in results {
-            let i = Self::slot(r.opnum());
-            self.calls[i].fetch_add(1, Ordering::Relaxed);
-            if !r.status().is_ok() {
-                self.errors[i].fetch_add(1, Ordering::Relaxed);
-            }
+    /// Counts a failure of a result already counted as a success (a final READ whose read
+    /// failed as its bytes went into the reply).
+    pub fn record_failure(&self, op: u32) {
+        self.errors[Self::slot(op)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one result of a COMPOUND.
+    pub fn record_one(&self, r: &nfs4::ResOp) {
+        let i = Self::slot(r.opnum());
+        self.calls[i].fetch_add(1, Ordering::Relaxed);
+        if !r.status().is_ok() {
+            self.errors[i].fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -84,15 +84,19 @@ pub fn open(cx: &mut Cx<'_>, a: &OpenArgs) -> Result<OpenOk, Nfsstat4> {
     }
     cx.cur = Some(Fh::file(cx.s, Arc::clone(export), attr));
     cx.cur_sid = Some(granted.stateid);
-    let delegation = if want & share::WANT_DELEG_MASK == 0 {
-        OpenDelegation4::None
-    } else {
-        // Asked for a delegation: refuse with a reason (NONE_EXT is 4.1's way).
-        OpenDelegation4::NoneExt {
-            why: why_no_delegation::NOT_SUPP_FTYPE,
-            will_signal: None,
-        }
+    // A client that says what it wants is told why it gets no delegation (NONE_EXT, RFC
+    // 8881 section 18.16.3): it asked for none, it cancelled its want, or granary grants
+    // none.
+    let why = match want & share::WANT_DELEG_MASK {
+        0 => None,
+        share::WANT_NO_DELEG => Some(why_no_delegation::NOT_WANTED),
+        share::WANT_CANCEL => Some(why_no_delegation::CANCELLED),
+        _ => Some(why_no_delegation::NOT_SUPP_FTYPE),
     };
+    let delegation = why.map_or(OpenDelegation4::None, |why| OpenDelegation4::NoneExt {
+        why,
+        will_signal: None,
+    });
     Ok(OpenOk {
         stateid: granted.stateid,
         cinfo: opened.cinfo,

@@ -59,7 +59,9 @@ pub fn dispatch(cx: &mut Cx<'_>, op: &ArgOp) -> ResOp {
         ArgOp::DestroyClientid(id) => ResOp::DestroyClientid(status(destroy_clientid(cx, *id))),
         ArgOp::BindConnToSession(a) => ResOp::BindConnToSession(bind_conn(cx, a).into()),
         ArgOp::BackchannelCtl(a) => ResOp::BackchannelCtl(status(backchannel_ctl(cx, a))),
-        ArgOp::ReclaimComplete(_) => ResOp::ReclaimComplete(status(reclaim_complete(cx))),
+        ArgOp::ReclaimComplete(one_fs) => {
+            ResOp::ReclaimComplete(status(reclaim_complete(cx, *one_fs)))
+        }
         ArgOp::TestStateid(a) => ResOp::TestStateid(test_stateid(cx, &a.ts_stateids).into()),
         ArgOp::FreeStateid(sid) => ResOp::FreeStateid(status(free_stateid(cx, sid))),
         ArgOp::Lock(a) => ResOp::Lock(ops_lock::lock(cx, a)),
@@ -130,6 +132,9 @@ fn exchange_id(cx: &mut Cx<'_>, a: &ExchangeIdArgs) -> Result<ExchangeIdOk, Nfss
         principal(&cx.ctx.auth),
         cx.now,
     )?;
+    if let (Some(removed), Some(records)) = (got.removed, &cx.s.records) {
+        records.forget(removed);
+    }
     let mut flags = exchgid::USE_NON_PNFS;
     if got.confirmed {
         flags |= exchgid::CONFIRMED_R;
@@ -159,9 +164,13 @@ fn create_session(
     cx: &mut Cx<'_>,
     a: &CreateSessionArgs,
 ) -> Result<nfs4::results::CreateSessionOk, Nfsstat4> {
-    // Callbacks carry AUTH_NONE or AUTH_SYS; a client that offers neither cannot be
-    // called back (knfsd refuses it the same way).
-    let cred = callback::callback_cred(&a.csa_sec_parms).ok_or(Nfsstat4::EncrAlgUnsupp)?;
+    // Callbacks carry AUTH_NONE or AUTH_SYS; a client that offers only RPCSEC_GSS cannot
+    // be called back (knfsd refuses it the same way). One that offers nothing gets a
+    // session whose back channel is down (SEQUENCE's status flags say so).
+    let cred = callback::callback_cred(&a.csa_sec_parms);
+    if cred.is_none() && !a.csa_sec_parms.0.is_empty() {
+        return Err(Nfsstat4::EncrAlgUnsupp);
+    }
     let mut a = a.clone();
     if cx.ctx.back.is_none() {
         // Not on a connection (tests, the fuzzers): nothing to call back on.
@@ -179,7 +188,7 @@ fn create_session(
     record_client(cx, client);
     let back = (cx.minor, ok.csr_back_chan_attrs);
     let cbs = &cx.s.callbacks;
-    cbs.add_session(client, ok.csr_sessionid, back, a.csa_cb_program, Some(cred));
+    cbs.add_session(client, ok.csr_sessionid, back, a.csa_cb_program, cred);
     if let (Some(conn), true) = (
         &cx.ctx.back,
         ok.csr_flags & session_flags::CONN_BACK_CHAN != 0,
@@ -244,8 +253,16 @@ fn bind_conn(cx: &mut Cx<'_>, a: &BindConnToSessionArgs) -> Result<BindConnToSes
     })
 }
 
-fn reclaim_complete(cx: &mut Cx<'_>) -> Result<(), Nfsstat4> {
+/// RECLAIM_COMPLETE (RFC 8881 section 18.51). With `rca_one_fs` it speaks of the current
+/// filehandle's file system only, which matters to a server that migrates file systems;
+/// granary does not, so it only checks there is a current filehandle (the client's
+/// global RECLAIM_COMPLETE, which ends its reclaims, follows).
+fn reclaim_complete(cx: &mut Cx<'_>, one_fs: bool) -> Result<(), Nfsstat4> {
     let client = cx.client()?;
+    if one_fs {
+        cx.cur()?;
+        return Ok(());
+    }
     cx.s.state.reclaim_complete(client)?;
     if !cx.s.state.in_grace(cx.now) {
         // The last client of the previous run is done: NLM may grant new locks too.

@@ -26,6 +26,7 @@ mod gen;
 mod iozone;
 mod limit;
 mod limits;
+mod locks;
 mod pattern;
 mod plot;
 mod report;
@@ -540,10 +541,7 @@ fn run_plan(
     let runs: u64 = plan
         .iter()
         .map(|(def, _)| {
-            let n = targets
-                .iter()
-                .filter(|t| !def.limit_only || t.is_limit())
-                .count();
+            let n = targets.iter().filter(|t| def.runs_on(t.is_limit())).count();
             u64::from(repeats_of(def, s)) * n as u64
         })
         .sum();
@@ -565,7 +563,7 @@ fn run_plan(
                 let n = targets.len();
                 for k in 0..n {
                     let t = &mut targets[(k + repeat as usize) % n];
-                    if def.limit_only && !t.is_limit() {
+                    if !def.runs_on(t.is_limit()) {
                         continue;
                     }
                     let what = format!("{} #{} on {}", def.name, repeat + 1, t.name);

@@ -127,3 +127,12 @@ const _: () = assert!(QUICK_HOST_BIG_FILE_BYTES.is_multiple_of(IO_CHUNK_BYTES as
 const _: () = assert!(EROFS_FILE_BYTES.is_multiple_of(IO_CHUNK_BYTES as u64));
 const _: () = assert!(QUICK_EROFS_FILE_BYTES.is_multiple_of(IO_CHUNK_BYTES as u64));
 const _: () = assert!(EROFS_FILE_BYTES <= SEQ_FILE_BYTES);
+
+/// Bytes of each lock of the `locks` workload (owners of the `disjoint` phases lock
+/// neighbouring ranges of this size).
+pub const LOCK_BYTES: u64 = 100;
+
+/// Most LOCK attempts of one pair in a contended `locks` phase before it counts as an
+/// error: the other owner holds the range for one round trip at a time, so thousands of
+/// refusals in a row mean a lock that is never given up.
+pub const MAX_LOCK_ATTEMPTS: u64 = 10_000;

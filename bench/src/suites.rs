@@ -48,12 +48,14 @@ pub const HOST_WORKLOADS: [WorkloadDef; 2] = [
         name: "host-tmpfs",
         group: Group::HostTmpfs,
         limit_only: false,
+        servers_only: false,
         about: "the same tmpfs directory served by each server, 4 connections × 64 in flight",
     },
     WorkloadDef {
         name: "host-disk",
         group: Group::HostDisk,
         limit_only: false,
+        servers_only: false,
         about: "the same root-fs directory served by each server, 4 connections × 64 in flight",
     },
 ];
@@ -63,6 +65,7 @@ pub const EROFS_WORKLOADS: [WorkloadDef; 2] = [
         name: "erofs-seq1m",
         group: Group::ErofsCold,
         limit_only: false,
+        servers_only: false,
         about: "1 MiB sequential READ passes over the image's file (1 connection × 16), \
                 cold then warm",
     },
@@ -70,6 +73,7 @@ pub const EROFS_WORKLOADS: [WorkloadDef; 2] = [
         name: "erofs-rand4k",
         group: Group::ErofsCold,
         limit_only: false,
+        servers_only: false,
         about: "4 KiB random READ of the image's file (4 connections × 64), cold then warm",
     },
 ];

@@ -38,64 +38,83 @@ pub struct WorkloadDef {
     pub group: Group,
     /// Runs only against the limit (the raw TCP stream ceiling).
     pub limit_only: bool,
+    /// Never runs against the limit (it answers NFSv3 calls only: the lock rows).
+    pub servers_only: bool,
     pub about: &'static str,
 }
 
 /// Every workload, in run order: small-op ones first, then data ones, so ganesha switches
 /// FSAL once per run.
-pub const WORKLOADS: [WorkloadDef; 9] = [
+pub const WORKLOADS: [WorkloadDef; 10] = [
     WorkloadDef {
         name: "null",
         group: Group::Small,
         limit_only: false,
+        servers_only: false,
         about: "NULL calls: the RPC round trip with no file-system work",
     },
     WorkloadDef {
         name: "getattr",
         group: Group::Small,
         limit_only: false,
+        servers_only: false,
         about: "GETATTR of the export root",
     },
     WorkloadDef {
         name: "meta",
         group: Group::Small,
         limit_only: false,
+        servers_only: false,
         about: "CREATE + SETATTR + REMOVE cycles (ops = cycles), LOOKUP of existing names",
     },
     WorkloadDef {
         name: "readdirplus",
         group: Group::Small,
         limit_only: false,
+        servers_only: false,
         about: "whole READDIRPLUS listings of a 10,000-entry directory (32 KiB pages)",
     },
     WorkloadDef {
         name: "conns",
         group: Group::Small,
         limit_only: false,
+        servers_only: false,
         about: "N clients (connections) doing GETATTR at depth 1; how many were served",
+    },
+    WorkloadDef {
+        name: "locks",
+        group: Group::Small,
+        limit_only: false,
+        servers_only: true,
+        about: "byte-range lock + unlock pairs: NFSv4.1 LOCK/LOCKU (new and existing \
+                lock-owner), NLM LOCK/UNLOCK, two owners on one range or on two",
     },
     WorkloadDef {
         name: "rand4k",
         group: Group::Data,
         limit_only: false,
+        servers_only: false,
         about: "4 KiB random WRITE (UNSTABLE + COMMIT every 64, FILE_SYNC) and verified READ",
     },
     WorkloadDef {
         name: "seq",
         group: Group::Data,
         limit_only: false,
+        servers_only: false,
         about: "1 MiB sequential WRITE (UNSTABLE, COMMIT at the end) and verified READ",
     },
     WorkloadDef {
         name: "stream",
         group: Group::Data,
         limit_only: true,
+        servers_only: false,
         about: "loopback TCP stream, 1 MiB writes: the bandwidth ceiling",
     },
     WorkloadDef {
         name: "iozone",
         group: Group::Data,
         limit_only: false,
+        servers_only: false,
         about: "iozone -a -i0 -i1 -I style matrix: write/rewrite/read/reread per record size",
     },
 ];
@@ -122,6 +141,7 @@ pub fn phases(def: &WorkloadDef, s: &Settings) -> Vec<PhaseInfo> {
             p("lookup-d16".into(), Metric::Ops, 1, 16),
         ],
         "readdirplus" => vec![p("list".into(), Metric::Entries, 1, 1)],
+        "locks" => super::locks::phases(),
         "conns" => s
             .conn_steps
             .iter()
@@ -154,6 +174,18 @@ pub struct Env<'a> {
     pub addrs: ServerAddrs,
     pub limit: bool,
     pub repeat: u32,
+}
+
+impl WorkloadDef {
+    /// Whether this workload runs on `target` (the limit, or a server).
+    #[must_use]
+    pub fn runs_on(&self, limit: bool) -> bool {
+        if limit {
+            !self.servers_only
+        } else {
+            !self.limit_only
+        }
+    }
 }
 
 impl Env<'_> {
@@ -268,6 +300,7 @@ pub async fn run(def: &WorkloadDef, env: &Env<'_>, phases: &[PhaseInfo]) -> Vec<
         "meta" => meta(env, phases).await,
         "readdirplus" => readdirplus(env, phases).await,
         "conns" => conns(env, phases).await,
+        "locks" => super::locks::run(env, phases).await,
         "rand4k" => rand4k(env, phases).await,
         "seq" => seq(env, phases).await,
         "stream" => Ok(stream(env, phases)),

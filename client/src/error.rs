@@ -36,6 +36,13 @@ pub enum ClientError {
     /// the typed procedure methods return the status inside their result).
     #[error("NFS error {0:?}")]
     Nfs(Nfsstat3),
+    /// An NFSv4 operation failed (SEQUENCE, or an operation of the `v4` layer).
+    #[error("NFSv4 error {0:?}")]
+    Nfs4(nfs4::Nfsstat4),
+    /// An NLM procedure returned a status other than `NLM4_GRANTED` where the caller
+    /// asked for success ([`crate::nlm::nlm_ok`]).
+    #[error("NLM status {0:?}")]
+    Nlm(nlm::nlm4::Stats),
     /// MNT returned a status other than `MNT3_OK` (convenience layer only).
     #[error("MOUNT error {0:?}")]
     Mount(Mountstat3),

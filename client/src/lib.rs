@@ -1,5 +1,6 @@
-//! granary's NFSv3 + MOUNT v3 client, over TCP with tokio. Used by granary's tests, its
-//! load generator (`granary bench`) and `granary lab`.
+//! granary's NFSv3 + MOUNT v3 client, over TCP with tokio, with the NFSv4.1 session and
+//! lock calls ([`v4`]) and the NLM v4 lock calls ([`nlm`]) `granary bench`'s lock rows
+//! make. Used by granary's tests, its load generator (`granary bench`) and `granary lab`.
 //!
 //! The crate owns the client side of the wire, in three layers:
 //!
@@ -30,13 +31,17 @@ pub mod conn;
 pub mod error;
 pub mod limits;
 pub mod nfs;
+pub mod nlm;
 pub mod ops;
 pub mod url;
+pub mod v4;
 
 pub use auth::{auth_sys, default_auth};
 pub use conn::{PendingReply, RpcConnection};
 pub use error::{nfs_ok, ClientError};
 pub use nfs::Nfs3Client;
+pub use nlm::NlmClient;
 pub use ops::DirEntry;
 pub use rpc::msg::Auth;
 pub use url::ServerAddrs;
+pub use v4::Nfs4Session;

@@ -49,6 +49,14 @@ pub const MAX_LIST_ENTRIES: usize = 1 << 20;
 /// memory.
 pub const MAX_READ_ALL_BYTES: u64 = 4 << 30;
 
+/// `ca_maxrequestsize` and `ca_maxresponsesize` an NFSv4.1 session asks for: the lock
+/// calls it makes are a few hundred bytes; 64 KiB leaves room for any small COMPOUND.
+pub const V4_CHANNEL_BYTES: u32 = 64 << 10;
+
+/// Most slots an NFSv4.1 session asks for: one per call in flight, and the bench runs at
+/// most 64 in flight per connection.
+pub const V4_MAX_SLOTS: u32 = 64;
+
 /// Default `AUTH_SYS` machine name.
 pub const DEFAULT_MACHINE_NAME: &str = "granary-client";
 

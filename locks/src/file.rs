@@ -2,8 +2,11 @@
 //! each owner's merged ranges (POSIX split and merge), and the queue of waiting requests
 //! in arrival order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
+
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::segments::Segments;
 use crate::{Kind, Range, WaiterId};
@@ -12,8 +15,8 @@ use crate::{Kind, Range, WaiterId};
 pub type OwnerId = u64;
 
 /// The holders of one piece of a file, sorted by owner: any number of readers, or one
-/// writer.
-pub type Holders = Vec<(OwnerId, Kind)>;
+/// writer. Most pieces have one or two, kept inline (no allocation per piece).
+pub type Holders = SmallVec<[(OwnerId, Kind); 2]>;
 
 /// How a waiting request is given its lock once nothing is in its way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +57,7 @@ pub struct FileLocks {
     pub holders: Segments<Holders>,
     /// (segment, holder) entries of `holders`, bounded per file.
     pub entries: usize,
-    pub owners: HashMap<OwnerId, Segments<Kind>>,
+    pub owners: FxHashMap<OwnerId, Segments<Kind>>,
     pub waiters: VecDeque<Waiter>,
 }
 

@@ -57,12 +57,13 @@ mod prim;
 mod range;
 mod segments;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use file::{Delivery, FileLocks, OwnerId, Waiter};
 use prim::{Mutex, MutexGuard, RwLock};
@@ -369,29 +370,42 @@ impl Metrics {
     }
 }
 
+/// A client as the manager numbers it while one of its owners holds or waits.
+type ClientId = u64;
+
 #[derive(Debug)]
 struct OwnerEntry {
     owner: Owner,
+    client: ClientId,
     /// Files where the owner holds locks or waits.
-    files: HashSet<FileKey>,
+    files: FxHashSet<FileKey>,
     locks: usize,
     waiters: usize,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ClientEntry {
-    owners: HashSet<OwnerId>,
+    owners: FxHashSet<OwnerId>,
     locks: usize,
     waiters: usize,
 }
 
 /// Who is who, and the counts the bounds and metrics read.
+///
+/// Owners and clients are named by the protocols' bytes, which a client chooses: those
+/// two maps (`ids`, `client_ids`) hash with std's keyed SipHash, so no client can aim
+/// names at one bucket. Everything after them is keyed by the manager's own numbers
+/// (owner and client ids) or by a [`FileKey`] (the server's export and file ids), and
+/// hashed with FxHash, which costs a multiply per key (the keyed hashing of every map
+/// was a quarter of a lock call's time).
 #[derive(Debug, Default)]
 struct Books {
     ids: HashMap<Owner, OwnerId>,
-    owners: HashMap<OwnerId, OwnerEntry>,
-    clients: HashMap<Client, ClientEntry>,
+    client_ids: HashMap<Client, ClientId>,
+    owners: FxHashMap<OwnerId, OwnerEntry>,
+    clients: FxHashMap<ClientId, ClientEntry>,
     next_owner: OwnerId,
+    next_client: ClientId,
     next_waiter: u64,
     locks: usize,
     waiters: usize,
@@ -405,21 +419,37 @@ impl Books {
         }
         let id = self.next_owner;
         self.next_owner += 1;
+        let client = match self.client_ids.get(&owner.client) {
+            Some(&c) => c,
+            None => {
+                let c = self.next_client;
+                self.next_client += 1;
+                self.client_ids.insert(owner.client.clone(), c);
+                self.clients.insert(
+                    c,
+                    ClientEntry {
+                        owners: FxHashSet::default(),
+                        locks: 0,
+                        waiters: 0,
+                    },
+                );
+                c
+            }
+        };
         self.ids.insert(owner.clone(), id);
         self.owners.insert(
             id,
             OwnerEntry {
                 owner: owner.clone(),
-                files: HashSet::new(),
+                client,
+                files: FxHashSet::default(),
                 locks: 0,
                 waiters: 0,
             },
         );
-        self.clients
-            .entry(owner.client.clone())
-            .or_default()
-            .owners
-            .insert(id);
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.owners.insert(id);
+        }
         id
     }
 
@@ -429,7 +459,7 @@ impl Books {
     }
 
     fn client_of(&self, id: OwnerId) -> Option<&ClientEntry> {
-        self.clients.get(&self.owners.get(&id)?.owner.client)
+        self.clients.get(&self.owners.get(&id)?.client)
     }
 
     /// Adds `locks` and `waiters` (either may be negative) to `id`'s counts on `file`.
@@ -442,7 +472,7 @@ impl Books {
         o.locks = o.locks.saturating_add_signed(locks);
         o.waiters = o.waiters.saturating_add_signed(waiters);
         let p = o.owner.protocol();
-        if let Some(c) = self.clients.get_mut(&o.owner.client) {
+        if let Some(c) = self.clients.get_mut(&o.client) {
             c.locks = c.locks.saturating_add_signed(locks);
             c.waiters = c.waiters.saturating_add_signed(waiters);
         }
@@ -466,13 +496,15 @@ impl Books {
             return;
         }
         debug_assert_eq!((o.locks, o.waiters), (0, 0));
-        let owner = o.owner.clone();
-        self.owners.remove(&id);
-        self.ids.remove(&owner);
-        if let Some(c) = self.clients.get_mut(&owner.client) {
+        let Some(o) = self.owners.remove(&id) else {
+            return;
+        };
+        self.ids.remove(&o.owner);
+        if let Some(c) = self.clients.get_mut(&o.client) {
             c.owners.remove(&id);
             if c.owners.is_empty() {
-                self.clients.remove(&owner.client);
+                self.clients.remove(&o.client);
+                self.client_ids.remove(&o.owner.client);
             }
         }
     }
@@ -485,7 +517,7 @@ impl Books {
 
 #[derive(Debug, Default)]
 struct Inner {
-    files: HashMap<FileKey, FileLocks>,
+    files: FxHashMap<FileKey, FileLocks>,
     books: Books,
 }
 
@@ -668,8 +700,9 @@ impl LockManager {
         let mut g = self.inner();
         let Inner { files, books } = &mut *g;
         let owners: Vec<OwnerId> = books
-            .clients
+            .client_ids
             .get(client)
+            .and_then(|c| books.clients.get(c))
             .map(|c| c.owners.iter().copied().collect())
             .unwrap_or_default();
         let mut out = Released::default();
@@ -810,10 +843,11 @@ impl LockManager {
     /// Locks held by `client`.
     #[must_use]
     pub fn client_locks(&self, client: &Client) -> usize {
-        self.inner()
-            .books
-            .clients
+        let g = self.inner();
+        g.books
+            .client_ids
             .get(client)
+            .and_then(|c| g.books.clients.get(c))
             .map_or(0, |c| c.locks)
     }
 
@@ -1039,7 +1073,7 @@ fn wake(
 }
 
 fn release_on(
-    files: &mut HashMap<FileKey, FileLocks>,
+    files: &mut FxHashMap<FileKey, FileLocks>,
     books: &mut Books,
     id: OwnerId,
     file: FileKey,
@@ -1071,7 +1105,7 @@ fn release_on(
 }
 
 fn release_all(
-    files: &mut HashMap<FileKey, FileLocks>,
+    files: &mut FxHashMap<FileKey, FileLocks>,
     books: &mut Books,
     id: OwnerId,
     now: Duration,

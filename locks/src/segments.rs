@@ -9,6 +9,7 @@
 //! within (or next to) the range.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use crate::Range;
 
@@ -81,37 +82,39 @@ impl<V: Clone + Eq> Segments<V> {
 
     /// Sets the value of every byte of `r` to `f(its old value)` (`None`: no value), and
     /// merges equal neighbours. `f` is called once per existing segment and once per gap
-    /// within `r`, in order.
+    /// within `r`, in order. Allocates nothing but the map's own nodes.
     pub fn update(&mut self, r: Range, mut f: impl FnMut(Option<&V>) -> Option<V>) {
         self.split_at(r.start());
         if !r.to_end() {
             self.split_at(r.end() + 1);
         }
-        let inside: Vec<(u64, (u64, V))> = self
-            .map
-            .range(r.start()..=r.end())
-            .map(|(&s, ev)| (s, ev.clone()))
-            .collect();
-        for (s, _) in &inside {
-            self.map.remove(s);
-        }
-        // The next byte not yet given a value; `None` once past u64::MAX.
+        // The next byte not yet given a value; `None` once past u64::MAX. Segments
+        // inserted for gaps lie before it, so the walk never meets them again.
         let mut pos = Some(r.start());
-        for (s, (e, v)) in inside {
-            if let Some(p) = pos.filter(|&p| p < s) {
+        while let Some(p) = pos.filter(|&p| p <= r.end()) {
+            let Some((&s, &(e, _))) = self.map.range(p..=r.end()).next() else {
+                if let Some(nv) = f(None) {
+                    self.map.insert(p, (r.end(), nv));
+                }
+                break;
+            };
+            if p < s {
                 if let Some(nv) = f(None) {
                     self.map.insert(p, (s - 1, nv));
                 }
             }
-            if let Some(nv) = f(Some(&v)) {
-                self.map.insert(s, (e, nv));
+            let new = self.map.get(&s).and_then(|(_, v)| f(Some(v)));
+            match new {
+                Some(nv) => {
+                    if let Some(slot) = self.map.get_mut(&s) {
+                        slot.1 = nv;
+                    }
+                }
+                None => {
+                    self.map.remove(&s);
+                }
             }
             pos = e.checked_add(1);
-        }
-        if let Some(p) = pos.filter(|&p| p <= r.end()) {
-            if let Some(nv) = f(None) {
-                self.map.insert(p, (r.end(), nv));
-            }
         }
         self.merge_around(r);
     }
@@ -124,23 +127,26 @@ impl<V: Clone + Eq> Segments<V> {
             .and_then(|b| self.at(b).map(|(s, _)| s.start()))
             .unwrap_or(r.start());
         let hi = r.end().saturating_add(1);
-        let keys: Vec<u64> = self.map.range(lo..=hi).map(|(&s, _)| s).collect();
-        let mut prev: Option<u64> = None;
-        for s in keys {
-            let Some(p) = prev else {
-                prev = Some(s);
-                continue;
-            };
-            let (pe, pv) = &self.map[&p];
-            let (e, v) = &self.map[&s];
-            if pe.checked_add(1) == Some(s) && pv == v {
-                let e = *e;
-                self.map.remove(&s);
-                if let Some(pe) = self.map.get_mut(&p) {
-                    pe.0 = e;
+        let Some(mut cur) = self.map.range(lo..=hi).next().map(|(&s, _)| s) else {
+            return;
+        };
+        while let Some((&next, (ne, nv))) = self
+            .map
+            .range((Bound::Excluded(cur), Bound::Included(hi)))
+            .next()
+        {
+            let ne = *ne;
+            let joins = self
+                .map
+                .get(&cur)
+                .is_some_and(|(ce, cv)| ce.checked_add(1) == Some(next) && cv == nv);
+            if joins {
+                self.map.remove(&next);
+                if let Some(c) = self.map.get_mut(&cur) {
+                    c.0 = ne;
                 }
             } else {
-                prev = Some(s);
+                cur = next;
             }
         }
     }

@@ -11,6 +11,30 @@ pub struct ObjectConfig {
     pub postgres: String,
     pub store: StoreUrl,
     pub credentials: Credentials,
+    /// Garbage collection and compaction on this head (docs/OBJECT.md).
+    pub gc: GcConfig,
+}
+
+/// When this head collects dead objects and compacts files (`gc.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcConfig {
+    /// Time between two rounds; zero: this head runs none (another head does).
+    pub interval: std::time::Duration,
+    /// How long an object no row names any more stays in the store: longer than any read
+    /// that found it may still fetch it (see [`crate::limits::GC_MIN_GRACE`]).
+    pub grace: std::time::Duration,
+    /// A file with at least this many slices is compacted.
+    pub compact_slices: u32,
+}
+
+impl Default for GcConfig {
+    fn default() -> Self {
+        Self {
+            interval: crate::limits::GC_INTERVAL,
+            grace: crate::limits::GC_GRACE,
+            compact_slices: crate::limits::COMPACT_MIN_SLICES,
+        }
+    }
 }
 
 impl std::fmt::Debug for ObjectConfig {
@@ -192,6 +216,7 @@ impl TestEngines {
                 postgres,
                 store,
                 credentials,
+                gc: GcConfig::default(),
             },
             env_dir: std::env::var_os("GRANARY_OBJECT_ENV_DIR").map(PathBuf::from),
         })

@@ -95,10 +95,14 @@ pub(crate) async fn read_published<C: GenericClient + Sync>(
             }),
         }
     }
-    let store = &inner.engines.store;
+    let store = std::sync::Arc::clone(&inner.engines.store);
+    let fetches: Vec<_> = fetches
+        .into_iter()
+        .map(|(i, obj, range)| (i, inner.engines.object_path(obj), range))
+        .collect();
     let got: Vec<(usize, Result<Bytes, object_store::Error>)> = futures::stream::iter(fetches)
-        .map(|(i, obj, range)| {
-            let path = inner.engines.object_path(obj);
+        .map(move |(i, path, range)| {
+            let store = std::sync::Arc::clone(&store);
             async move { (i, store.get_range(&path, range).await) }
         })
         .buffered(READ_PARALLEL_GETS)
@@ -132,7 +136,7 @@ pub(crate) async fn publish(inner: &Inner, file: i64) -> Result<Option<Inode>, F
     let object = if inline {
         None
     } else {
-        Some(upload(inner, &snap.extents).await?)
+        Some(upload(inner, concatenate(&snap.extents)).await?)
     };
     let end_i = i64::try_from(end).map_err(|_| Fail::Fs(FsError::FBig))?;
     let done = transaction!(inner.engines.pool, |tx| {
@@ -176,20 +180,15 @@ pub(crate) async fn publish(inner: &Inner, file: i64) -> Result<Option<Inode>, F
     }
 }
 
-/// Uploads the extents as one object under a fresh id; returns the id.
-async fn upload(inner: &Inner, extents: &[crate::pending::Extent]) -> Result<i64, Fail> {
+/// Uploads `body` as one object under a fresh id; returns the id.
+pub(crate) async fn upload(inner: &Inner, body: Vec<u8>) -> Result<i64, Fail> {
+    debug_assert!(body.len() <= OBJECT_MAX_BYTES);
     let client = inner.engines.pool.get().await?;
     let id: i64 = client
         .query_one("SELECT nextval('granary_object_ids')", &[])
         .await?
         .get(0);
     drop(client);
-    let size: usize = extents.iter().map(|e| e.data.len()).sum();
-    debug_assert!(size <= OBJECT_MAX_BYTES);
-    let mut body = Vec::with_capacity(size);
-    for e in extents {
-        body.extend_from_slice(&e.data);
-    }
     let path = inner.engines.object_path(id);
     inner
         .engines
@@ -197,4 +196,14 @@ async fn upload(inner: &Inner, extents: &[crate::pending::Extent]) -> Result<i64
         .put(&path, PutPayload::from(body))
         .await?;
     Ok(id)
+}
+
+/// The extents' bytes end to end, as one object holds them.
+fn concatenate(extents: &[crate::pending::Extent]) -> Vec<u8> {
+    let size: usize = extents.iter().map(|e| e.data.len()).sum();
+    let mut body = Vec::with_capacity(size);
+    for e in extents {
+        body.extend_from_slice(&e.data);
+    }
+    body
 }

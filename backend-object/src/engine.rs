@@ -165,11 +165,20 @@ impl Engines {
         F: Future<Output = Result<T, Fail>> + Send,
         T: Send,
     {
+        self.run_within(limits::OPERATION_TIMEOUT, fut)
+    }
+
+    /// As [`Engines::run`], within `timeout`.
+    pub(crate) fn run_within<T, F>(&self, timeout: std::time::Duration, fut: F) -> FsResult<T>
+    where
+        F: Future<Output = Result<T, Fail>> + Send,
+        T: Send,
+    {
         if !sync::blocking::allowed() {
             return Err(FsError::WouldBlock);
         }
         let bounded = async {
-            match tokio::time::timeout(limits::OPERATION_TIMEOUT, fut).await {
+            match tokio::time::timeout(timeout, fut).await {
                 Ok(done) => done,
                 Err(_) => Err(Fail::Timeout),
             }
@@ -251,6 +260,11 @@ impl Engines {
                 tracing::warn!(engine = what, "object backend: engine answers again");
             }
         }
+    }
+
+    /// Spawns `fut` on the backend's runtime (a background task).
+    pub(crate) fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
+        drop(self.handle.spawn(fut));
     }
 
     /// The object key of object `id`.

@@ -9,6 +9,8 @@
 //! - `meta`: one transaction per metadata operation, row locks in one order;
 //! - `data`, `pending`: slices, reads, UNSTABLE writes buffered per head and the publish
 //!   protocol (objects first, then rows, reply after the commit);
+//! - `gc`: garbage collection of dead objects and compaction, safe against reads in
+//!   flight on other heads (a grace in the database's time);
 //! - [`limits`]: every bound, with why.
 //!
 //! What this backend promises beyond the [`vfs::Backend`] contract: a handle (inode id and
@@ -21,13 +23,14 @@
 pub mod config;
 mod data;
 mod engine;
+mod gc;
 pub mod limits;
 mod meta;
 mod pending;
 mod schema;
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use gtime::{Clock, Timestamp};
@@ -37,8 +40,9 @@ use vfs::{
     Stability, Written,
 };
 
-pub use config::{Credentials, ObjectConfig, StoreUrl, TestEngines};
+pub use config::{Credentials, GcConfig, ObjectConfig, StoreUrl, TestEngines};
 use engine::{transaction, Engines, Fail};
+pub use gc::{Audit, GcReport};
 use meta::{to_db, Make};
 use pending::{Full, Pending};
 
@@ -50,9 +54,28 @@ pub(crate) struct Inner {
     /// The highest `now` this head handed to a change, and the floor read at start: no
     /// stamp this head gives is below it (seed 000's floor, kept in the database).
     floor_ns: AtomicI64,
+    gc: GcConfig,
+    /// A round of [`gc`] runs on this head now.
+    gc_running: AtomicBool,
+    /// Where the orphan sweep's listing goes on from.
+    gc_cursor: Mutex<Option<object_store::path::Path>>,
 }
 
 impl Inner {
+    fn gc_cursor(&self) -> Option<object_store::path::Path> {
+        self.gc_cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_gc_cursor(&self, at: Option<object_store::path::Path>) {
+        *self
+            .gc_cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = at;
+    }
+
     /// The time a change is stamped with: the clock, never below the floor.
     fn now_ns(&self) -> i64 {
         let clock = meta::ns(self.clock.now());
@@ -140,6 +163,9 @@ impl ObjectFs {
             pending: Pending::default(),
             clock,
             floor_ns: AtomicI64::new(m.ctime_floor_ns),
+            gc: config.gc,
+            gc_running: AtomicBool::new(false),
+            gc_cursor: Mutex::new(None),
         });
         runtime.spawn(publisher(Arc::clone(&inner)));
         runtime.spawn(floor_writer(Arc::clone(&inner), m.ctime_floor_ns));
@@ -182,6 +208,67 @@ impl ObjectFs {
         self.inner.engines.run(fut)
     }
 
+    /// Runs one round of garbage collection and compaction now and waits for it (tests,
+    /// and an operator's command). A round of another head in progress makes this one
+    /// a no-op (`skipped`).
+    ///
+    /// # Errors
+    /// An engine outage (`Jukebox`) or a refused statement.
+    pub fn gc_round(&self) -> FsResult<GcReport> {
+        let inner = &self.inner;
+        self.inner
+            .engines
+            .run_within(limits::GC_ROUND_TIMEOUT, gc::round(inner, &inner.gc))
+    }
+
+    /// Time between this head's rounds (`None`: it runs none).
+    #[must_use]
+    pub fn gc_interval(&self) -> Option<std::time::Duration> {
+        Some(self.inner.gc.interval).filter(|d| !d.is_zero())
+    }
+
+    /// Starts a round in the background unless one of this head's is still running, and
+    /// returns at once: what the server's timer (seed 002) calls every
+    /// [`ObjectFs::gc_interval`], from a worker that must not wait on the network.
+    pub fn gc_tick(&self) {
+        let inner = Arc::clone(&self.inner);
+        if inner.gc_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.inner.engines.spawn(async move {
+            let done =
+                tokio::time::timeout(limits::GC_ROUND_TIMEOUT, gc::round(&inner, &inner.gc)).await;
+            match done {
+                Ok(Ok(r)) if r == GcReport::default() => {}
+                Ok(Ok(r)) => tracing::info!(
+                    skipped = r.skipped,
+                    compacted_files = r.compacted_files,
+                    slices_before = r.slices_before,
+                    slices_after = r.slices_after,
+                    dropped = r.compactions_dropped,
+                    unnamed_found = r.unnamed_found,
+                    objects_deleted = r.objects_deleted,
+                    "object backend: garbage collection round"
+                ),
+                Ok(Err(e)) => tracing::warn!(error = %describe(&e), "object backend: garbage collection round failed; the next one tries again"),
+                Err(_) => tracing::warn!("object backend: garbage collection round ran out of time; the next one goes on"),
+            }
+            inner.gc_running.store(false, Ordering::Release);
+        });
+    }
+
+    /// Lists the store and the rows and says what each lacks (tests and operators; a
+    /// whole listing of the bucket prefix).
+    ///
+    /// # Errors
+    /// An engine outage.
+    pub fn audit(&self) -> FsResult<Audit> {
+        let inner = &self.inner;
+        self.inner
+            .engines
+            .run_within(limits::GC_ROUND_TIMEOUT, gc::audit(inner))
+    }
+
     /// Rows of `file` in the `slices` table and objects they name (tests and docs).
     ///
     /// # Errors
@@ -209,7 +296,12 @@ async fn publisher(inner: Arc<Inner>) {
         tokio::time::sleep(limits::PUBLISH_INTERVAL).await;
         let now = inner.clock.monotonic();
         for file in inner.pending.older_than(now, limits::PUBLISH_AGE) {
-            if let Err(e) = data::publish(&inner, file).await {
+            // Bounded like an operation: the collector's grace counts on every upload
+            // being committed or abandoned within one timeout.
+            let bounded =
+                tokio::time::timeout(limits::OPERATION_TIMEOUT, data::publish(&inner, file));
+            let done = bounded.await.unwrap_or(Err(Fail::Timeout));
+            if let Err(e) = done {
                 tracing::warn!(file, error = %describe(&e), "object backend: publish timer failed; data stays buffered");
             }
         }
@@ -328,9 +420,11 @@ impl vfs::Backend for ObjectFs {
             if set.size_bytes.is_some() {
                 data::publish(inner, file).await?;
             }
-            let (change, _) = transaction!(inner.engines.pool, |tx| {
+            let (mut change, _) = transaction!(inner.engines.pool, |tx| {
                 meta::setattr(&*tx, file, set, guard, checks, now).await
             })?;
+            // This head's clients see the size its buffered writes make.
+            change.after = inner.overlay(change.after);
             Ok(change)
         })
     }
@@ -451,6 +545,11 @@ impl vfs::Backend for ObjectFs {
         let file = to_db(id);
         self.run(async move {
             let before = inner.overlay(meta::get(&**client!(inner), file).await?.attr);
+            match before.file_type {
+                FileType::Regular => {}
+                FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
+                _ => return Err(Fail::Fs(FsError::Inval)),
+            }
             let after = match data::publish(inner, file).await? {
                 Some(row) => inner.overlay(row.attr),
                 None => before.clone(),

@@ -76,6 +76,45 @@ pub const FLOOR_PERSIST_INTERVAL: Duration = Duration::from_secs(1);
 /// `ServerFault` (a loop in the parent chain would be corruption).
 pub const MAX_DEPTH: usize = 4096;
 
+/// How often a head runs a round of garbage collection and compaction by default. Rounds
+/// of all heads take one advisory lock, so one runs at a time whatever the number of
+/// heads; 30 s keeps the bucket within a minute or two of what the rows name.
+pub const GC_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How long an object no row names stays in the store before the collector deletes it,
+/// by default. Every reader of an object (READ, a compaction, a publish that has uploaded
+/// and not yet committed) finishes within [`OPERATION_TIMEOUT`] of reading the rows, and
+/// the transaction that let go of the object committed within [`OPERATION_TIMEOUT`] of
+/// stamping it: twice that is the least that is safe ([`GC_MIN_GRACE`]); a minute gives
+/// a stalled head margin.
+pub const GC_GRACE: Duration = Duration::from_secs(60);
+
+/// The least grace a configuration may give: two operation timeouts (see [`GC_GRACE`]).
+pub const GC_MIN_GRACE: Duration = Duration::from_secs(2 * OPERATION_TIMEOUT.as_secs());
+
+/// A file with at least this many slices is compacted by default: sixteen 4 KiB random
+/// writes cost sixteen GETs to read back across them; one object costs one.
+pub const COMPACT_MIN_SLICES: u32 = 16;
+
+/// Files one round compacts at most, so a round stays short and its memory bounded (one
+/// object of [`OBJECT_MAX_BYTES`] at a time).
+pub const COMPACT_FILES_PER_ROUND: i64 = 64;
+
+/// Dead objects one round deletes at most (S3 DELETEs, a few ms each here): a round stays
+/// within a few seconds, and the next round takes the rest.
+pub const GC_DELETES_PER_ROUND: i64 = 1000;
+
+/// Keys one round lists from the store looking for orphans (objects no row ever named:
+/// a head that died between its upload and its commit), continuing where the last
+/// round stopped: ten pages of S3's 1,000 keys.
+pub const GC_LIST_PER_ROUND: usize = 10_000;
+
+/// Longest one round of garbage collection runs; the next round goes on from there.
+/// Each compaction within it is bounded by [`OPERATION_TIMEOUT`] like a READ.
+pub const GC_ROUND_TIMEOUT: Duration = Duration::from_secs(120);
+
+const _: () = assert!(GC_MIN_GRACE.as_secs() >= 2 * OPERATION_TIMEOUT.as_secs());
+const _: () = assert!(GC_GRACE.as_secs() >= GC_MIN_GRACE.as_secs());
 const _: () = assert!(PENDING_FILE_MAX_BYTES <= OBJECT_MAX_BYTES);
 const _: () = assert!(PENDING_FILE_MAX_BYTES <= PENDING_HEAD_MAX_BYTES);
 const _: () = assert!((INLINE_MAX_BYTES as usize) < OBJECT_MAX_BYTES);

@@ -427,8 +427,8 @@ async fn reuse<C: GenericClient + Sync>(
 }
 
 /// Sets the size of locked regular file `file`: a shrink deletes the slices past the new
-/// end and masks any that straddle it with a zero slice, so a later extension reads
-/// zeros (newest wins).
+/// end and masks any that straddle it with a zero slice up to the farthest end of any
+/// slice left, so a later extension reads zeros (newest wins).
 pub(crate) async fn resize<C: GenericClient + Sync>(
     c: &C,
     file: &Inode,
@@ -444,11 +444,15 @@ pub(crate) async fn resize<C: GenericClient + Sync>(
             &[&id, &new],
         )
         .await?;
+        // The mask reaches as far as any slice left does, not just to the old size: an
+        // earlier truncation's mask past the new end is gone with the rows above, and the
+        // data it hid must stay hidden.
         c.execute(
             "INSERT INTO slices (file, seq, offset_bytes, length_bytes) \
-             SELECT $1, nextval('granary_slice_seq'), $2, $3 WHERE EXISTS \
-             (SELECT 1 FROM slices WHERE file = $1 AND offset_bytes + length_bytes > $2)",
-            &[&id, &new, &(old - new)],
+             SELECT $1, nextval('granary_slice_seq'), $2, reach - $2 FROM \
+             (SELECT max(offset_bytes + length_bytes) AS reach FROM slices WHERE file = $1) s \
+             WHERE reach > $2",
+            &[&id, &new],
         )
         .await?;
     }
@@ -548,9 +552,15 @@ pub(crate) async fn rename<C: GenericClient + Sync>(
     checks: &dyn Checks,
     now: i64,
 ) -> Result<Moved, Fail> {
-    let moving = entry(c, from_dir, from)
-        .await?
-        .ok_or(Fail::Fs(FsError::NoEnt))?;
+    let Some(moving) = entry(c, from_dir, from).await? else {
+        // What the directories say comes first (a file or a stale id is not "no entry").
+        for dir in [from_dir, to_dir] {
+            let d = get(c, dir).await?;
+            require_dir(&d)?;
+            checks.may_change_entries(&d.attr)?;
+        }
+        return Err(Fail::Fs(FsError::NoEnt));
+    };
     let moving_row = get(c, moving).await?;
     if moving_row.attr.is_dir() && from_dir != to_dir {
         c.execute("SELECT pg_advisory_xact_lock($1)", &[&RENAME_LOCK])
@@ -585,8 +595,16 @@ pub(crate) async fn rename<C: GenericClient + Sync>(
     }
     let m_dir = m.attr.is_dir();
     if let Some(r) = replaced {
+        checks.may_unlink(&td.attr, &locked.of(r)?.attr)?;
+    }
+    // Linux's order: a move into the moved directory's own subtree is EINVAL before
+    // anything about the name it would replace.
+    if m_dir && from_dir != to_dir {
+        checks.may_move_dir(&m.attr)?;
+        refuse_cycle(c, moving, to_dir).await?;
+    }
+    if let Some(r) = replaced {
         let r = locked.of(r)?;
-        checks.may_unlink(&td.attr, &r.attr)?;
         match (m_dir, r.attr.is_dir()) {
             (true, false) => return Err(Fail::Fs(FsError::NotDir)),
             (false, true) => return Err(Fail::Fs(FsError::IsDir)),
@@ -595,10 +613,6 @@ pub(crate) async fn rename<C: GenericClient + Sync>(
             }
             _ => {}
         }
-    }
-    if m_dir && from_dir != to_dir {
-        checks.may_move_dir(&m.attr)?;
-        refuse_cycle(c, moving, to_dir).await?;
     }
     let mut gone = None;
     if let Some(r) = replaced {

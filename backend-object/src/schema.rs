@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use crate::engine::Fail;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Key of the advisory lock `format` holds, so two heads starting at once create the
 /// schema once ("granary" in ASCII).
@@ -67,8 +67,32 @@ CREATE TABLE slices (
 );
 ";
 
-/// Creates the schema and the root directory if the database has none yet; checks the
-/// version of one that exists. Safe to run from several heads at once.
+/// Version 2: objects no slice may name any more, for the garbage collector (`gc.rs`).
+/// Every deleted `slices` row that named an object (a truncation, a removed file,
+/// a compaction) records that object with the database's time; the collector deletes it
+/// from the store only when no row names it and its grace has passed. `ON CONFLICT`
+/// keeps the *latest* time, so the grace always runs from the last time a row let go of
+/// the object. `slices_by_object` answers "does a row still name it" without a scan.
+const MIGRATION_2: &str = r"
+CREATE TABLE dead_objects (
+    object bigint PRIMARY KEY,
+    since timestamptz NOT NULL
+);
+CREATE INDEX slices_by_object ON slices (object) WHERE object IS NOT NULL;
+CREATE FUNCTION granary_slice_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO dead_objects (object, since) VALUES (OLD.object, clock_timestamp())
+    ON CONFLICT (object) DO UPDATE SET since = GREATEST(dead_objects.since, EXCLUDED.since);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER slices_gone AFTER DELETE ON slices
+    FOR EACH ROW WHEN (OLD.object IS NOT NULL) EXECUTE FUNCTION granary_slice_gone();
+UPDATE granary_meta SET schema_version = 2;
+";
+
+/// Creates the schema and the root directory if the database has none yet; brings one of
+/// an older version up to this one; refuses a newer one. Safe to run from several heads
+/// at once.
 ///
 /// Returns true if this call created the file system.
 pub(crate) async fn format(client: &mut Client, now_ns: i64) -> Result<bool, Fail> {
@@ -84,6 +108,16 @@ pub(crate) async fn format(client: &mut Client, now_ns: i64) -> Result<bool, Fai
             .query_one("SELECT schema_version FROM granary_meta", &[])
             .await?
             .get(0);
+        if version == 1 {
+            tx.batch_execute(MIGRATION_2).await?;
+            tx.commit().await?;
+            tracing::info!(
+                from = version,
+                to = SCHEMA_VERSION,
+                "object backend: schema migrated"
+            );
+            return Ok(false);
+        }
         if version != SCHEMA_VERSION {
             tracing::error!(
                 version,
@@ -96,6 +130,7 @@ pub(crate) async fn format(client: &mut Client, now_ns: i64) -> Result<bool, Fai
         return Ok(false);
     }
     tx.batch_execute(MIGRATION_1).await?;
+    tx.batch_execute(MIGRATION_2).await?;
     let root: i64 = tx
         .query_one("SELECT nextval('granary_inode_ids')", &[])
         .await?

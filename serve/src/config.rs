@@ -133,6 +133,9 @@ pub enum BackendConfig {
         /// `credentials = "/path"`: the S3 keys, else `AWS_ACCESS_KEY_ID` and
         /// `AWS_SECRET_ACCESS_KEY` from the environment.
         credentials: Option<PathBuf>,
+        /// `gc_interval_secs`, `gc_grace_secs`, `compact_slices`: garbage collection and
+        /// compaction on this head (docs/OBJECT.md).
+        gc: backend_object::GcConfig,
     },
 }
 
@@ -252,6 +255,12 @@ struct FileExport {
     store: Option<Spanned<String>>,
     #[cfg_attr(not(feature = "object"), expect(dead_code))]
     credentials: Option<PathBuf>,
+    #[cfg_attr(not(feature = "object"), expect(dead_code))]
+    gc_interval_secs: Option<u64>,
+    #[cfg_attr(not(feature = "object"), expect(dead_code))]
+    gc_grace_secs: Option<Spanned<u64>>,
+    #[cfg_attr(not(feature = "object"), expect(dead_code))]
+    compact_slices: Option<Spanned<u32>>,
     #[serde(default)]
     read_only: bool,
     clients: Option<Vec<Spanned<String>>>,
@@ -456,10 +465,36 @@ fn parse_object(export: &FileExport, at: At<'_>) -> Result<BackendConfig, Config
     };
     let parsed =
         backend_object::StoreUrl::parse(store.get_ref()).map_err(|m| at(&store.span(), m))?;
+    let mut gc = backend_object::GcConfig::default();
+    if let Some(secs) = export.gc_interval_secs {
+        gc.interval = Duration::from_secs(secs);
+    }
+    if let Some(grace) = &export.gc_grace_secs {
+        let min = backend_object::limits::GC_MIN_GRACE.as_secs();
+        if *grace.get_ref() < min {
+            let msg = format!(
+                "gc_grace_secs = {} is too short: a read in flight on another head may still \
+                 fetch an object for up to {min} s after its last row went; give at least {min}",
+                grace.get_ref()
+            );
+            return Err(at(&grace.span(), msg));
+        }
+        gc.grace = Duration::from_secs(*grace.get_ref());
+    }
+    if let Some(n) = &export.compact_slices {
+        if *n.get_ref() < 2 {
+            let msg = "compact_slices must be at least 2 (a file of one slice has nothing to \
+                       compact)"
+                .to_string();
+            return Err(at(&n.span(), msg));
+        }
+        gc.compact_slices = *n.get_ref();
+    }
     Ok(BackendConfig::Object {
         postgres: Secret(postgres.get_ref().clone()),
         store: parsed,
         credentials: export.credentials.clone(),
+        gc,
     })
 }
 
@@ -1091,6 +1126,7 @@ capacity_bytes = 4096
             postgres,
             store,
             credentials,
+            gc,
         } = &c.exports[0].backend
         else {
             panic!("not an object export: {:?}", c.exports[0].backend);
@@ -1098,6 +1134,7 @@ capacity_bytes = 4096
         assert_eq!(postgres.0, "postgres://u:pw@127.0.0.1:5/db");
         assert_eq!(store.prefix, "fs");
         assert_eq!(*credentials, None);
+        assert_eq!(*gc, backend_object::GcConfig::default());
         assert!(
             !format!("{:?}", c.exports[0]).contains("pw"),
             "the password is never printed"
@@ -1108,5 +1145,22 @@ capacity_bytes = 4096
             "[[export]]\npath = \"/\"\nbackend = \"object\"\npostgres = \"x\"\nstore = \"http://b\"\n",
         );
         assert!(e.contains("line 5") && e.contains("s3://"), "{e}");
+        let object = "[[export]]\npath = \"/\"\nbackend = \"object\"\npostgres = \"x\"\n\
+                      store = \"s3://b\"\n";
+        let c = parse(
+            &format!("{object}gc_interval_secs = 0\ngc_grace_secs = 90\ncompact_slices = 4\n"),
+            "t",
+        )
+        .unwrap();
+        let BackendConfig::Object { gc, .. } = &c.exports[0].backend else {
+            panic!("not an object export");
+        };
+        assert_eq!(gc.interval, Duration::ZERO);
+        assert_eq!(gc.grace, Duration::from_secs(90));
+        assert_eq!(gc.compact_slices, 4);
+        let e = error_of(&format!("{object}gc_grace_secs = 5\n"));
+        assert!(e.contains("line 6") && e.contains("at least 20"), "{e}");
+        let e = error_of(&format!("{object}compact_slices = 1\n"));
+        assert!(e.contains("line 6") && e.contains("at least 2"), "{e}");
     }
 }

@@ -20,6 +20,7 @@ pub fn format(config: &ServerConfig) -> Result<Vec<String>, String> {
             postgres,
             store,
             credentials,
+            gc,
         } = &e.backend
         else {
             continue;
@@ -29,6 +30,7 @@ pub fn format(config: &ServerConfig) -> Result<Vec<String>, String> {
             store: store.clone(),
             credentials: backend_object::Credentials::load(credentials.as_deref())
                 .map_err(|m| format!("export {}: {m}", e.path))?,
+            gc: *gc,
         };
         let clock: std::sync::Arc<dyn gtime::Clock> =
             std::sync::Arc::new(gtime::SystemClock::new());

@@ -64,7 +64,7 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     // export opens a file (seed 004: the cache's bound is checked against RLIMIT_NOFILE).
     raise_fd_limit(config.limits.max_connections + open_files_wanted(&config));
     let open_files = open_file_entries(&config);
-    let (exports, hosts, state_dir) = build_exports(&config, &stamps, open_files)?;
+    let (exports, hosts, objects, state_dir) = build_exports(&config, &stamps, open_files)?;
     // check_record_bytes refused a record limit too small for one page of data.
     let max_io_bytes = nfsd::limits::max_io_bytes_for_record(config.limits.max_record_bytes)
         .map_err(|smallest| {
@@ -202,6 +202,12 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     if open_files > 0 {
         schedule_open_file_aging(Arc::clone(&timers), Arc::new(hosts.clone()));
     }
+    #[cfg(feature = "object")]
+    for fs in objects {
+        schedule_object_gc(Arc::clone(&timers), fs);
+    }
+    #[cfg(not(feature = "object"))]
+    drop(objects);
     main_rt.block_on(acceptor.run(listener))?;
     tracing::info!("shutting down: no new connections; finishing requests in progress");
     let _ = stop_tx.send(true);
@@ -344,6 +350,24 @@ fn arm_open_file_aging(
     timers.insert(from, every, Scope::Global, age);
 }
 
+/// Starts a round of an object export's garbage collection and compaction every
+/// `gc_interval_secs`: one global timer per export (seed 002) that re-arms itself. The
+/// round runs on the backend's own runtime, so the worker that fires the timer never
+/// waits on the database or the store; a round still running skips the next tick.
+#[cfg(feature = "object")]
+fn schedule_object_gc(timers: Arc<Timers>, fs: Arc<backend_object::ObjectFs>) {
+    let Some(every) = fs.gc_interval() else {
+        return;
+    };
+    let from = runtime::current_worker().unwrap_or(0);
+    let again = Arc::clone(&timers);
+    let tick: runtime::timers::Callback = Box::new(move || {
+        fs.gc_tick();
+        schedule_object_gc(again, fs);
+    });
+    timers.insert(from, every, Scope::Global, tick);
+}
+
 /// Raises the soft open-file limit toward the hard one so that `max_connections` sockets
 /// fit (a default soft limit of 1024 would refuse connections below the configured cap).
 fn raise_fd_limit(max_connections: usize) {
@@ -474,12 +498,20 @@ fn report_stamps(stamps: &gtime::MultigrainClock) {
 }
 
 /// The exports, the host backends among them (their open-file caches are aged by the
-/// server's timer), and the state directory if an export needs one.
+/// server's timer), the object backends (their garbage collection is started by it),
+/// and the state directory if an export needs one.
 type Built = (
     ExportTable,
     Vec<Arc<backend_host::HostFs>>,
+    Objects,
     Option<std::path::PathBuf>,
 );
+
+/// The object backends of a server (never any without the `object` feature).
+#[cfg(feature = "object")]
+type Objects = Vec<Arc<backend_object::ObjectFs>>;
+#[cfg(not(feature = "object"))]
+type Objects = Vec<std::convert::Infallible>;
 
 fn build_exports(
     config: &ServerConfig,
@@ -505,6 +537,8 @@ fn build_exports(
     }
     let mut decode = None;
     let mut hosts = Vec::new();
+    #[cfg_attr(not(feature = "object"), expect(unused_mut))]
+    let mut objects = Objects::new();
     let mut exports = Vec::with_capacity(config.exports.len());
     for (i, c) in config.exports.iter().enumerate() {
         let (backend, id, incarnation): (Arc<dyn vfs::Backend>, ExportId, u32) = match &c.backend {
@@ -570,6 +604,7 @@ fn build_exports(
                 postgres,
                 store,
                 credentials,
+                gc,
             } => {
                 let fail = |message: String| ServeError::Backend {
                     path: c.path.clone(),
@@ -580,12 +615,15 @@ fn build_exports(
                     store: store.clone(),
                     credentials: backend_object::Credentials::load(credentials.as_deref())
                         .map_err(fail)?,
+                    gc: *gc,
                 };
                 let fs = backend_object::ObjectFs::open(&object, Arc::clone(clock.source()))
                     .map_err(fail)?;
+                let fs = Arc::new(fs);
+                objects.push(Arc::clone(&fs));
                 // The incarnation lives in the database: every head shares it.
                 let incarnation = fs.incarnation();
-                (Arc::new(fs), object_export_id(&c.path), incarnation)
+                (fs, object_export_id(&c.path), incarnation)
             }
         };
         exports.push(Export::new(
@@ -606,7 +644,7 @@ fn build_exports(
         (None, None) => HandleKey::new(rand::random()),
     };
     check_distinct_ids(&exports)?;
-    Ok((ExportTable::new(exports, key), hosts, state_dir))
+    Ok((ExportTable::new(exports, key), hosts, objects, state_dir))
 }
 
 /// Seed 001's decode workers as the erofs backend's decode runner.

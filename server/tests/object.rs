@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use backend_object::{ObjectConfig, TestEngines};
 use common::nfs::connect;
 use common::Server;
-use nfs3::nfs::StableHow;
+use nfs3::nfs::{NfsFh3, StableHow};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("granary-object-{}-{name}", std::process::id()));
@@ -52,6 +52,18 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 
 /// Two heads of one fresh object file system.
 fn two_heads(tag: &str) -> Option<(Server, Server, PathBuf)> {
+    heads(tag).map(|h| (h.a, h.b, h.dir))
+}
+
+/// Two heads, their file system, and where head A's config is (to start it again).
+struct Heads {
+    a: Server,
+    b: Server,
+    dir: PathBuf,
+    fs: ObjectConfig,
+}
+
+fn heads(tag: &str) -> Option<Heads> {
     let env = TestEngines::from_env()?;
     let fs = env.fresh(tag);
     let dir = scratch(tag);
@@ -60,7 +72,96 @@ fn two_heads(tag: &str) -> Option<(Server, Server, PathBuf)> {
     let b = head_config(&dir, "b", &fs, &key);
     let a = Server::start(&["--config", a.to_str().unwrap()]);
     let b = Server::start(&["--config", b.to_str().unwrap()]);
-    Some((a, b, dir))
+    Some(Heads { a, b, dir, fs })
+}
+
+/// A head in this process, for what the tests check in the database and the store: no
+/// row names a missing object, and after a round of garbage collection past a short
+/// grace, no object lies in the store that no row names (the dead and the orphans of a
+/// crash are gone).
+fn audit_and_sweep(fs: &ObjectConfig) {
+    let mut config = fs.clone();
+    config.gc.grace = Duration::from_secs(1);
+    config.gc.interval = Duration::ZERO;
+    let auditor =
+        backend_object::ObjectFs::open(&config, std::sync::Arc::new(gtime::SystemClock::new()))
+            .expect("an auditing head opens");
+    let before = auditor.audit().expect("audit");
+    assert!(
+        before.missing.is_empty(),
+        "rows name missing objects: {before:?}"
+    );
+    // Twice: the first round records orphans, the second deletes them past the grace.
+    auditor.gc_round().expect("a round of garbage collection");
+    std::thread::sleep(Duration::from_millis(1500));
+    let r = auditor.gc_round().expect("a round of garbage collection");
+    let after = auditor.audit().expect("audit");
+    assert!(
+        after.missing.is_empty() && after.unnamed.is_empty(),
+        "after the sweep: {after:?} (before: {before:?}, round: {r:?})"
+    );
+    eprintln!(
+        "audit: {} objects named, {} unnamed before the sweep, {} deleted",
+        before.named,
+        before.unnamed.len(),
+        r.objects_deleted
+    );
+}
+
+/// A client that waits longer than the head's own operation timeout (10 s), so that an
+/// outage's JUKEBOX reaches the test rather than the client's timeout.
+async fn patient(server: &Server) -> client::Nfs3Client {
+    connect(server).await.with_timeout(Duration::from_secs(30))
+}
+
+/// Runs `scripts/object-env.sh WHAT DIR` on the engines the tests use.
+fn engine(what: &str) {
+    let env_dir = std::env::var("GRANARY_OBJECT_ENV_DIR")
+        .expect("GRANARY_OBJECT_ENV_DIR names the scripts/object-env.sh directory");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/object-env.sh");
+    let out = Command::new(&script)
+        .args([what, &env_dir])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "object-env.sh {what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn write_args(fh: &NfsFh3, offset: u64, data: &[u8], stable: StableHow) -> nfs3::nfs::WriteArgs {
+    nfs3::nfs::WriteArgs {
+        file: fh.clone(),
+        offset,
+        count: data.len() as u32,
+        stable,
+        data: bytes::Bytes::copy_from_slice(data),
+    }
+}
+
+fn commit_args(fh: &NfsFh3) -> nfs3::nfs::CommitArgs {
+    nfs3::nfs::CommitArgs {
+        file: fh.clone(),
+        offset: 0,
+        count: 0,
+    }
+}
+
+/// COMMITs `fh` until it is OK (JUKEBOX meanwhile), within `bound`; its verifier.
+async fn commit_until_ok(c: &client::Nfs3Client, fh: &NfsFh3, bound: Duration) -> [u8; 8] {
+    let deadline = Instant::now() + bound;
+    loop {
+        match c.commit(&commit_args(fh)).await {
+            Ok(nfs3::nfs::Res3::Ok(ok)) => return ok.verf,
+            Ok(nfs3::nfs::Res3::Fail(nfs3::nfs::Nfsstat3::Jukebox, _))
+                if Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            other => panic!("COMMIT did not recover: {other:?}"),
+        }
+    }
 }
 
 fn pattern(len: usize) -> Vec<u8> {
@@ -157,35 +258,33 @@ fn run(tool: &str, args: &[&str]) -> Vec<u8> {
 #[test]
 fn a_stopped_database_answers_jukebox_and_the_head_recovers_when_it_is_back() {
     let _serial = one_at_a_time();
-    let Some((a, _b, _dir)) = two_heads("srv-dbdown") else {
+    let Some(Heads { a, fs, .. }) = heads("srv-dbdown") else {
         return;
-    };
-    let env_dir = std::env::var("GRANARY_OBJECT_ENV_DIR")
-        .expect("GRANARY_OBJECT_ENV_DIR names the scripts/object-env.sh directory");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/object-env.sh");
-    let engine = |what: &str| {
-        let out = Command::new(&script)
-            .args([what, &env_dir])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "object-env.sh {what}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    let data = pattern(3 << 20);
     rt.block_on(async {
-        let c = connect(&a).await;
+        let c = patient(&a).await;
         let root = c.mount("/").await.expect("MNT /");
         let fh = c.create_file(&root, "f", 0o644).await.unwrap();
+        // 3 MiB buffered in the head, to be published while the database is down.
+        let big = c.create_file(&root, "big", 0o644).await.unwrap();
+        write_unstable(&c, &big, 0, &data).await;
+        let mut v4 = common::v4::V4::connect(&a, "object-outage").await;
         engine("pg-stop");
         let started = Instant::now();
         let args = nfs3::nfs::GetattrArgs { object: fh.clone() };
         let res = c.getattr(&args).await;
+        let commit = c.commit(&commit_args(&big)).await;
+        let lookup =
+            nfs4::ops::ArgOp::Lookup(nfs4::types::Component4(bytes::Bytes::from_static(b"f")));
+        let (v4_status, _) = v4
+            .run_unchecked(vec![nfs4::ops::ArgOp::Putrootfh, lookup])
+            .await;
+        let took = started.elapsed();
         engine("pg-start");
         match res {
             Ok(nfs3::nfs::Res3::Fail(status, _)) => {
@@ -194,10 +293,18 @@ fn a_stopped_database_answers_jukebox_and_the_head_recovers_when_it_is_back() {
             other => panic!("GETATTR with the database stopped: {other:?}"),
         }
         assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "{:?}",
-            started.elapsed()
+            matches!(
+                commit,
+                Ok(nfs3::nfs::Res3::Fail(nfs3::nfs::Nfsstat3::Jukebox, _))
+            ),
+            "COMMIT with the database stopped: {commit:?}"
         );
+        assert_eq!(
+            v4_status,
+            nfs4::Nfsstat4::Delay,
+            "NFSv4 LOOKUP with the database stopped"
+        );
+        assert!(took < Duration::from_secs(30), "three calls took {took:?}");
         // Back by itself: the head's pool drops the dead connections and makes new ones.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -216,5 +323,231 @@ fn a_stopped_database_answers_jukebox_and_the_head_recovers_when_it_is_back() {
         c.create_file(&root, "after", 0o644)
             .await
             .expect("CREATE after recovery");
+        // The buffered data was kept through the outage and publishes now.
+        commit_until_ok(&c, &big, Duration::from_secs(30)).await;
+        assert!(c.read_all(&big).await.unwrap() == data);
     });
+    drop(a);
+    audit_and_sweep(&fs);
+}
+
+/// Writes `data` at `offset` in `chunk`-byte UNSTABLE WRITEs, checking each count.
+async fn write_unstable(c: &client::Nfs3Client, fh: &NfsFh3, offset: u64, data: &[u8]) -> [u8; 8] {
+    let mut verf = [0; 8];
+    for (i, piece) in data.chunks(CHUNK).enumerate() {
+        let at = offset + (i * CHUNK) as u64;
+        let ok = common::nfs::expect_ok(
+            c.write(&write_args(fh, at, piece, StableHow::Unstable))
+                .await
+                .unwrap(),
+            "UNSTABLE WRITE",
+        );
+        assert_eq!(ok.count as usize, piece.len());
+        verf = ok.verf;
+    }
+    verf
+}
+
+const CHUNK: usize = 64 << 10;
+
+#[test]
+fn a_head_killed_mid_unstable_writes_loses_nothing_stable_and_its_clients_resend() {
+    let _serial = one_at_a_time();
+    let Some(Heads { a, b, dir, fs }) = heads("srv-kill") else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let data = pattern(4 << 20);
+    let committed = 1 << 20;
+    let synced = committed..committed + CHUNK;
+    let (fh, verf_a) = rt.block_on(async {
+        let ca = connect(&a).await;
+        let root = ca.mount("/").await.expect("MNT / on head A");
+        let fh = ca.create_file(&root, "f", 0o644).await.unwrap();
+        // The first MiB UNSTABLE and COMMITted, the next 64 KiB FILE_SYNC: both stable.
+        let verf = write_unstable(&ca, &fh, 0, &data[..committed]).await;
+        let commit = common::nfs::expect_ok(ca.commit(&commit_args(&fh)).await.unwrap(), "COMMIT");
+        assert_eq!(commit.verf, verf, "the verifier held from WRITE to COMMIT");
+        let sync = common::nfs::expect_ok(
+            ca.write(&write_args(
+                &fh,
+                synced.start as u64,
+                &data[synced.clone()],
+                StableHow::FileSync,
+            ))
+            .await
+            .unwrap(),
+            "FILE_SYNC WRITE",
+        );
+        assert_eq!(sync.committed, StableHow::FileSync);
+        (fh, verf)
+    });
+    // The rest UNSTABLE, from another thread, while head A is killed under it.
+    let acked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let writer = {
+        let (acked, data, addr) = (acked.clone(), data.clone(), a.addr);
+        let fh = fh.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let c = client::Nfs3Client::connect(addr, addr).await.unwrap();
+                for at in (synced.end..data.len()).step_by(CHUNK) {
+                    let args =
+                        write_args(&fh, at as u64, &data[at..at + CHUNK], StableHow::Unstable);
+                    match c.write(&args).await {
+                        Ok(nfs3::nfs::Res3::Ok(_)) => {
+                            acked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        _ => return, // the head is gone
+                    }
+                }
+            });
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while acked.load(std::sync::atomic::Ordering::SeqCst) < 8 {
+        assert!(
+            Instant::now() < deadline,
+            "UNSTABLE writes did not get going"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(a); // kill -9
+    writer.join().unwrap();
+    let acked = acked.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        acked < (data.len() - synced.end) / CHUNK,
+        "the kill came after every write ({acked})"
+    );
+    rt.block_on(async {
+        let cb = connect(&b).await;
+        cb.mount("/").await.expect("MNT / on head B");
+        // Everything acknowledged as stable is there, through the other head.
+        let size = cb.getattr_ok(&fh).await.expect("A's handle on B").size;
+        assert!(size >= synced.end as u64, "size {size}");
+        let read = cb.read_all(&fh).await.unwrap();
+        assert!(read[..synced.end] == data[..synced.end], "stable data lost");
+        // The client's rule (RFC 1813 3.3.21): a COMMIT whose verifier differs from the
+        // WRITEs' means resending every write since the last good COMMIT.
+        let verf_b =
+            common::nfs::expect_ok(cb.commit(&commit_args(&fh)).await.unwrap(), "COMMIT on B").verf;
+        assert_ne!(verf_b, verf_a, "head B's verifier is its own");
+        let again = write_unstable(&cb, &fh, synced.end as u64, &data[synced.end..]).await;
+        assert_eq!(again, verf_b);
+        let done =
+            common::nfs::expect_ok(cb.commit(&commit_args(&fh)).await.unwrap(), "COMMIT on B");
+        assert_eq!(
+            done.verf, verf_b,
+            "no restart between: the resend is stable"
+        );
+        assert!(
+            cb.read_all(&fh).await.unwrap() == data,
+            "the file after the resend"
+        );
+    });
+    // Head A started again: a new verifier, and the same file.
+    let a = Server::start(&["--config", dir.join("a.toml").to_str().unwrap()]);
+    rt.block_on(async {
+        let ca = connect(&a).await;
+        ca.mount("/").await.expect("MNT / on the restarted head");
+        let verf = write_unstable(&ca, &fh, 0, &data[..CHUNK]).await;
+        assert_ne!(verf, verf_a, "a restarted head has a new write verifier");
+        assert!(ca.read_all(&fh).await.unwrap() == data);
+    });
+    drop(a);
+    audit_and_sweep(&fs);
+}
+
+#[test]
+fn an_s3_server_killed_mid_upload_answers_jukebox_and_the_head_recovers_by_itself() {
+    let _serial = one_at_a_time();
+    let Some(Heads { a, b, fs, .. }) = heads("srv-s3down") else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let data: Vec<Vec<u8>> = (0..4).map(|i| pattern((3 << 20) + i * 1000)).collect();
+    rt.block_on(async {
+        let ca = std::sync::Arc::new(patient(&a).await);
+        let root = ca.mount("/").await.expect("MNT / on head A");
+        let mut files = Vec::new();
+        for (i, d) in data.iter().enumerate() {
+            let fh = ca.create_file(&root, format!("f{i}"), 0o644).await.unwrap();
+            write_unstable(&ca, &fh, 0, d).await;
+            files.push(fh);
+        }
+        // Four COMMITs upload 12 MiB at once; the S3 server is killed under them.
+        let commits: Vec<_> = files
+            .iter()
+            .map(|fh| {
+                let (c, fh) = (ca.clone(), fh.clone());
+                tokio::spawn(async move { c.commit(&commit_args(&fh)).await.unwrap() })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::task::spawn_blocking(|| engine("s3-kill"))
+            .await
+            .unwrap();
+        let mut failed = 0;
+        for c in commits {
+            match c.await.unwrap() {
+                nfs3::nfs::Res3::Ok(_) => {}
+                nfs3::nfs::Res3::Fail(status, _) => {
+                    assert_eq!(status, nfs3::nfs::Nfsstat3::Jukebox);
+                    failed += 1;
+                }
+            }
+        }
+        // While it is down: data that needs the store waits, metadata does not.
+        let g = ca
+            .create_file(&root, "g", 0o644)
+            .await
+            .expect("CREATE while S3 is down");
+        let started = Instant::now();
+        let w = ca
+            .write(&write_args(&g, 0, &data[0][..CHUNK], StableHow::FileSync))
+            .await
+            .unwrap();
+        assert!(
+            matches!(w, nfs3::nfs::Res3::Fail(nfs3::nfs::Nfsstat3::Jukebox, _)),
+            "a FILE_SYNC WRITE with the store down: {w:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            started.elapsed()
+        );
+        let upload_started = Instant::now();
+        tokio::task::spawn_blocking(|| engine("s3-start"))
+            .await
+            .unwrap();
+        eprintln!(
+            "{failed} of 4 COMMITs answered JUKEBOX; S3 back in {:?}",
+            upload_started.elapsed()
+        );
+        // Back by itself: every COMMIT goes through, and head B reads every byte.
+        for fh in files.iter().chain([&g]) {
+            commit_until_ok(&ca, fh, Duration::from_secs(60)).await;
+        }
+        let cb = connect(&b).await;
+        cb.mount("/").await.expect("MNT / on head B");
+        for (fh, d) in files.iter().zip(&data) {
+            assert!(
+                cb.read_all(fh).await.unwrap() == *d,
+                "a file differs after the outage"
+            );
+        }
+        assert!(cb.read_all(&g).await.unwrap() == data[0][..CHUNK]);
+    });
+    drop((a, b));
+    audit_and_sweep(&fs);
 }

@@ -1,0 +1,272 @@
+//! Garbage collection and compaction against the real engines
+//! (`scripts/object-env.sh start DIR`, then `. DIR/env`), with a second head reading all
+//! along. The grace is shortened to two seconds here (a configuration may not go below
+//! `GC_MIN_GRACE`); the argument for it is in `src/gc.rs`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use granary_backend_object::{GcConfig, ObjectConfig, ObjectFs, TestEngines};
+use gtime::SystemClock;
+use object_store::ObjectStore;
+use rand::{Rng, SeedableRng};
+use vfs::{Backend, CreateMode, FileId, Name, SetAttr, Stability, Trusted};
+
+const ROOT: Trusted = Trusted::ROOT;
+const GRACE: Duration = Duration::from_secs(2);
+
+fn name(s: &str) -> Name {
+    Name::new(s.as_bytes().to_vec()).unwrap()
+}
+
+fn config(env: &TestEngines, tag: &str) -> ObjectConfig {
+    let mut c = env.fresh(tag);
+    c.gc = GcConfig {
+        interval: Duration::ZERO,
+        grace: GRACE,
+        compact_slices: 4,
+    };
+    c
+}
+
+fn head(config: &ObjectConfig) -> ObjectFs {
+    ObjectFs::open(config, Arc::new(SystemClock::new())).expect("the head opens")
+}
+
+fn create(fs: &ObjectFs, n: &str) -> FileId {
+    fs.create(
+        fs.root(),
+        &name(n),
+        &CreateMode::Guarded(SetAttr::default()),
+        &ROOT,
+    )
+    .unwrap()
+    .attr
+    .fileid
+}
+
+fn read(fs: &ObjectFs, id: FileId, offset: u64, count: u32) -> vfs::FsResult<Vec<u8>> {
+    let mut out = BytesMut::new();
+    fs.read_into(id, offset, count, &mut out, &ROOT)?;
+    Ok(out.to_vec())
+}
+
+fn stable(fs: &ObjectFs, id: FileId, offset: usize, data: &[u8]) {
+    let w = fs
+        .write(id, offset as u64, data, Stability::FileSync, &ROOT)
+        .unwrap();
+    assert_eq!(w.committed, Stability::FileSync);
+}
+
+#[test]
+fn compaction_keeps_every_byte_while_another_head_reads_and_old_objects_outlive_the_grace() {
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let config = config(&env, "compact");
+    let (a, b) = (head(&config), head(&config));
+    let f = create(&a, "patched");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(29);
+    let mut expect: Vec<u8> = (0..1u32 << 20).map(|i| (i % 249) as u8).collect();
+    stable(&a, f, 0, &expect);
+    for _ in 0..40 {
+        let at = rng.gen_range(0..expect.len() - 4096);
+        let patch: Vec<u8> = (0..4096).map(|_| rng.gen()).collect();
+        stable(&a, f, at, &patch);
+        expect[at..at + 4096].copy_from_slice(&patch);
+    }
+    assert_eq!(
+        a.slice_counts(f).unwrap(),
+        (41, 41),
+        "one slice and object per write"
+    );
+    let expect = Arc::new(expect);
+
+    // Head B reads random ranges the whole time and checks every byte.
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let (stop, reads, expect) = (stop.clone(), reads.clone(), expect.clone());
+        std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+            while !stop.load(Ordering::Relaxed) {
+                let at = rng.gen_range(0..expect.len() - 1);
+                let n = rng.gen_range(1..=256 << 10).min(expect.len() - at);
+                let got = read(&b, f, at as u64, n as u32)
+                    .unwrap_or_else(|e| panic!("head B's READ at {at}+{n}: {e:?}"));
+                assert!(
+                    got == expect[at..at + n],
+                    "head B read other bytes at {at}+{n}"
+                );
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+            b
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let r = a.gc_round().unwrap();
+    assert!(!r.skipped);
+    assert_eq!(
+        (r.compacted_files, r.slices_before, r.slices_after),
+        (1, 41, 1),
+        "{r:?}"
+    );
+    assert_eq!(a.slice_counts(f).unwrap(), (1, 1), "1 MiB in one object");
+    // Within the grace the old objects stay, for reads that found the old rows.
+    let audit = a.audit().unwrap();
+    assert!(
+        audit.missing.is_empty(),
+        "rows name missing objects: {audit:?}"
+    );
+    assert_eq!(audit.unnamed.len(), 41, "{audit:?}");
+    assert_eq!(
+        a.gc_round().unwrap().objects_deleted,
+        0,
+        "still within the grace"
+    );
+    std::thread::sleep(GRACE + Duration::from_millis(500));
+    let r = a.gc_round().unwrap();
+    assert_eq!(r.objects_deleted, 41, "{r:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let b = reader.join().expect("head B's reads all matched");
+    let audit = a.audit().unwrap();
+    assert!(
+        audit.missing.is_empty() && audit.unnamed.is_empty(),
+        "{audit:?}"
+    );
+    assert!(
+        reads.load(Ordering::Relaxed) >= 5,
+        "head B read {reads:?} times"
+    );
+    assert!(read(&b, f, 0, 1 << 20).unwrap() == *expect);
+}
+
+#[test]
+fn removed_truncated_overwritten_and_orphaned_objects_are_deleted_after_the_grace() {
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let mut config = config(&env, "dead");
+    config.gc.compact_slices = 2;
+    let a = head(&config);
+    let mib: Vec<u8> = (0..2u32 << 20).map(|i| (i % 241) as u8).collect();
+    let removed = create(&a, "removed");
+    stable(&a, removed, 0, &mib);
+    let truncated = create(&a, "truncated");
+    stable(&a, truncated, 0, &mib);
+    let overwritten = create(&a, "overwritten");
+    stable(&a, overwritten, 0, &mib);
+    let again = vec![9u8; mib.len()];
+    stable(&a, overwritten, 0, &again);
+    a.remove(a.root(), &name("removed"), &ROOT).unwrap();
+    let to_zero = SetAttr {
+        size_bytes: Some(0),
+        ..SetAttr::default()
+    };
+    a.setattr(truncated, &to_zero, None, &ROOT).unwrap();
+    // An orphan: an object uploaded under an id from the database that no row names,
+    // what a head leaves when it dies between its upload and its commit.
+    let orphan = orphan(&config);
+
+    let r = a.gc_round().unwrap();
+    assert_eq!(r.compacted_files, 1, "the overwritten file: {r:?}");
+    assert_eq!(r.unnamed_found, 1, "the orphan: {r:?}");
+    assert_eq!(r.objects_deleted, 0);
+    let audit = a.audit().unwrap();
+    assert!(audit.missing.is_empty(), "{audit:?}");
+    // Removed, truncated, the overwritten file's two and the orphan.
+    assert_eq!(audit.unnamed.len(), 5, "{audit:?}");
+    assert!(audit.unnamed.contains(&orphan));
+    std::thread::sleep(GRACE + Duration::from_millis(500));
+    let r = a.gc_round().unwrap();
+    assert_eq!(r.objects_deleted, 5, "{r:?}");
+    let audit = a.audit().unwrap();
+    assert!(
+        audit.missing.is_empty() && audit.unnamed.is_empty(),
+        "{audit:?}"
+    );
+    assert_eq!(
+        audit.named, 1,
+        "the overwritten file's one compacted object"
+    );
+    assert!(read(&a, overwritten, 0, 3 << 20).unwrap() == again);
+    assert_eq!(read(&a, truncated, 0, 10).unwrap(), b"");
+}
+
+/// Puts an object no row names under a fresh id of `config`'s sequence.
+fn orphan(config: &ObjectConfig) -> i64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(&config.postgres, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let conn = tokio::spawn(conn);
+        let id: i64 = client
+            .query_one("SELECT nextval('granary_object_ids')", &[])
+            .await
+            .unwrap()
+            .get(0);
+        drop(client);
+        let _ = conn.await;
+        let s = &config.store;
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(&s.bucket)
+            .with_region(&s.region)
+            .with_endpoint(s.endpoint.as_deref().unwrap())
+            .with_allow_http(true)
+            .with_access_key_id(&config.credentials.access_key_id)
+            .with_secret_access_key(&config.credentials.secret_access_key)
+            .build()
+            .unwrap();
+        let path = object_store::path::Path::from(format!("{}/objects/{id:016x}", s.prefix));
+        store.put(&path, vec![1u8; 70_000].into()).await.unwrap();
+        id
+    })
+}
+
+#[test]
+fn compaction_makes_few_objects_of_many_small_publishes_and_one_round_runs_at_a_time() {
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let config = config(&env, "many");
+    let (a, b) = (head(&config), head(&config));
+    let f = create(&a, "appended");
+    // 6 MiB appended in 64 KiB FILE_SYNC writes: 96 objects, and a sparse tail.
+    let chunk = 64 << 10;
+    let mut expect = Vec::new();
+    for i in 0..96u32 {
+        let data = vec![(i % 200) as u8 + 1; chunk];
+        stable(&a, f, expect.len(), &data);
+        expect.extend_from_slice(&data);
+    }
+    stable(&a, f, 10 << 20, b"tail");
+    expect.resize(10 << 20, 0);
+    expect.extend_from_slice(b"tail");
+    let started = Instant::now();
+    let (ra, rb) = std::thread::scope(|s| {
+        let ta = s.spawn(|| a.gc_round().unwrap());
+        let tb = s.spawn(|| b.gc_round().unwrap());
+        (ta.join().unwrap(), tb.join().unwrap())
+    });
+    let took = started.elapsed();
+    // One round compacts; the other skips (the advisory lock) or, run after it, finds
+    // nothing to do. Two at once would leave one compaction dropped.
+    assert_eq!(ra.compacted_files + rb.compacted_files, 1, "{ra:?} {rb:?}");
+    assert_eq!(
+        ra.compactions_dropped + rb.compactions_dropped,
+        0,
+        "{ra:?} {rb:?}"
+    );
+    // 0-4 MiB and 4-6 MiB in one object each; the tail, 4 MiB further on, alone.
+    let (slices, objects) = a.slice_counts(f).unwrap();
+    assert_eq!((slices, objects), (3, 3));
+    assert!(read(&b, f, 0, 11 << 20).unwrap() == expect);
+    eprintln!("compacted 97 slices of 6 MiB into {slices} ({objects} objects) in {took:?}");
+}

@@ -9,7 +9,8 @@ clients of the server (an NFSv4.2 and an NFSv4.1 mount: the Linux client keeps o
 client per minor version, each with its own client id), or twice the same directory of
 the reference tmpfs (where the locks are the local kernel's). Each process below opens
 the file through one of the two paths; check.sh's grp_locks runs every CHECK on both and
-suite.sh compares the lines. Printed: results (ok or an errno name) and what F_GETLK
+suite.sh compares the lines. guest/nlm.sh runs CHECK hammer between an NFSv3 mount (NLM)
+and an NFSv4.2 mount. Printed: results (ok or an errno name) and what F_GETLK
 reports (type, start, length); never pids or times (times go to "note:" lines).
 """
 
@@ -261,6 +262,64 @@ def sqlite_writers(a_path, b_path):
     db.close()
 
 
+def sqlite_hammer(a_path, b_path):
+    """Two writers on each path (two mounts of one export) insert rows into one SQLite
+    database (rollback journal) for KT_SQLITE_SECS seconds (default 20), 1 to 3 rows a
+    transaction, each counting the rows of the transactions whose COMMIT returned; then
+    integrity_check, and each writer's rows in the table against its count."""
+    secs = float(os.environ.get("KT_SQLITE_SECS", "20"))
+    db = sqlite3.connect(a_path)
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.execute("CREATE TABLE IF NOT EXISTS h (who TEXT, n INTEGER)")
+    db.commit()
+    db.close()
+    start = time.monotonic()
+    deadline = start + secs
+    writers = []
+    for who, p in (("a1", a_path), ("a2", a_path), ("b1", b_path), ("b2", b_path)):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            code, committed, n = 0, 0, 0
+            try:
+                conn = sqlite3.connect(p, timeout=120)
+                while time.monotonic() < deadline:
+                    k = 1 + n % 3
+                    with conn:
+                        conn.executemany("INSERT INTO h VALUES (?, ?)",
+                                         [(who, n + i) for i in range(k)])
+                    committed += k
+                    n += k
+                conn.close()
+            except Exception as e:  # pylint: disable=broad-except
+                print("writer %s: %s" % (who, e))
+                code = 1
+            os.write(w, b"%d" % committed)
+            sys.stdout.flush()
+            os._exit(code)
+        os.close(w)
+        writers.append((who, pid, r))
+    codes, committed = [], {}
+    for who, pid, r in writers:
+        with os.fdopen(r, "rb") as f:
+            committed[who] = int(f.read() or b"0")
+        codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    ended = time.monotonic()
+    print("writers exited: %s" % codes)
+    db = sqlite3.connect(b_path)
+    print("integrity_check: %s" % db.execute("PRAGMA integrity_check").fetchone()[0])
+    rows = dict(db.execute("SELECT who, count(*) FROM h GROUP BY who").fetchall())
+    db.close()
+    table = {who: rows.get(who, 0) for who in committed}
+    total = sum(committed.values())
+    print("rows equal the committed inserts: %s" %
+          ("yes" if table == committed else "no: table %s, committed %s" % (table, committed)))
+    print("note: %d rows committed by 4 writers in %.1f s (the last ended %.1f s after the"
+          " deadline): %s" % (total, ended - start, ended - deadline,
+                              committed))
+
+
 CHECKS = {
     "fcntl": fcntl_exclusion,
     "upgrade": shared_and_upgrade,
@@ -270,6 +329,7 @@ CHECKS = {
     "waiter": blocked_waiter,
     "killed": killed_holder,
     "sqlite": sqlite_writers,
+    "hammer": sqlite_hammer,
 }
 
 

@@ -458,7 +458,10 @@ fn nfs4_state(
             "NFSv4 grace period: clients of the previous run may reclaim their opens; new opens wait"
         );
     }
-    Ok(nfsd::v4::Nfs4State::new(core, clock, config).with_records(records))
+    let owner = crate::state::nfs4_server_owner(dir).map_err(ServeError::Export)?;
+    Ok(nfsd::v4::Nfs4State::new(core, clock, config)
+        .with_records(records)
+        .with_server_owner(owner))
 }
 
 /// Ends the grace period on a pull-model timer (seed 002) at its deadline, if there is

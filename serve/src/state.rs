@@ -74,6 +74,15 @@ pub fn incarnation(state: &Path, dir: &Path, path: &str) -> Result<u32, String> 
     Ok(u32::from_be_bytes(raw))
 }
 
+/// The NFSv4 server owner and scope of this state directory (`nfs4-server-owner`), made
+/// once: the same across restarts, so clients reclaim their state in the grace period.
+pub fn nfs4_server_owner(dir: &Path) -> Result<[u8; 8], String> {
+    private_secret(
+        &dir.join("nfs4-server-owner"),
+        "the NFSv4 clients' reclaim after the next restart",
+    )
+}
+
 /// Reads `N` random bytes kept in `path` (mode 0600), or makes and syncs them. `lost` says
 /// which handles go stale if the file is deleted.
 fn private_secret<const N: usize>(path: &Path, lost: &str) -> Result<[u8; N], String> {

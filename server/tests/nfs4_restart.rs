@@ -39,6 +39,32 @@ async fn connect(server: &Server, owner: &str) -> V4 {
     V4::connect_with(server, owner, &setup).await
 }
 
+/// EXCHANGE_ID's server owner (major id) and scope, asked by a client never confirmed
+/// (so never recorded).
+async fn server_scope(server: &Server) -> (Bytes, Bytes) {
+    let conn = RpcConnection::connect(server.addr)
+        .await
+        .expect("connect")
+        .with_auth(&client::auth_sys(0, 0, &[]));
+    let eid = ArgOp::ExchangeId(ExchangeIdArgs {
+        eia_clientowner: ClientOwner4 {
+            co_verifier: [9; 8],
+            co_ownerid: Opaque4(Bytes::from_static(b"scope-probe")),
+        },
+        eia_flags: 0,
+        eia_state_protect: StateProtect4A::None,
+        eia_client_impl_id: AtMostOne(None),
+    });
+    let res = common::v4::call(&conn, &Compound4Args::new(1, vec![eid])).await;
+    let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
+        panic!("EXCHANGE_ID: {res:?}")
+    };
+    (
+        e.eir_server_owner.so_major_id.0.clone(),
+        e.eir_server_scope.0.clone(),
+    )
+}
+
 fn open(owner: &str, claim: OpenClaim4, create: bool) -> ArgOp {
     let openhow = if create {
         Openflag4::Create(Createhow4::Unchecked(Fattr4::default()))
@@ -137,10 +163,13 @@ async fn a_recorded_client_reclaims_its_open_after_a_restart() {
     assert_eq!(res.status, Nfsstat4::Ok);
     assert_eq!(records(&state), 1, "DESTROY_CLIENTID removes the record");
 
-    // The server restarts on the same state directory.
+    // The server restarts on the same state directory, the same server to its clients
+    // (a Linux client that sees another scope reclaims nothing).
+    let scope = server_scope(&server).await;
     drop(a.conn);
     assert!(server.terminate().success());
     let server = Server::start(&args);
+    assert_eq!(server_scope(&server).await, scope, "owner and scope kept");
 
     // A client the previous run did not record: new opens wait, reclaims are refused.
     let mut b = connect(&server, "restart-b").await;

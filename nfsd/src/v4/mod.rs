@@ -201,6 +201,15 @@ impl Nfs4State {
         self
     }
 
+    /// The server owner and scope kept in the state directory, so they are the same after
+    /// a restart: a Linux client that sees another scope takes the server for a new one
+    /// and recovers without reclaiming its opens and locks (RFC 8881 section 2.10.4).
+    #[must_use]
+    pub fn with_server_owner(mut self, id: [u8; 8]) -> Self {
+        self.server_owner = Bytes::from(format!("granary-{}", u64::from_be_bytes(id)));
+        self
+    }
+
     /// Ends the grace period if its time is up (its timer calls this). Returns how many
     /// clients of the previous boot never reclaimed, or `None` if grace is not over.
     pub fn end_grace(&self) -> Option<usize> {

@@ -46,15 +46,7 @@ async fn server_scope(server: &Server) -> (Bytes, Bytes) {
         .await
         .expect("connect")
         .with_auth(&client::auth_sys(0, 0, &[]));
-    let eid = ArgOp::ExchangeId(ExchangeIdArgs {
-        eia_clientowner: ClientOwner4 {
-            co_verifier: [9; 8],
-            co_ownerid: Opaque4(Bytes::from_static(b"scope-probe")),
-        },
-        eia_flags: 0,
-        eia_state_protect: StateProtect4A::None,
-        eia_client_impl_id: AtMostOne(None),
-    });
+    let eid = common::v4::exchange_id("scope-probe", [9; 8]);
     let res = common::v4::call(&conn, &Compound4Args::new(1, vec![eid])).await;
     let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
         panic!("EXCHANGE_ID: {res:?}")

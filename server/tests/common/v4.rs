@@ -71,6 +71,20 @@ pub async fn call(conn: &RpcConnection, args: &Compound4Args) -> Compound4Res {
         .expect("COMPOUND")
 }
 
+/// EXCHANGE_ID as client `owner` with boot verifier `verifier`, no flags, no state
+/// protection.
+pub fn exchange_id(owner: &str, verifier: [u8; 8]) -> ArgOp {
+    ArgOp::ExchangeId(ExchangeIdArgs {
+        eia_clientowner: ClientOwner4 {
+            co_verifier: verifier,
+            co_ownerid: Opaque4(Bytes::from(owner.to_string())),
+        },
+        eia_flags: 0,
+        eia_state_protect: StateProtect4A::None,
+        eia_client_impl_id: AtMostOne(None),
+    })
+}
+
 impl V4 {
     /// A client with the default [`Setup`].
     pub async fn connect(server: &Server, owner: &str) -> V4 {
@@ -84,15 +98,7 @@ impl V4 {
             .expect("connect")
             .with_auth(&auth_sys(0, 0, &[]))
             .with_timeout(setup.timeout);
-        let eid = ArgOp::ExchangeId(ExchangeIdArgs {
-            eia_clientowner: ClientOwner4 {
-                co_verifier: setup.verifier,
-                co_ownerid: Opaque4(Bytes::from(owner.to_string())),
-            },
-            eia_flags: 0,
-            eia_state_protect: StateProtect4A::None,
-            eia_client_impl_id: AtMostOne(None),
-        });
+        let eid = exchange_id(owner, setup.verifier);
         let res = call(&conn, &Compound4Args::new(1, vec![eid])).await;
         let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
             panic!("EXCHANGE_ID: {res:?}")

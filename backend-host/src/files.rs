@@ -16,7 +16,8 @@
 //!   RLIMIT_NOFILE at start); a miss that finds it full opens for that call only;
 //! - when a file's last name is removed through granary, its entries are dropped at once
 //!   ([`HostFs::forget_open`]), so the space is released as soon as the last call using
-//!   the descriptor ends, as with the cache off;
+//!   the descriptor ends, as with the cache off (a close that frees a removed file's
+//!   blocks never runs on a network worker: see `closer`);
 //! - a descriptor that took UNSTABLE writes is `fdatasync`ed before it is closed (aging,
 //!   shutdown), so what the client was told to COMMIT later is never lost by a close;
 //!   COMMIT, DATA_SYNC and FILE_SYNC clear the mark, and so does the removal of the
@@ -58,6 +59,9 @@ pub(crate) struct IoCounters {
     flushes: AtomicU64,
     /// Such syncs that failed (the data may not be on disk; logged).
     flush_errors: AtomicU64,
+    /// Descriptors of files with no name left whose close a worker handed to the closing
+    /// thread (see `closer`).
+    pub(crate) deferred_closes: AtomicU64,
 }
 
 /// A cached descriptor and whether it took UNSTABLE writes not yet synced.
@@ -356,9 +360,14 @@ impl HostFs {
     /// the last call using it ends. With no name left nothing can read its data again, so
     /// UNSTABLE writes it holds are not synced first: that `fdatasync` would run in the
     /// REMOVE itself, on a network worker's event loop, for data about to be freed.
+    /// On a network worker the close itself (which frees the file's blocks) runs on the
+    /// closing thread (see `closer`).
     pub fn forget_open(&self, id: FileId) {
         if let Some(cache) = &self.open_files {
-            cache.forget_with(&id.0, |f| f.unstable.store(false, Ordering::Release));
+            let gone = cache.forget_deferred(&id.0, |f| f.unstable.store(false, Ordering::Release));
+            if !gone.is_empty() {
+                crate::closer::close_unlinked(gone, &self.io.deferred_closes);
+            }
         }
     }
 
@@ -404,5 +413,12 @@ impl HostFs {
             get(&self.io.flushes),
             get(&self.io.flush_errors),
         )
+    }
+
+    /// Drops of a removed file's descriptors that a thread which may not block handed to
+    /// the closing thread since start (see `closer`).
+    #[must_use]
+    pub fn deferred_closes(&self) -> u64 {
+        self.io.deferred_closes.load(Ordering::Relaxed)
     }
 }

@@ -105,12 +105,13 @@ impl HostFs {
         };
         let Some(Some(file)) = gone else { return };
         // A file with no name left: drop the cache entries its I/O opened meanwhile, so a
-        // later file given the same inode number never hits them.
+        // later file given the same inode number never hits them. Its last close frees its
+        // blocks, so a worker leaves it to the closing thread (see `closer`).
         if stat_fd(&file.fd).is_ok_and(|st| st.stx_nlink == 0) {
             self.forget_open(id);
+            crate::closer::close_unlinked(file, &self.io.deferred_closes);
         }
-        // Closed outside the lock: the last close of an unlinked file frees its blocks.
-        drop(file);
+        // Otherwise closed here, outside the lock.
     }
 
     /// The generation recorded when `id` was first held, if it is held.

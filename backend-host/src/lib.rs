@@ -91,6 +91,7 @@
 
 mod attr;
 mod backend;
+mod closer;
 mod entries;
 pub mod errno;
 mod files;

@@ -159,3 +159,84 @@ fn a_file_system_without_nowait_reads_is_read_where_the_call_is() {
         assert_eq!(forbidden(|| read(&fs, id, 4096)).unwrap(), b"in memory");
     }
 }
+
+/// Descriptors of this process that name `path` (a removed file's shows as "PATH (deleted)").
+fn fds_naming(path: &std::path::Path) -> usize {
+    let want = path.display().to_string();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.display().to_string().starts_with(&want))
+        .count()
+}
+
+/// Waits up to 5 s for the last descriptor naming `path` to close.
+fn closed_soon(path: &std::path::Path) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while fds_naming(path) > 0 {
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    true
+}
+
+/// The last close of a file with no name left frees its blocks: on a worker (a REMOVE
+/// while the open-file cache holds the file, an NFSv4 CLOSE of a held file removed
+/// meanwhile) it is handed to the closing thread, which closes it; elsewhere it happens
+/// where it is.
+#[test]
+fn a_removed_files_last_close_leaves_the_worker() {
+    let (dir, fs, id) = setup("unlinked-close", 16);
+    let path = dir.0.join("f");
+    let f = Name::new(b"f".to_vec()).unwrap();
+    let data = vec![1u8; 1 << 20];
+    fs.write(id, 0, &data, Stability::Unstable, &t()).unwrap();
+    assert!(fds_naming(&path) > 0, "the cache holds the written file");
+    forbidden(|| fs.remove(fs.root(), &f, &t())).unwrap();
+    assert_eq!(
+        fs.deferred_closes(),
+        1,
+        "REMOVE on a worker: cache entries handed off"
+    );
+    assert!(closed_soon(&path), "the closing thread closes them");
+
+    // An open (hold) outlives the name; its CLOSE on a worker hands off the last close.
+    let mode = CreateMode::Guarded(SetAttr::default());
+    let g = Name::new(b"g".to_vec()).unwrap();
+    let held = fs.create(fs.root(), &g, &mode, &t()).unwrap().attr.fileid;
+    let gpath = dir.0.join("g");
+    fs.hold(held).unwrap();
+    fs.write(held, 0, &data, Stability::Unstable, &t()).unwrap();
+    fs.remove(fs.root(), &g, &t()).unwrap();
+    assert_eq!(
+        fs.deferred_closes(),
+        1,
+        "a REMOVE where blocking is allowed closes there"
+    );
+    assert_eq!(
+        read(&fs, held, 4).unwrap(),
+        vec![1u8; 4],
+        "held: still readable"
+    );
+    assert!(fds_naming(&gpath) > 0);
+    forbidden(|| fs.release(held));
+    let handed = fs.deferred_closes();
+    assert!(handed >= 2, "the last release on a worker: handed off");
+    assert!(closed_soon(&gpath));
+
+    // Elsewhere (a blocking pool's thread) the same release closes where it is.
+    let h = Name::new(b"h".to_vec()).unwrap();
+    let other = fs.create(fs.root(), &h, &mode, &t()).unwrap().attr.fileid;
+    fs.hold(other).unwrap();
+    fs.remove(fs.root(), &h, &t()).unwrap();
+    fs.release(other);
+    assert_eq!(fs.deferred_closes(), handed);
+    assert_eq!(
+        fds_naming(&dir.0.join("h")),
+        0,
+        "closed by the release itself"
+    );
+    drop(dir);
+}

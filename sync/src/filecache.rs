@@ -398,12 +398,31 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
     /// Removes every access mode of `key`. Returns how many entries it removed. Their
     /// values close when the last request holding them lets go.
     pub fn forget(&self, key: &K) -> usize {
-        self.forget_with(key, |_| {})
+        let removed = self.remove_key(key);
+        removed.len()
+        // `removed` drops here, outside the lock: closes happen without blocking lookups.
     }
 
-    /// [`FileCache::forget`], calling `last` on each removed value before this drops its
-    /// reference (e.g. to say a value of a deleted file needs no flush on close).
-    pub fn forget_with(&self, key: &K, mut last: impl FnMut(&V)) -> usize {
+    /// [`FileCache::forget`] that calls `last` on each removed value and hands the
+    /// entries back instead of dropping them (e.g. to say a value of a deleted file needs
+    /// no flush on close, and to leave the close itself to another thread).
+    pub fn forget_deferred(&self, key: &K, mut last: impl FnMut(&V)) -> Evicted<V> {
+        let ready = self
+            .remove_key(key)
+            .into_iter()
+            .filter_map(|slot| match slot {
+                Slot::Ready(entry) => Some(entry),
+                Slot::Opening(_) => None,
+            })
+            .collect::<Vec<_>>();
+        for entry in &ready {
+            last(entry);
+        }
+        Evicted(ready)
+    }
+
+    /// Takes every access mode of `key` out of the map (under its shard's lock only).
+    fn remove_key(&self, key: &K) -> Vec<Slot<V>> {
         let mut removed = Vec::new();
         {
             let mut map = write(self.shard(key));
@@ -415,13 +434,7 @@ impl<K: Hash + Eq + Clone, V> FileCache<K, V> {
         }
         self.release(removed.len());
         bump(&self.counters.forgotten, removed.len() as u64);
-        for slot in &removed {
-            if let Slot::Ready(entry) = slot {
-                last(entry);
-            }
-        }
-        removed.len()
-        // `removed` drops here, outside the lock: closes happen without blocking lookups.
+        removed
     }
 
     /// One aging pass (the global timer's job). Returns how many entries it closed; their

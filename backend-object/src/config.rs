@@ -189,6 +189,30 @@ pub struct TestEngines {
 }
 
 impl TestEngines {
+    /// The engines the environment names (`scripts/object-env.sh start DIR` and
+    /// `. DIR/env`), or what is missing, for a person (`granary bench --suite object`).
+    ///
+    /// # Errors
+    /// A variable is missing or not a store URL, or the S3 credentials are missing.
+    pub fn try_from_env() -> Result<Self, String> {
+        const HOW: &str = "start the engines with `scripts/object-env.sh start DIR` and run                            `. DIR/env` first";
+        let postgres = std::env::var("GRANARY_TEST_POSTGRES")
+            .map_err(|_| format!("GRANARY_TEST_POSTGRES is not set: {HOW}"))?;
+        let store = std::env::var("GRANARY_TEST_S3")
+            .map_err(|_| format!("GRANARY_TEST_S3 is not set: {HOW}"))?;
+        let store = StoreUrl::parse(&store).map_err(|e| format!("GRANARY_TEST_S3: {e}"))?;
+        let credentials = Credentials::load(None)?;
+        Ok(Self {
+            config: ObjectConfig {
+                postgres,
+                store,
+                credentials,
+                gc: GcConfig::default(),
+            },
+            env_dir: std::env::var_os("GRANARY_OBJECT_ENV_DIR").map(PathBuf::from),
+        })
+    }
+
     /// The engines the environment names, `None` when it names none.
     ///
     /// # Panics
@@ -232,6 +256,15 @@ impl TestEngines {
     /// When the database cannot be created: the engines the environment names are down.
     #[must_use]
     pub fn fresh(&self, tag: &str) -> ObjectConfig {
+        self.try_fresh(tag)
+            .unwrap_or_else(|e| panic!("a database for the test: {e}"))
+    }
+
+    /// As [`TestEngines::fresh`], telling a person what failed.
+    ///
+    /// # Errors
+    /// The database named by the environment refused a connection or CREATE DATABASE.
+    pub fn try_fresh(&self, tag: &str) -> Result<ObjectConfig, String> {
         use std::sync::atomic::{AtomicU32, Ordering};
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -239,12 +272,12 @@ impl TestEngines {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .expect("a runtime for the test's database");
+            .map_err(|e| format!("a runtime for CREATE DATABASE: {e}"))?;
         let admin = self.config.postgres.clone();
         rt.block_on(async {
             let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
                 .await
-                .expect("GRANARY_TEST_POSTGRES accepts connections");
+                .map_err(|e| format!("GRANARY_TEST_POSTGRES refused a connection: {e}"))?;
             let conn = tokio::spawn(conn);
             // One statement each: a string of two runs as one transaction, which
             // neither allows.
@@ -255,17 +288,19 @@ impl TestEngines {
                 client
                     .execute(sql.as_str(), &[])
                     .await
-                    .expect("CREATE DATABASE for the test");
+                    .map_err(|e| format!("{sql}: {}", crate::engine::describe_db(&e)))?;
             }
             drop(client);
             let _ = conn.await;
-        });
-        let mut url = url::Url::parse(&admin).expect("GRANARY_TEST_POSTGRES is a URL");
+            Ok::<(), String>(())
+        })?;
+        let mut url = url::Url::parse(&admin)
+            .map_err(|e| format!("GRANARY_TEST_POSTGRES is not a URL: {e}"))?;
         url.set_path(&format!("/{name}"));
         let mut config = self.config.clone();
         config.postgres = url.to_string();
         config.store.prefix = name;
-        config
+        Ok(config)
     }
 }
 

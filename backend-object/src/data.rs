@@ -20,13 +20,13 @@ use object_store::PutPayload;
 use tokio_postgres::GenericClient;
 use vfs::FsError;
 
-use crate::engine::{transaction, Fail};
+use crate::engine::{transaction, Fail, COUNTERS};
 use crate::limits::{INLINE_MAX_BYTES, OBJECT_MAX_BYTES};
 use crate::meta::{self, Inode};
 use crate::Inner;
 
 /// GETs one read runs at once.
-const READ_PARALLEL_GETS: usize = 16;
+pub(crate) const READ_PARALLEL_GETS: usize = 16;
 
 /// Reads `len` bytes at `offset` of file `id` from its published slices.
 pub(crate) async fn read_published<C: GenericClient + Sync>(
@@ -103,7 +103,11 @@ pub(crate) async fn read_published<C: GenericClient + Sync>(
     let got: Vec<(usize, Result<Bytes, object_store::Error>)> = futures::stream::iter(fetches)
         .map(move |(i, path, range)| {
             let store = std::sync::Arc::clone(&store);
-            async move { (i, store.get_range(&path, range).await) }
+            async move {
+                let got = store.get_range(&path, range).await;
+                COUNTERS.get(got.as_ref().map_or(0, Bytes::len));
+                (i, got)
+            }
         })
         .buffered(READ_PARALLEL_GETS)
         .collect()
@@ -184,12 +188,14 @@ pub(crate) async fn publish(inner: &Inner, file: i64) -> Result<Option<Inode>, F
 pub(crate) async fn upload(inner: &Inner, body: Vec<u8>) -> Result<i64, Fail> {
     debug_assert!(body.len() <= OBJECT_MAX_BYTES);
     let client = inner.engines.pool.get().await?;
+    COUNTERS.transactions(1);
     let id: i64 = client
         .query_one("SELECT nextval('granary_object_ids')", &[])
         .await?
         .get(0);
     drop(client);
     let path = inner.engines.object_path(id);
+    COUNTERS.put(body.len());
     inner
         .engines
         .store

@@ -18,7 +18,7 @@
 //! when it answers again, not one per call.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use object_store::ObjectStore;
@@ -97,6 +97,7 @@ macro_rules! transaction {
         loop {
             tries += 1;
             let mut client = $pool.get().await.map_err($crate::engine::Fail::from)?;
+            $crate::engine::COUNTERS.transactions(1);
             let $tx = client.transaction().await?;
             let done: Result<_, $crate::engine::Fail> = async { $body }.await;
             let done = match done {
@@ -105,6 +106,7 @@ macro_rules! transaction {
             };
             match done {
                 Err(e) if e.retryable() && tries < $crate::limits::MAX_TRANSACTION_TRIES => {
+                    $crate::engine::COUNTERS.retried();
                     tracing::debug!(tries, error = ?e, "transaction runs again");
                 }
                 other => break other,
@@ -113,6 +115,71 @@ macro_rules! transaction {
     }};
 }
 pub(crate) use transaction;
+
+/// What this process asked of its engines since it started: the `granary_object_*`
+/// metrics, and what `granary bench --suite object` divides by the NFS operations of a
+/// phase. One head is one process, so these are the head's (summed over its object
+/// exports, if it has several).
+pub(crate) static COUNTERS: Counters = Counters::new();
+
+/// See [`COUNTERS`].
+pub(crate) struct Counters {
+    /// Database transactions: each try of an explicit one (`transaction!`), plus each
+    /// statement sent outside one (PostgreSQL runs it as a transaction of its own).
+    db_transactions: AtomicU64,
+    /// Explicit transactions run again after a serialization failure, a deadlock or a race.
+    db_retries: AtomicU64,
+    s3_puts: AtomicU64,
+    s3_put_bytes: AtomicU64,
+    s3_gets: AtomicU64,
+    s3_get_bytes: AtomicU64,
+}
+
+impl Counters {
+    const fn new() -> Self {
+        Self {
+            db_transactions: AtomicU64::new(0),
+            db_retries: AtomicU64::new(0),
+            s3_puts: AtomicU64::new(0),
+            s3_put_bytes: AtomicU64::new(0),
+            s3_gets: AtomicU64::new(0),
+            s3_get_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// `n` transactions begun (or statements sent outside a transaction).
+    pub(crate) fn transactions(&self, n: u64) {
+        self.db_transactions.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn retried(&self) {
+        self.db_retries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One PUT of `bytes` sent.
+    pub(crate) fn put(&self, bytes: usize) {
+        self.s3_puts.fetch_add(1, Ordering::Relaxed);
+        self.s3_put_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// One GET sent (`bytes` once it answered).
+    pub(crate) fn get(&self, bytes: usize) {
+        self.s3_gets.fetch_add(1, Ordering::Relaxed);
+        self.s3_get_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> crate::EngineCounters {
+        let v = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        crate::EngineCounters {
+            db_transactions: v(&self.db_transactions),
+            db_retries: v(&self.db_retries),
+            s3_puts: v(&self.s3_puts),
+            s3_put_bytes: v(&self.s3_put_bytes),
+            s3_gets: v(&self.s3_gets),
+            s3_get_bytes: v(&self.s3_get_bytes),
+        }
+    }
+}
 
 /// The database pool, the S3 store and the runtime that drives both.
 pub(crate) struct Engines {

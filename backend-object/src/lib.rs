@@ -7,11 +7,17 @@
 //!   answering `Jukebox`;
 //! - `schema`: tables keyed by inode id, the migration and [`format`];
 //! - `meta`: one transaction per metadata operation, row locks in one order;
+//! - `cache`: slice maps (checked against `inodes.version`) and object bytes a head keeps;
 //! - `data`, `pending`: slices, reads, UNSTABLE writes buffered per head and the publish
 //!   protocol (objects first, then rows, reply after the commit);
 //! - `gc`: garbage collection of dead objects and compaction, safe against reads in
 //!   flight on other heads (a grace in the database's time);
+//! - [`probe`]: the engines' own limits (transactions/s of CREATE's statements, S3
+//!   PUT/GET throughput), for `granary bench --suite object`;
 //! - [`limits`]: every bound, with why.
+//!
+//! [`engine_counters`] says what this process asked of the engines (database
+//! transactions, S3 requests and bytes): the `granary_object_*` metrics.
 //!
 //! What this backend promises beyond the [`vfs::Backend`] contract: a handle (inode id and
 //! the export's incarnation, which lives in the database) resolves on every head that
@@ -20,6 +26,7 @@
 //! or the publish timer).
 #![forbid(unsafe_code)]
 
+mod cache;
 pub mod config;
 mod data;
 mod engine;
@@ -27,6 +34,7 @@ mod gc;
 pub mod limits;
 mod meta;
 mod pending;
+pub mod probe;
 mod schema;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -40,16 +48,44 @@ use vfs::{
     Stability, Written,
 };
 
+pub use cache::CacheHits;
 pub use config::{Credentials, GcConfig, ObjectConfig, StoreUrl, TestEngines};
-use engine::{transaction, Engines, Fail};
+use engine::{transaction, Engines, Fail, COUNTERS};
 pub use gc::{Audit, GcReport};
 use meta::{to_db, Make};
 use pending::{Full, Pending};
+
+/// What this process (one head) asked of its engines since it started, over all its
+/// object exports. Served as the `granary_object_*` metrics; `granary bench --suite
+/// object` reads them before and after each phase and divides by the NFS operations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// Database transactions begun: each try of a metadata operation's or a publish's
+    /// transaction, and each statement sent outside one (a read: PostgreSQL runs it as a
+    /// transaction of its own).
+    pub db_transactions: u64,
+    /// Transactions run again after a serialization failure, a deadlock or a race.
+    pub db_retries: u64,
+    /// S3 PUT requests and the bytes they carried.
+    pub s3_puts: u64,
+    pub s3_put_bytes: u64,
+    /// S3 GET requests (ranged) and the bytes they returned.
+    pub s3_gets: u64,
+    pub s3_get_bytes: u64,
+}
+
+/// This process's [`EngineCounters`] now.
+#[must_use]
+pub fn engine_counters() -> EngineCounters {
+    COUNTERS.snapshot()
+}
 
 /// What one head shares with its background tasks.
 pub(crate) struct Inner {
     engines: Engines,
     pending: Pending,
+    /// Slice maps and object bytes (`cache`): validated, never stale.
+    caches: cache::Caches,
     clock: Arc<dyn Clock>,
     /// The highest `now` this head handed to a change, and the floor read at start: no
     /// stamp this head gives is below it (seed 000's floor, kept in the database).
@@ -161,6 +197,7 @@ impl ObjectFs {
         let inner = Arc::new(Inner {
             engines,
             pending: Pending::default(),
+            caches: cache::Caches::default(),
             clock,
             floor_ns: AtomicI64::new(m.ctime_floor_ns),
             gc: config.gc,
@@ -175,6 +212,12 @@ impl ObjectFs {
             incarnation: m.incarnation,
             runtime: Some(runtime),
         })
+    }
+
+    /// How often this head's caches answered instead of the engines.
+    #[must_use]
+    pub fn cache_hits(&self) -> CacheHits {
+        self.inner.caches.hits()
     }
 
     /// The export's incarnation, shared by every head (kept in the database): a handle of
@@ -320,6 +363,7 @@ async fn floor_writer(inner: Arc<Inner>, mut written: i64) {
         let Ok(c) = inner.engines.pool.get().await else {
             continue;
         };
+        COUNTERS.transactions(1);
         let r = c
             .execute(
                 "UPDATE granary_meta SET ctime_floor_ns = GREATEST(ctime_floor_ns, $1)",
@@ -332,11 +376,14 @@ async fn floor_writer(inner: Arc<Inner>, mut written: i64) {
     }
 }
 
-/// A pooled connection as a plain client.
+/// A pooled connection as a plain client, for `$statements` statements sent outside a
+/// transaction (each one a transaction of its own, counted as such).
 macro_rules! client {
-    ($inner:expr) => {
-        $inner.engines.pool.get().await?
-    };
+    ($inner:expr, $statements:expr) => {{
+        let c = $inner.engines.pool.get().await?;
+        COUNTERS.transactions($statements);
+        c
+    }};
 }
 
 impl vfs::Backend for ObjectFs {
@@ -370,7 +417,7 @@ impl vfs::Backend for ObjectFs {
     fn fsstat(&self) -> FsResult<FsStat> {
         let inner = &self.inner;
         let files = self.run(async move {
-            let c = client!(inner);
+            let c = client!(inner, 1);
             let row = c
                 .query_one(
                     "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE relname = 'inodes'",
@@ -395,7 +442,7 @@ impl vfs::Backend for ObjectFs {
     fn getattr(&self, id: FileId) -> FsResult<Attr> {
         let inner = &self.inner;
         self.run(async move {
-            let c = client!(inner);
+            let c = client!(inner, 1);
             let attr = meta::get(&**c, to_db(id)).await?.attr;
             Ok(inner.overlay(attr))
         })
@@ -432,7 +479,7 @@ impl vfs::Backend for ObjectFs {
     fn lookup(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Found> {
         let inner = &self.inner;
         self.run(async move {
-            let c = client!(inner);
+            let c = client!(inner, 2);
             let (child, d) = meta::lookup(&**c, to_db(dir), name, checks).await?;
             Ok(Found {
                 attr: inner.overlay(child.attr),
@@ -444,7 +491,7 @@ impl vfs::Backend for ObjectFs {
     fn parent(&self, dir: FileId, checks: &dyn Checks) -> FsResult<Found> {
         let inner = &self.inner;
         self.run(async move {
-            let c = client!(inner);
+            let c = client!(inner, 2);
             let (p, d) = meta::parent(&**c, to_db(dir), checks).await?;
             Ok(Found {
                 attr: p.attr,
@@ -464,8 +511,9 @@ impl vfs::Backend for ObjectFs {
         let inner = &self.inner;
         let file = to_db(id);
         let (bytes, done) = self.run(async move {
-            let c = client!(inner);
-            let attr = inner.overlay(meta::get(&**c, file).await?.attr);
+            let c = client!(inner, 1);
+            let (row, version) = cache::get_versioned(&**c, file).await?;
+            let attr = inner.overlay(row.attr);
             match attr.file_type {
                 FileType::Regular => {}
                 FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
@@ -477,7 +525,7 @@ impl vfs::Backend for ObjectFs {
                 return Ok((Vec::new(), ReadDone { attr, eof: true }));
             }
             let len = usize::try_from((size - offset_bytes).min(u64::from(count))).unwrap_or(0);
-            let mut bytes = data::read_published(inner, &**c, file, offset_bytes, len).await?;
+            let mut bytes = cache::read(inner, &**c, file, version, offset_bytes, len).await?;
             inner.pending.read_over(file, offset_bytes, &mut bytes);
             let eof = offset_bytes + len as u64 >= size;
             Ok((bytes, ReadDone { attr, eof }))
@@ -527,7 +575,7 @@ impl vfs::Backend for ObjectFs {
             }
             let after = match data::publish(inner, file).await? {
                 Some(row) => inner.overlay(row.attr),
-                None => inner.overlay(meta::get(&**client!(inner), file).await?.attr),
+                None => inner.overlay(meta::get(&**client!(inner, 1), file).await?.attr),
             };
             Ok(Written {
                 count: u32::try_from(data.len()).unwrap_or(u32::MAX),
@@ -544,7 +592,7 @@ impl vfs::Backend for ObjectFs {
         let inner = &self.inner;
         let file = to_db(id);
         self.run(async move {
-            let before = inner.overlay(meta::get(&**client!(inner), file).await?.attr);
+            let before = inner.overlay(meta::get(&**client!(inner, 1), file).await?.attr);
             match before.file_type {
                 FileType::Regular => {}
                 FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
@@ -608,7 +656,7 @@ impl vfs::Backend for ObjectFs {
 
     fn readlink(&self, id: FileId) -> FsResult<(Bytes, Attr)> {
         let inner = &self.inner;
-        self.run(async move { meta::readlink(&**client!(inner), to_db(id)).await })
+        self.run(async move { meta::readlink(&**client!(inner, 1), to_db(id)).await })
     }
 
     fn remove(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Change> {
@@ -661,7 +709,14 @@ impl vfs::Backend for ObjectFs {
     ) -> FsResult<(DirPage, Attr)> {
         let inner = &self.inner;
         self.run(async move {
-            meta::readdir(&**client!(inner), to_db(dir), cookie, max_entries, checks).await
+            meta::readdir(
+                &**client!(inner, 2),
+                to_db(dir),
+                cookie,
+                max_entries,
+                checks,
+            )
+            .await
         })
     }
 }
@@ -720,11 +775,7 @@ async fn check_write(
     checks: &dyn Checks,
     now: i64,
 ) -> Result<Attr, Fail> {
-    let attr = inner.overlay(
-        meta::get(&**inner.engines.pool.get().await?, file)
-            .await?
-            .attr,
-    );
+    let attr = inner.overlay(meta::get(&**client!(inner, 1), file).await?.attr);
     match attr.file_type {
         FileType::Regular => {}
         FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),

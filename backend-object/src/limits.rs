@@ -115,6 +115,21 @@ pub const GC_ROUND_TIMEOUT: Duration = Duration::from_secs(120);
 
 const _: () = assert!(GC_MIN_GRACE.as_secs() >= 2 * OPERATION_TIMEOUT.as_secs());
 const _: () = assert!(GC_GRACE.as_secs() >= GC_MIN_GRACE.as_secs());
+
+/// Files whose slice map (their `slices` rows at one `inodes.version`) a head keeps: a
+/// few KiB each, so a few MiB in all; enough for the files a busy client reads again.
+pub const SLICE_MAPS_MAX: usize = 4096;
+
+/// Rows of a slice map the cache keeps at most: a file written in more pieces (before
+/// compaction merges them) is read range by range, uncached. 256 rows are a few KiB of
+/// offsets and ids, and a small file's inline bytes (each at most 4 KiB).
+pub const SLICE_MAP_MAX_ROWS: i64 = 256;
+
+/// Bytes of objects a head keeps in memory (object ranges it fetched, immutable, so never
+/// stale): 64 MiB is sixteen of the largest objects and beside the 64 MiB of buffered
+/// writes the head may hold; one range is kept only if it is at most a quarter of it.
+pub const OBJECT_CACHE_MAX_BYTES: usize = 64 << 20;
+
 const _: () = assert!(PENDING_FILE_MAX_BYTES <= OBJECT_MAX_BYTES);
 const _: () = assert!(PENDING_FILE_MAX_BYTES <= PENDING_HEAD_MAX_BYTES);
 const _: () = assert!((INLINE_MAX_BYTES as usize) < OBJECT_MAX_BYTES);

@@ -423,3 +423,88 @@ fn a_database_outage_answers_jukebox_and_never_runs_on_an_event_loop() {
     assert!(err.contains("database"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(15));
 }
+
+#[test]
+fn a_cache_on_one_head_never_serves_what_another_head_changed() {
+    let Some(env) = engines() else { return };
+    let config = env.fresh("caches");
+    let (a, b) = (head(&config), head(&config));
+    let root = a.root();
+    let f = create(&a, root, "f");
+    let len = (1 << 20) + 8192;
+    let v1: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    a.write(f, 0, &v1, Stability::FileSync, &ROOT).unwrap();
+    let count = u32::try_from(len).unwrap();
+    assert!(read_all(&b, f, 0, count) == v1);
+    let cold = b.cache_hits();
+    assert!(read_all(&b, f, 0, count) == v1);
+    let warm = b.cache_hits();
+    assert!(
+        warm.maps > cold.maps && warm.bytes > cold.bytes,
+        "B's second read was served from its caches: {cold:?} -> {warm:?}"
+    );
+    // A overwrites 4 KiB in the middle (UNSTABLE, then COMMIT): B's next read sees it.
+    let page = vec![0xeeu8; 4096];
+    a.write(f, 65536, &page, Stability::Unstable, &ROOT)
+        .unwrap();
+    a.commit(f, 0, 0).unwrap();
+    let mut v2 = v1.clone();
+    v2[65536..65536 + 4096].copy_from_slice(&page);
+    assert!(
+        read_all(&b, f, 0, count) == v2,
+        "B served a stale map or stale bytes"
+    );
+    // A truncates and extends: B reads zeros where the old bytes were.
+    a.setattr(
+        f,
+        &SetAttr {
+            size_bytes: Some(100),
+            ..SetAttr::default()
+        },
+        None,
+        &ROOT,
+    )
+    .unwrap();
+    a.setattr(
+        f,
+        &SetAttr {
+            size_bytes: Some(8192),
+            ..SetAttr::default()
+        },
+        None,
+        &ROOT,
+    )
+    .unwrap();
+    let mut v3 = v2[..100].to_vec();
+    v3.resize(8192, 0);
+    assert_eq!(b.getattr(f).unwrap().size_bytes, 8192);
+    assert!(
+        read_all(&b, f, 0, 8192) == v3,
+        "B served bytes past a truncation"
+    );
+    // Attributes and names changed on A are seen on B at once.
+    a.setattr(
+        f,
+        &SetAttr {
+            mode: Some(0o600),
+            ..SetAttr::default()
+        },
+        None,
+        &ROOT,
+    )
+    .unwrap();
+    assert_eq!(b.getattr(f).unwrap().mode, 0o600);
+    a.rename(root, &name("f"), root, &name("g"), &ROOT).unwrap();
+    assert_eq!(b.lookup(root, &name("g"), &ROOT).unwrap().attr.fileid, f);
+    assert_eq!(
+        b.lookup(root, &name("f"), &ROOT).map(|_| ()),
+        Err(FsError::NoEnt)
+    );
+    a.remove(root, &name("g"), &ROOT).unwrap();
+    let mut out = BytesMut::new();
+    assert_eq!(
+        b.read_into(f, 0, 10, &mut out, &ROOT).map(|_| ()),
+        Err(FsError::Stale),
+        "B read a removed file from its caches"
+    );
+}

@@ -26,11 +26,25 @@ pub struct Fixtures {
     /// granary's `--state-dir` (handle key, host handle indexes).
     pub state_dir: PathBuf,
     pub erofs: Option<Erofs>,
+    /// The object suite's file system (a fresh database and key prefix).
+    pub object: Option<ObjectFixture>,
     /// What the report must say about them (file systems, mount refusals).
     pub notes: Vec<String>,
     /// Directories to remove at the end.
     scratch: Vec<PathBuf>,
 }
+
+/// The object suite's file system: a database of its own on the engines the environment
+/// names, and one config file per head, every head sharing one handle key.
+pub struct ObjectFixture {
+    pub config: backend_object::ObjectConfig,
+    /// `head-N.toml` for head N (they differ only in name).
+    pub head_configs: Vec<PathBuf>,
+}
+
+/// Heads the object suite may start at once: one for the one-head target, two for the
+/// two-head target.
+pub const OBJECT_HEADS: usize = 3;
 
 /// The EROFS image and, where the kernel allowed it, its loop mount.
 pub struct Erofs {
@@ -54,6 +68,53 @@ impl Fixtures {
         Ok(f)
     }
 
+    /// The host suite's tmpfs directory (the host-backend row beside the heads) and a
+    /// fresh object file system on the engines the environment names.
+    ///
+    /// # Errors
+    /// The engines are not named or cannot be reached, or a directory or file could not
+    /// be made.
+    pub fn object() -> Result<Self, String> {
+        let mut f = Self::base()?;
+        let tmpfs = f.host_tmpfs.clone();
+        f.make_dir(&tmpfs)?;
+        let engines = backend_object::TestEngines::try_from_env()
+            .map_err(|e| format!("the object suite needs PostgreSQL and S3: {e}"))?;
+        let config = engines.try_fresh("bench")?;
+        let key = f.state_dir.join("handle.key");
+        let s = &config.store;
+        let store = format!(
+            "s3://{}?endpoint={}&region={}&prefix={}",
+            s.bucket,
+            s.endpoint.as_deref().unwrap_or_default(),
+            s.region,
+            s.prefix
+        );
+        let text = format!(
+            "handle_key = {key:?}\n[[export]]\npath = \"/\"\nbackend = \"object\"\n\
+             postgres = {:?}\nstore = {store:?}\n",
+            config.postgres
+        );
+        let mut head_configs = Vec::new();
+        for n in 0..OBJECT_HEADS {
+            let path = f.state_dir.join(format!("head-{n}.toml"));
+            std::fs::write(&path, &text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            head_configs.push(path);
+        }
+        f.notes.push(format!(
+            "object file system: database and key prefix {} (PostgreSQL {}, S3 {})",
+            s.prefix,
+            config.postgres.rsplit('@').next().unwrap_or("?"),
+            s.endpoint.as_deref().unwrap_or("AWS")
+        ));
+        f.object = Some(ObjectFixture {
+            config,
+            head_configs,
+        });
+        Ok(f)
+    }
+
     /// The paths, with only the state directory made.
     fn base() -> Result<Self, String> {
         let pid = std::process::id();
@@ -62,6 +123,7 @@ impl Fixtures {
             host_disk: PathBuf::from(format!("/var/tmp/granary-bench-host-{pid}")),
             state_dir: PathBuf::from(format!("/dev/shm/granary-bench-state-{pid}")),
             erofs: None,
+            object: None,
             notes: Vec::new(),
             scratch: Vec::new(),
         };

@@ -125,7 +125,7 @@ impl Measured {
         m
     }
 
-    fn empty(conns: usize) -> Self {
+    pub fn empty(conns: usize) -> Self {
         Self {
             ops: 0,
             calls: 0,

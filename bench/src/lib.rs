@@ -9,7 +9,9 @@
 //!
 //! Suites (`--suite`): `peers` (the default: granary's mem backend beside every peer),
 //! `host` and `erofs` (granary's host and EROFS backends against nfs-ganesha FSAL VFS on
-//! the same data, with the issues' goals per row; [`suites`], [`fixtures`]).
+//! the same data, with the issues' goals per row; [`suites`], [`fixtures`]), and `object`
+//! (granary's object backend with one head and two, beside the host backend and the
+//! engines' own limits, with what each NFS operation cost the engines; [`object`]).
 //!
 //! Module map: [`gen`] the load generator core; [`wire`] one connection (NFS or limit);
 //! [`workloads`] and [`iozone`] what is run; [`limit`] the loopback responder and stream;
@@ -27,6 +29,7 @@ mod iozone;
 mod limit;
 mod limits;
 mod locks;
+mod object;
 mod pattern;
 mod plot;
 mod report;
@@ -59,8 +62,11 @@ pub struct BenchArgs {
     /// What to measure: `peers` (granary's mem backend beside ganesha, go-nfs, nfsserve),
     /// `host` (`granary serve DIR` vs ganesha FSAL VFS on the same tmpfs and root-fs
     /// directories) or `erofs` (`granary serve IMAGE` vs ganesha FSAL VFS on the kernel's
-    /// mount of the same lz4 image, cold and warm). host and erofs need root (erofs:
-    /// mkfs.erofs, mount, drop_caches) and run ganesha unless --peers none.
+    /// mount of the same lz4 image, cold and warm), or `object` (the object backend with
+    /// one head and two, beside the host backend and PostgreSQL and S3 themselves; needs
+    /// the engines of `scripts/object-env.sh start DIR`, `. DIR/env` first). host and
+    /// erofs need root (erofs: mkfs.erofs, mount, drop_caches) and run ganesha unless
+    /// --peers none.
     #[arg(long, value_enum, default_value = "peers")]
     suite: Suite,
 
@@ -247,6 +253,7 @@ impl Settings {
         }
         let peers = match a.peers.as_deref() {
             Some("none" | "") => Vec::new(),
+            _ if a.suite == Suite::Object => Vec::new(),
             Some(list) => list.split(',').map(|p| p.trim().to_owned()).collect(),
             None if !a.targets.is_empty() => Vec::new(),
             None if a.suite != Suite::Peers => vec!["ganesha".to_owned()],
@@ -262,7 +269,10 @@ impl Settings {
             ));
         }
         let (rand_default, seq_default) = file_defaults(a.suite, quick);
-        let dir_entries = a.dir_entries.unwrap_or(limits::DIR_ENTRIES);
+        let dir_entries = a.dir_entries.unwrap_or(match (a.suite, quick) {
+            (Suite::Object, true) => limits::QUICK_OBJECT_DIR_ENTRIES,
+            _ => limits::DIR_ENTRIES,
+        });
         if dir_entries == 0 || dir_entries > 99_999 {
             return Err("--dir-entries: 1 to 99999".into());
         }
@@ -288,7 +298,8 @@ impl Settings {
                 .map(|l| l.split(',').map(|w| w.trim().to_owned()).collect())
                 .unwrap_or_default(),
             peers,
-            limit: !a.no_limit,
+            // The object suite's limits are the engines themselves (a target of its own).
+            limit: !a.no_limit && a.suite != Suite::Object,
             plots: !a.no_plots,
             out: a
                 .out
@@ -327,6 +338,14 @@ fn file_defaults(suite: Suite, quick: bool) -> (u64, u64) {
             limits::QUICK_EROFS_FILE_BYTES,
             limits::QUICK_EROFS_FILE_BYTES,
         ),
+        (Suite::Object, false) => (
+            limits::OBJECT_RAND_FILE_BYTES,
+            limits::OBJECT_SEQ_FILE_BYTES,
+        ),
+        (Suite::Object, true) => (
+            limits::QUICK_OBJECT_RAND_FILE_BYTES,
+            limits::QUICK_OBJECT_SEQ_FILE_BYTES,
+        ),
     }
 }
 
@@ -335,6 +354,7 @@ fn default_out(suite: Suite, date: &str) -> String {
         Suite::Peers => format!("bench/results/{date}-bench"),
         Suite::Host => format!("bench/results/{date}-bench-host"),
         Suite::Erofs => format!("bench/results/{date}-bench-erofs"),
+        Suite::Object => format!("bench/results/{date}-object"),
     }
 }
 
@@ -378,6 +398,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         Suite::Peers => [Group::Small, Group::Data],
         Suite::Host => [Group::HostTmpfs, Group::HostDisk],
         Suite::Erofs => [Group::ErofsCold, Group::ErofsCold],
+        Suite::Object => [Group::Object, Group::Object],
     };
     let mut target_info = report::target_info(&targets, groups);
     for t in &mut targets {
@@ -413,8 +434,10 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             .collect(),
         samples,
         goals: Vec::new(),
+        cost_goals: Vec::new(),
     };
     results.goals = report::check_goals(&results);
+    results.cost_goals = report::check_cost_goals(&results);
     report::write_all(&results)?;
     if results.settings.plots {
         plot::draw_all(&results)?;
@@ -452,6 +475,7 @@ fn make_fixtures(s: &Settings) -> Result<Option<Arc<Fixtures>>, String> {
     let f = match s.suite {
         Suite::Peers => return Ok(None),
         Suite::Host => Fixtures::host()?,
+        Suite::Object => Fixtures::object()?,
         Suite::Erofs => {
             eprintln!(
                 "granary bench: building the EROFS image ({} MiB file)",
@@ -483,11 +507,15 @@ fn build_targets(
             "release"
         };
         let version = format!("{} ({build} build)", env!("CARGO_PKG_VERSION"));
-        let mut g = Target::granary(bin, version);
-        if let Some(f) = fixtures {
-            g = g.with_fixtures(Arc::clone(f));
+        if s.suite == Suite::Object {
+            out.extend(object_targets(&bin, &version, fixtures));
+        } else {
+            let mut g = Target::granary(bin, version);
+            if let Some(f) = fixtures {
+                g = g.with_fixtures(Arc::clone(f));
+            }
+            out.push(g);
         }
-        out.push(g);
     }
     for spec in &args.targets {
         let (name, url) = spec
@@ -522,6 +550,30 @@ fn build_targets(
         out.push(Target::limit().map_err(|e| format!("limit responder: {e}"))?);
     }
     Ok(out)
+}
+
+/// The object suite's targets: `granary` (the object backend, one head), `granary-2h`
+/// (two heads of the same file system), `host` (the host backend on a tmpfs directory)
+/// and `engines` (PostgreSQL and S3 without NFS).
+fn object_targets(
+    bin: &std::path::Path,
+    version: &str,
+    fixtures: Option<&Arc<Fixtures>>,
+) -> Vec<Target> {
+    let mut out = vec![
+        Target::object("granary", bin.to_path_buf(), 0, 1, version.to_owned()),
+        Target::object("granary-2h", bin.to_path_buf(), 1, 2, version.to_owned()),
+        Target::granary(bin.to_path_buf(), version.to_owned()),
+        Target::engines("PostgreSQL + S3 (tokio-postgres, object_store)".to_owned()),
+    ];
+    out[2].name = "host".to_owned();
+    if let Some(f) = fixtures {
+        out = out
+            .into_iter()
+            .map(|t| t.with_fixtures(Arc::clone(f)))
+            .collect();
+    }
+    out
 }
 
 fn repeats_of(def: &WorkloadDef, s: &Settings) -> u32 {
@@ -615,6 +667,9 @@ async fn run_one(
         addrs,
         limit: t.is_limit(),
         repeat,
+        heads: t.heads(),
+        metrics: t.metrics(),
+        engines: t.engine_config(),
     };
     let mut out = workloads::run(def, &env, phases).await;
     if !t.alive() {

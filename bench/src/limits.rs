@@ -111,6 +111,24 @@ pub const QUICK_EROFS_FILE_BYTES: u64 = 32 << 20;
 /// 4 KiB READs of the erofs suite's cold random phase (count-bound: the cache warms).
 pub const EROFS_COLD_RAND_OPS: u64 = 8192;
 
+/// The object suite's load: connections × calls in flight (a head's database pool holds
+/// 16 connections, so 64 in flight keep it busy with a queue behind it).
+pub const OBJECT_CONNS: usize = 4;
+pub const OBJECT_DEPTH: usize = 16;
+/// The object suite's random 4 KiB file and sequential 1 MiB file: the sequential file is
+/// 16 of the backend's 4 MiB objects (a PUT of 4 MiB took ~44 ms here, so a pass is about
+/// a second), the random one 2,048 blocks.
+pub const OBJECT_RAND_FILE_BYTES: u64 = 8 << 20;
+pub const OBJECT_SEQ_FILE_BYTES: u64 = 64 << 20;
+pub const QUICK_OBJECT_RAND_FILE_BYTES: u64 = 4 << 20;
+pub const QUICK_OBJECT_SEQ_FILE_BYTES: u64 = 16 << 20;
+/// `--quick` object suite: a smaller READDIRPLUS directory (10,000 creates take 10-20 s
+/// per file system on the busy machine).
+pub const QUICK_OBJECT_DIR_ENTRIES: u32 = 1000;
+/// Ops of the count-bound pass that measures what one NFS operation costs the engines
+/// (the heads' counters are read before and after it).
+pub const COST_OPS: u64 = 256;
+
 const _: () = assert!(QUICK_DURATION.as_millis() < FULL_DURATION.as_millis());
 const _: () = assert!(FULL_WARMUP.as_millis() < MAX_PHASE_DURATION.as_millis());
 const _: () = assert!(MAX_DEPTH <= client::limits::MAX_IN_FLIGHT);

@@ -52,6 +52,187 @@ pub struct Results {
     pub samples: Vec<Sample>,
     /// The issues' goals per phase (host and erofs suites), checked on the medians.
     pub goals: Vec<GoalCheck>,
+    /// The object suite's goals on what an operation costs the engines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cost_goals: Vec<CostCheck>,
+}
+
+/// One cost goal of one target and whether this run met it.
+#[derive(Debug, Serialize)]
+pub struct CostCheck {
+    pub workload: String,
+    pub phase: String,
+    pub target: String,
+    /// A key of the samples' `costs`: per op, at most `max`.
+    pub cost: String,
+    pub max: f64,
+    /// The median over repeats, and the highest.
+    pub median: Option<f64>,
+    pub highest: Option<f64>,
+    pub met: Option<bool>,
+}
+
+/// Checks the object suite's cost goals on every target that reported costs.
+#[must_use]
+pub fn check_cost_goals(r: &Results) -> Vec<CostCheck> {
+    let mut out = Vec::new();
+    for g in &super::object::COST_GOALS {
+        let mut targets: Vec<&str> = r
+            .samples
+            .iter()
+            .filter(|s| s.workload == g.workload && s.phase == g.phase && !s.costs.is_empty())
+            .map(|s| s.target.as_str())
+            .collect();
+        targets.dedup();
+        for t in targets {
+            let v: Vec<f64> = r
+                .samples
+                .iter()
+                .filter(|s| s.workload == g.workload && s.phase == g.phase && s.target == t)
+                .filter_map(|s| s.costs.get(g.cost).copied())
+                .collect();
+            let m = median(&v);
+            let highest = v.iter().copied().reduce(f64::max);
+            out.push(CostCheck {
+                workload: g.workload.to_owned(),
+                phase: g.phase.to_owned(),
+                target: t.to_owned(),
+                cost: g.cost.to_owned(),
+                max: g.max,
+                median: m,
+                highest,
+                met: highest.map(|h| h <= g.max),
+            });
+        }
+    }
+    out
+}
+
+/// The columns of the cost tables: key of `Sample::costs` and its heading.
+const COST_COLUMNS: [(&str, &str); 6] = [
+    ("db_transactions", "db tx"),
+    ("db_retries", "db retries"),
+    ("s3_puts", "S3 PUTs"),
+    ("s3_put_kib", "PUT KiB"),
+    ("s3_gets", "S3 GETs"),
+    ("s3_get_kib", "GET KiB"),
+];
+
+/// Rows of what each op cost the engines: (phase, target, medians per column).
+fn cost_rows(r: &Results) -> Vec<(String, String, Vec<String>)> {
+    let sum = Summary::new(r);
+    let mut rows = Vec::new();
+    for (w, p, _) in &sum.keys {
+        for t in &sum.targets {
+            let samples: Vec<&Sample> = r
+                .samples
+                .iter()
+                .filter(|s| &s.workload == w && &s.phase == p && &s.target == t)
+                .filter(|s| !s.costs.is_empty())
+                .collect();
+            if samples.is_empty() {
+                continue;
+            }
+            let cols = COST_COLUMNS
+                .iter()
+                .map(|(key, _)| {
+                    let v: Vec<f64> = samples
+                        .iter()
+                        .filter_map(|s| s.costs.get(*key))
+                        .copied()
+                        .collect();
+                    median(&v).map_or_else(|| "–".to_owned(), |m| format!("{m:.3}"))
+                })
+                .collect();
+            rows.push((format!("{w}/{p}"), t.clone(), cols));
+        }
+    }
+    rows
+}
+
+/// The object suite's cost per operation and its goals.
+fn costs_section(md: &mut String, r: &Results) {
+    let rows = cost_rows(r);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "\n## What one NFS operation cost the engines\n");
+    let _ = writeln!(
+        md,
+        "From the heads' `granary_object_*` counters around a count-bound pass (see \
+         docs/BENCH.md), per op, median over repeats.\n"
+    );
+    let heads: Vec<&str> = COST_COLUMNS.iter().map(|(_, h)| *h).collect();
+    let _ = writeln!(md, "| phase | target | {} |", heads.join(" | "));
+    let _ = writeln!(md, "|---|---|{}", "---|".repeat(heads.len()));
+    for (phase, target, cols) in rows {
+        let _ = writeln!(md, "| {phase} | {target} | {} |", cols.join(" | "));
+    }
+    if !r.cost_goals.is_empty() {
+        let _ = writeln!(md, "\n| phase | target | goal | median (highest) | met |");
+        let _ = writeln!(md, "|---|---|---|---|---|");
+        for g in &r.cost_goals {
+            let _ = writeln!(
+                md,
+                "| {}/{} | {} | {} ≤ {} per op | {} | {} |",
+                g.workload,
+                g.phase,
+                g.target,
+                g.cost,
+                g.max,
+                cost_value(g.median, g.highest),
+                met_text(g.met)
+            );
+        }
+    }
+}
+
+fn cost_value(median: Option<f64>, highest: Option<f64>) -> String {
+    match (median, highest) {
+        (Some(m), Some(h)) => format!("{m:.3} ({h:.3})"),
+        _ => "–".to_owned(),
+    }
+}
+
+fn met_text(met: Option<bool>) -> &'static str {
+    match met {
+        Some(true) => "yes",
+        Some(false) => "**no**",
+        None => "no value",
+    }
+}
+
+/// The cost table for the terminal.
+fn cost_terminal(out: &mut String, r: &Results) {
+    let rows = cost_rows(r);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nper NFS operation (median): {}",
+        COST_COLUMNS
+            .iter()
+            .map(|(_, h)| *h)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for (phase, target, cols) in rows {
+        let _ = writeln!(out, "{phase:<28} {target:<11} {}", cols.join("  "));
+    }
+    for g in &r.cost_goals {
+        let _ = writeln!(
+            out,
+            "goal {}/{} {}: {} ≤ {} per op: {} {}",
+            g.workload,
+            g.phase,
+            g.target,
+            g.cost,
+            g.max,
+            cost_value(g.median, g.highest),
+            met_text(g.met)
+        );
+    }
 }
 
 /// One goal of one phase and whether this run met it.
@@ -389,6 +570,7 @@ pub fn terminal_table(r: &Results) -> String {
             out.push('\n');
         }
     }
+    cost_terminal(&mut out, r);
     out
 }
 
@@ -400,6 +582,7 @@ pub fn markdown(r: &Results) -> String {
     header(&mut md, r);
     headline(&mut md, r, &sum);
     goals_section(&mut md, r);
+    costs_section(&mut md, r);
     latency(&mut md, &sum);
     connections(&mut md, &sum);
     iozone_tables(&mut md, r, &sum);

@@ -100,6 +100,11 @@ pub struct Sample {
     pub backend: String,
     /// Anything else a reader needs (e.g. how an iozone record maps to calls).
     pub note: Option<String>,
+    /// The object suite: what each NFS operation of this phase cost the engines, from the
+    /// heads' `granary_object_*` counters over a count-bound pass (`db_transactions`,
+    /// `s3_puts`, `s3_gets`, `s3_put_kib`, `s3_get_kib`, per op).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub costs: BTreeMap<String, f64>,
 }
 
 /// What a workload says about one phase besides the measurement.
@@ -170,6 +175,7 @@ impl Sample {
             clients: None,
             backend: backend.to_owned(),
             note: None,
+            costs: BTreeMap::new(),
         }
     }
 

@@ -41,6 +41,9 @@ pub enum Suite {
     Host,
     /// granary's erofs backend vs ganesha FSAL VFS on the kernel's mount (issue 14).
     Erofs,
+    /// granary's object backend, one head and two, beside the host backend and the
+    /// engines' own limits (issue 29).
+    Object,
 }
 
 pub const HOST_WORKLOADS: [WorkloadDef; 2] = [
@@ -96,6 +99,7 @@ pub fn workloads(suite: Suite) -> &'static [WorkloadDef] {
         Suite::Peers => &super::workloads::WORKLOADS,
         Suite::Host => &HOST_WORKLOADS,
         Suite::Erofs => &EROFS_WORKLOADS,
+        Suite::Object => &super::object::OBJECT_WORKLOADS,
     }
 }
 
@@ -120,6 +124,9 @@ pub fn goals(workload: &str, phase: &str) -> Vec<Goal> {
     }
     if workload.starts_with("erofs-") {
         return vec![g("ganesha", 1.0)];
+    }
+    if workload.starts_with("object-") {
+        return super::object::goals(workload, phase);
     }
     Vec::new()
 }
@@ -152,6 +159,7 @@ pub fn phases(def: &WorkloadDef) -> Vec<PhaseInfo> {
         "erofs-rand4k" => ["cold", "warm"]
             .map(|ph| p(ph, Metric::Ops, SUITE_CONNS, SUITE_DEPTH))
             .to_vec(),
+        name if super::object::is_object_workload(name) => super::object::phases(def),
         _ => Vec::new(),
     }
 }

@@ -5,6 +5,7 @@
 //! The bench only ever stops what it started: granary by its child PID, peers through
 //! their script's `stop` (which stops only the PID the script saved).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -38,6 +39,9 @@ pub enum Group {
     /// workload of this group starts cold: the server is restarted and the page cache
     /// dropped first.
     ErofsCold,
+    /// The object suite: granary's object backend with one head and with two, the host
+    /// backend on a tmpfs directory, and the engines themselves.
+    Object,
 }
 
 enum Kind {
@@ -53,6 +57,18 @@ enum Kind {
     },
     External,
     Limit(Option<Responder>),
+    /// `heads` granary heads of the object suite's file system, started from `bin`.
+    Object {
+        bin: PathBuf,
+        /// Which of the fixture's head configs this target's heads use.
+        first_head: usize,
+        heads: usize,
+        servers: Vec<ServeProcess>,
+        /// Each head's `--metrics` address.
+        metrics: Vec<SocketAddr>,
+    },
+    /// PostgreSQL and the S3 server themselves (the object suite's engine limits).
+    Engines,
 }
 
 /// One server under test.
@@ -92,6 +108,69 @@ impl Target {
         let mut t = Self::new(name, Kind::Peer { script, mode: None }, version);
         t.data_dir = data_root.join(name);
         t
+    }
+
+    /// `heads` object heads using the fixture's head configs from `first_head` on (not
+    /// started yet).
+    #[must_use]
+    pub fn object(
+        name: &str,
+        bin: PathBuf,
+        first_head: usize,
+        heads: usize,
+        version: String,
+    ) -> Self {
+        Self::new(
+            name,
+            Kind::Object {
+                bin,
+                first_head,
+                heads,
+                servers: Vec::new(),
+                metrics: Vec::new(),
+            },
+            version,
+        )
+    }
+
+    /// The engines of the object suite, measured without NFS.
+    #[must_use]
+    pub fn engines(version: String) -> Self {
+        let mut t = Self::new("engines", Kind::Engines, version);
+        let none = SocketAddr::from(([127, 0, 0, 1], 0));
+        t.addrs = Some(ServerAddrs {
+            nfs: none,
+            mount: none,
+            export_path: "/".into(),
+        });
+        t
+    }
+
+    /// Every head's NFS address (object targets; one address for the others).
+    #[must_use]
+    pub fn heads(&self) -> Vec<SocketAddr> {
+        match &self.kind {
+            Kind::Object { servers, .. } => servers.iter().map(|s| s.addrs().nfs).collect(),
+            _ => self.addrs.iter().map(|a| a.nfs).collect(),
+        }
+    }
+
+    /// Every head's metrics address (object targets only).
+    #[must_use]
+    pub fn metrics(&self) -> Vec<SocketAddr> {
+        match &self.kind {
+            Kind::Object { metrics, .. } => metrics.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The engines' configuration, for the engines target.
+    #[must_use]
+    pub fn engine_config(&self) -> Option<&backend_object::ObjectConfig> {
+        match &self.kind {
+            Kind::Engines => self.fixtures.as_ref()?.object.as_ref().map(|o| &o.config),
+            _ => None,
+        }
     }
 
     /// A server already running at `addrs`.
@@ -156,6 +235,10 @@ impl Target {
             (Kind::Granary { .. }, _, Group::HostTmpfs) => "host backend, tmpfs directory",
             (Kind::Granary { .. }, _, Group::HostDisk) => "host backend, root-fs directory",
             (Kind::Granary { .. }, _, Group::ErofsCold) => "erofs backend, lz4 image",
+            (Kind::Granary { .. }, _, Group::Object) => "host backend, tmpfs directory",
+            (Kind::Object { heads: 1, .. }, _, _) => "object backend, 1 head",
+            (Kind::Object { .. }, _, _) => "object backend, 2 heads (connections alternate)",
+            (Kind::Engines, _, _) => "PostgreSQL and S3 themselves, no NFS",
             (Kind::Peer { .. }, "ganesha", Group::HostTmpfs) => "FSAL VFS, tmpfs directory",
             (Kind::Peer { .. }, "ganesha", Group::HostDisk) => "FSAL VFS, root-fs directory",
             (Kind::Peer { .. }, "ganesha", Group::ErofsCold) => "FSAL VFS, kernel erofs mount",
@@ -188,7 +271,8 @@ impl Target {
             }
         }
         let result = match &self.kind {
-            Kind::External | Kind::Limit(_) => Ok(()),
+            Kind::External | Kind::Limit(_) | Kind::Engines => Ok(()),
+            Kind::Object { .. } => self.prepare_object(),
             Kind::Granary { .. } => self.prepare_granary(group),
             Kind::Peer { .. } => self.prepare_peer(group),
         };
@@ -207,7 +291,7 @@ impl Target {
             .as_ref()
             .ok_or("no suite fixtures for this group")?;
         match group {
-            Group::HostTmpfs => Ok(f.host_tmpfs.clone()),
+            Group::HostTmpfs | Group::Object => Ok(f.host_tmpfs.clone()),
             Group::HostDisk => Ok(f.host_disk.clone()),
             Group::ErofsCold => {
                 let erofs = f.erofs.as_ref().ok_or("no EROFS image")?;
@@ -255,6 +339,50 @@ impl Target {
         self.addrs = Some(p.addrs().clone());
         *server = Some(p);
         *serving = Some(config);
+        Ok(())
+    }
+
+    /// Starts the object heads if they do not all run.
+    fn prepare_object(&mut self) -> Result<(), String> {
+        let configs = self
+            .fixtures
+            .as_ref()
+            .and_then(|f| f.object.as_ref())
+            .map(|o| o.head_configs.clone())
+            .ok_or("no object file system")?;
+        let Kind::Object {
+            bin,
+            first_head,
+            heads,
+            servers,
+            metrics,
+        } = &mut self.kind
+        else {
+            return Ok(());
+        };
+        if servers.len() == *heads && servers.iter_mut().all(ServeProcess::alive) {
+            return Ok(());
+        }
+        servers.clear();
+        metrics.clear();
+        for n in *first_head..*first_head + *heads {
+            let config = configs.get(n).ok_or("too few head configs")?;
+            let port = free_port()?;
+            let at = SocketAddr::from(([127, 0, 0, 1], port));
+            let (config, at_text) = (config.to_string_lossy(), at.to_string());
+            let args = [
+                "--squash",
+                "none",
+                "--config",
+                &config,
+                "--metrics",
+                &at_text,
+            ];
+            let p = ServeProcess::start(bin, &args)?;
+            servers.push(p);
+            metrics.push(at);
+        }
+        self.addrs = servers.first().map(|p| p.addrs().clone());
         Ok(())
     }
 
@@ -311,7 +439,15 @@ impl Target {
                     }
                 }
             }
-            Kind::External | Kind::Limit(_) => {}
+            Kind::Object {
+                servers, metrics, ..
+            } => {
+                for p in servers.drain(..) {
+                    stop_granary(p);
+                }
+                metrics.clear();
+            }
+            Kind::External | Kind::Limit(_) | Kind::Engines => {}
         }
     }
 
@@ -345,9 +481,19 @@ impl Target {
                 }
             }
             Kind::Limit(r) => drop(r.take()),
-            Kind::External => {}
+            Kind::Object {
+                servers, metrics, ..
+            } => {
+                for p in servers.drain(..) {
+                    stop_granary(p);
+                }
+                metrics.clear();
+            }
+            Kind::External | Kind::Engines => {}
         }
-        self.addrs = None;
+        if !matches!(self.kind, Kind::Engines) {
+            self.addrs = None;
+        }
     }
 
     /// Whether the target's process still runs (always true for ones not started here).
@@ -362,7 +508,10 @@ impl Target {
                 mode: Some(_),
             } => run_script(script, &["url"]).is_ok(),
             Kind::Peer { mode: None, .. } | Kind::Granary { server: None, .. } => false,
-            Kind::External | Kind::Limit(_) => true,
+            Kind::Object { servers, heads, .. } => {
+                servers.len() == *heads && servers.iter_mut().all(ServeProcess::alive)
+            }
+            Kind::External | Kind::Limit(_) | Kind::Engines => true,
         }
     }
 }
@@ -401,6 +550,15 @@ fn start_granary(
         Some(p) => args.push(p),
     }
     ServeProcess::start(bin, &args)
+}
+
+/// A free loopback port (for a head's `--metrics`): bound, read and released; another
+/// process could take it before the head binds it, which only fails that head's start.
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port for --metrics: {e}"))
 }
 
 /// Runs a peer script's `start ...` and parses the URL it prints last.

@@ -174,6 +174,13 @@ pub struct Env<'a> {
     pub addrs: ServerAddrs,
     pub limit: bool,
     pub repeat: u32,
+    /// Every head's NFS address: connections alternate between them (the object suite's
+    /// two-head target; one address elsewhere).
+    pub heads: Vec<SocketAddr>,
+    /// Every head's metrics address (object heads), to read what a phase cost.
+    pub metrics: Vec<SocketAddr>,
+    /// The engines themselves (the object suite's `engines` target).
+    pub engines: Option<&'a backend_object::ObjectConfig>,
 }
 
 impl WorkloadDef {
@@ -222,7 +229,16 @@ impl Env<'_> {
     }
 
     pub async fn connect(&self, n: usize) -> Vec<Result<Conn, OpError>> {
-        gen::connect_all(self.nfs_addr(), self.limit, n, self.settings.op_timeout).await
+        if self.heads.len() <= 1 {
+            return gen::connect_all(self.nfs_addr(), self.limit, n, self.settings.op_timeout)
+                .await;
+        }
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let at = self.heads[i % self.heads.len()];
+            out.push(Conn::connect(at, self.limit, self.settings.op_timeout).await);
+        }
+        out
     }
 
     fn nfs_addr(&self) -> SocketAddr {
@@ -305,6 +321,9 @@ pub async fn run(def: &WorkloadDef, env: &Env<'_>, phases: &[PhaseInfo]) -> Vec<
         "seq" => seq(env, phases).await,
         "stream" => Ok(stream(env, phases)),
         "iozone" => super::iozone::run(env, phases).await,
+        name if super::object::is_object_workload(name) => {
+            super::object::run(def, env, phases).await
+        }
         name if super::suites::is_suite_workload(name) => {
             super::suites::run(def, env, phases).await
         }
@@ -432,7 +451,7 @@ async fn readdirplus(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>,
 }
 
 /// One whole listing; checks (against a real server) that it has every entry once.
-async fn list_all(conn: &Conn, dir: &NfsFh3, expected: u32) -> Result<Done, OpError> {
+pub(super) async fn list_all(conn: &Conn, dir: &NfsFh3, expected: u32) -> Result<Done, OpError> {
     let (mut cookie, mut verf) = (0u64, [0u8; 8]);
     let mut done = Done::default();
     loop {

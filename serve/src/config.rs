@@ -176,6 +176,12 @@ impl BackendConfig {
     pub fn is_host(&self) -> bool {
         matches!(self, Self::Host { .. })
     }
+
+    #[cfg(feature = "object")]
+    #[must_use]
+    pub fn is_object(&self) -> bool {
+        matches!(self, Self::Object { .. })
+    }
 }
 
 /// One export.

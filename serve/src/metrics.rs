@@ -480,3 +480,56 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     l.set_nonblocking(true)?;
     Ok(l)
 }
+
+/// The object backend's use of its engines (`backend_object::engine_counters`, counted
+/// per process, so per head): database transactions and S3 requests and bytes, which
+/// `granary bench --suite object` divides by the NFS operations of a phase.
+#[cfg(feature = "object")]
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectCollector;
+
+#[cfg(feature = "object")]
+impl Collector for ObjectCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::metrics::MetricType;
+        let c = backend_object::engine_counters();
+        let counters: [(&str, &str, u64); 6] = [
+            (
+                "object_db_transactions",
+                "Database transactions begun by object exports (each try; a statement sent \
+                 outside a transaction counts as one)",
+                c.db_transactions,
+            ),
+            (
+                "object_db_retries",
+                "Object-export transactions run again (serialization failure, deadlock, race)",
+                c.db_retries,
+            ),
+            (
+                "object_s3_puts",
+                "S3 PUT requests of object exports",
+                c.s3_puts,
+            ),
+            (
+                "object_s3_put_bytes",
+                "Bytes of S3 PUT requests of object exports",
+                c.s3_put_bytes,
+            ),
+            (
+                "object_s3_gets",
+                "S3 GET requests of object exports",
+                c.s3_gets,
+            ),
+            (
+                "object_s3_get_bytes",
+                "Bytes S3 GET requests of object exports returned",
+                c.s3_get_bytes,
+            ),
+        ];
+        for (name, help, v) in counters {
+            let m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            ConstCounter::new(v).encode(m)?;
+        }
+        Ok(())
+    }
+}

@@ -184,6 +184,11 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         m.registry().register_collector(Box::new(locks));
         let operations = crate::metrics::V4Collector(Arc::clone(&v4));
         m.registry().register_collector(Box::new(operations));
+        #[cfg(feature = "object")]
+        if config.exports.iter().any(|e| e.backend.is_object()) {
+            let objects = crate::metrics::ObjectCollector;
+            m.registry().register_collector(Box::new(objects));
+        }
         let _enter = main_rt.enter();
         let listener = crate::metrics::bind(addr)
             .and_then(tokio::net::TcpListener::from_std)

@@ -551,3 +551,75 @@ fn an_s3_server_killed_mid_upload_answers_jukebox_and_the_head_recovers_by_itsel
     drop((a, b));
     audit_and_sweep(&fs);
 }
+
+/// The head's `granary_object_*` counters (what `granary bench --suite object` divides by
+/// the NFS operations of a phase).
+fn engine_counters(port: u16) -> std::collections::BTreeMap<String, f64> {
+    let text = common::metrics::scrape(port);
+    [
+        "db_transactions",
+        "s3_puts",
+        "s3_put_bytes",
+        "s3_gets",
+        "s3_get_bytes",
+    ]
+    .into_iter()
+    .map(|name| {
+        let v = common::metrics::sample(&text, &format!("granary_object_{name}_total "));
+        (name.to_string(), v)
+    })
+    .collect()
+}
+
+#[test]
+fn a_create_costs_one_transaction_and_no_s3_request_and_a_big_write_one_put() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let fs = env.fresh("srv-costs");
+    let dir = scratch("srv-costs");
+    let config = head_config(&dir, "a", &fs, &dir.join("handle.key"));
+    let port = common::metrics::free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let a = Server::start(&["--config", config.to_str().unwrap(), "--metrics", &metrics]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = connect(&a).await;
+        let root = c.mount("/").await.expect("MNT /");
+        let before = engine_counters(port);
+        let creates = 20;
+        for i in 0..creates {
+            c.create_file(&root, &format!("f{i}"), 0o644).await.unwrap();
+        }
+        let after = engine_counters(port);
+        let d = |k: &str,
+                 from: &std::collections::BTreeMap<String, f64>,
+                 to: &std::collections::BTreeMap<String, f64>| to[k] - from[k];
+        let tx = d("db_transactions", &before, &after);
+        // One each, and the head's ctime-floor write (once a second) at most twice.
+        assert!(
+            (f64::from(creates)..=f64::from(creates) + 2.0).contains(&tx),
+            "{creates} CREATEs cost {tx} database transactions"
+        );
+        assert_eq!(d("s3_puts", &before, &after), 0.0, "a CREATE sent a PUT");
+        assert_eq!(d("s3_gets", &before, &after), 0.0, "a CREATE sent a GET");
+        // 64 KiB written FILE_SYNC: one object; read back: one ranged GET of those bytes.
+        let fh = c.create_file(&root, "big", 0o644).await.unwrap();
+        let data = pattern(64 << 10);
+        let before = engine_counters(port);
+        c.write_all(&fh, 0, &data, StableHow::FileSync)
+            .await
+            .unwrap();
+        let written = engine_counters(port);
+        assert_eq!(d("s3_puts", &before, &written), 1.0);
+        assert_eq!(d("s3_put_bytes", &before, &written), (64 << 10) as f64);
+        assert!(c.read_all(&fh).await.unwrap() == data);
+        let read = engine_counters(port);
+        assert_eq!(d("s3_gets", &written, &read), 1.0);
+        assert_eq!(d("s3_get_bytes", &written, &read), (64 << 10) as f64);
+    });
+}

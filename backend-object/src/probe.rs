@@ -1,0 +1,228 @@
+//! The engines' own limits, measured with this backend's own clients and statements but
+//! no NFS and no head in between: what `granary bench --suite object` puts beside the
+//! heads in the same run.
+//!
+//! - [`creates`]: CREATE's transaction (the very statements of `meta::make`: read the
+//!   entry, lock the directory, insert the inode and the entry, stamp the directory) in
+//!   a loop, `in_flight` at once over the same pool a head has.
+//! - [`puts`] and [`gets`]: S3 PUTs of whole objects and ranged GETs, `in_flight` at once,
+//!   through the same `object_store` client (and key prefix) a head uses.
+//!
+//! Each returns what it did and how long it took; the probe's objects are deleted after.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use gtime::Clock;
+use object_store::PutPayload;
+use vfs::{CreateMode, Name, SetAttr};
+
+use crate::engine::{transaction, Engines, Fail};
+use crate::meta::{self, Make};
+use crate::{describe, ObjectConfig};
+
+/// What one probe did.
+#[derive(Debug, Clone, Copy)]
+pub struct Probed {
+    pub ops: u64,
+    pub bytes: u64,
+    pub elapsed: Duration,
+}
+
+/// A probe's work: a future over the engines.
+type Work<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, Fail>> + 'a>>;
+
+/// Runs `f` on a runtime of its own, on a thread of its own: the caller may be inside an
+/// async runtime (the bench's), where `block_on` may not be called.
+fn on_engines<T: Send>(
+    config: &ObjectConfig,
+    f: impl FnOnce(&Engines) -> Work<'_, T> + Send,
+) -> Result<T, String> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let (runtime, engines) = Engines::new(config)?;
+            let done = runtime.block_on(f(&engines));
+            drop(engines);
+            runtime.shutdown_background();
+            done.map_err(|e| describe(&e))
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the probe's thread panicked".to_owned()))
+    })
+}
+
+/// `ops` creates of new names in a fresh directory under the root of the file system
+/// `config` names (it must be formatted), `in_flight` at once.
+///
+/// # Errors
+/// An engine failed (said for a person).
+pub fn creates(
+    config: &ObjectConfig,
+    clock: Arc<dyn Clock>,
+    ops: u64,
+    in_flight: usize,
+) -> Result<Probed, String> {
+    on_engines(config, |engines| {
+        Box::pin(async move {
+            let root = {
+                let c = engines.pool.get().await?;
+                crate::schema::read_meta(&c).await?.root
+            };
+            let now = || meta::ns(clock.now());
+            let dir_name = format!("probe-creates-{}-{}", std::process::id(), now());
+            let dir_name = Name::new(dir_name.into_bytes()).map_err(Fail::Fs)?;
+            let attrs = SetAttr::default();
+            let t = now();
+            let dir = transaction!(engines.pool, |tx| {
+                meta::make(
+                    &*tx,
+                    root,
+                    &dir_name,
+                    &Make::Dir(&attrs),
+                    &vfs::Trusted::ROOT,
+                    t,
+                )
+                .await
+            })?;
+            let dir = meta::to_db(dir.created.attr.fileid);
+            let mode = CreateMode::Unchecked(SetAttr::default());
+            let started = Instant::now();
+            let results: Vec<Result<(), Fail>> = futures::stream::iter(0..ops)
+                .map(|i| {
+                    let (mode, now) = (&mode, now());
+                    async move {
+                        let name = format!("f{i}");
+                        let name = Name::new(name.into_bytes()).map_err(Fail::Fs)?;
+                        transaction!(engines.pool, |tx| {
+                            let what = Make::File(mode);
+                            meta::make(&*tx, dir, &name, &what, &vfs::Trusted::ROOT, now).await
+                        })?;
+                        Ok(())
+                    }
+                })
+                .buffer_unordered(in_flight.max(1))
+                .collect()
+                .await;
+            let elapsed = started.elapsed();
+            for r in results {
+                r?;
+            }
+            Ok(Probed {
+                ops,
+                bytes: 0,
+                elapsed,
+            })
+        })
+    })
+}
+
+/// Key of the probe's `i`th object.
+fn probe_path(engines: &Engines, i: u64) -> object_store::path::Path {
+    object_store::path::Path::from(format!(
+        "{}probe-{}/{i:08}",
+        engines.prefix,
+        std::process::id()
+    ))
+}
+
+/// `count` PUTs of `object_bytes` each, `in_flight` at once; the objects stay for
+/// [`gets`] until [`remove`].
+///
+/// # Errors
+/// The store failed.
+pub fn puts(
+    config: &ObjectConfig,
+    object_bytes: usize,
+    count: u64,
+    in_flight: usize,
+) -> Result<Probed, String> {
+    on_engines(config, |engines| {
+        Box::pin(async move {
+            let body = bytes::Bytes::from(vec![0x5au8; object_bytes]);
+            let started = Instant::now();
+            let results: Vec<Result<(), Fail>> = futures::stream::iter(0..count)
+                .map(|i| {
+                    let body = body.clone();
+                    async move {
+                        engines
+                            .store
+                            .put(&probe_path(engines, i), PutPayload::from(body))
+                            .await?;
+                        Ok(())
+                    }
+                })
+                .buffer_unordered(in_flight.max(1))
+                .collect()
+                .await;
+            let elapsed = started.elapsed();
+            for r in results {
+                r?;
+            }
+            Ok(Probed {
+                ops: count,
+                bytes: count * object_bytes as u64,
+                elapsed,
+            })
+        })
+    })
+}
+
+/// `count` ranged GETs of `range_bytes` each from the objects [`puts`] left (of
+/// `object_bytes` each, `objects` of them), `in_flight` at once.
+///
+/// # Errors
+/// The store failed, or an object is missing.
+pub fn gets(
+    config: &ObjectConfig,
+    objects: u64,
+    object_bytes: usize,
+    range_bytes: usize,
+    count: u64,
+    in_flight: usize,
+) -> Result<Probed, String> {
+    let per_object = (object_bytes / range_bytes.max(1)).max(1) as u64;
+    on_engines(config, |engines| {
+        Box::pin(async move {
+            let started = Instant::now();
+            let results: Vec<Result<usize, Fail>> = futures::stream::iter(0..count)
+                .map(|i| async move {
+                    let object = (i / per_object) % objects.max(1);
+                    let at = (i % per_object) * range_bytes as u64;
+                    let got = engines
+                        .store
+                        .get_range(&probe_path(engines, object), at..at + range_bytes as u64)
+                        .await?;
+                    Ok(got.len())
+                })
+                .buffer_unordered(in_flight.max(1))
+                .collect()
+                .await;
+            let elapsed = started.elapsed();
+            let mut bytes = 0u64;
+            for r in results {
+                bytes += r? as u64;
+            }
+            Ok(Probed {
+                ops: count,
+                bytes,
+                elapsed,
+            })
+        })
+    })
+}
+
+/// Deletes the objects [`puts`] left.
+///
+/// # Errors
+/// The store failed.
+pub fn remove(config: &ObjectConfig, objects: u64) -> Result<(), String> {
+    on_engines(config, |engines| {
+        Box::pin(async move {
+            for i in 0..objects {
+                engines.store.delete(&probe_path(engines, i)).await?;
+            }
+            Ok(())
+        })
+    })
+}

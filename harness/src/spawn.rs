@@ -1,7 +1,7 @@
 //! Starting a `granary serve` process and reading where it listens: the one harness the
 //! integration tests, `granary bench` and `granary lab` share.
 //!
-//! `granary serve` prints `granary: serving NFSv3 + MOUNT v3 on ADDR (N workers)` and then,
+//! `granary serve` prints `granary: serving NFSv4.2/4.1, NFSv3 + MOUNT v3, NLM v4 on ADDR (N workers)` and then,
 //! per export, an indented `nfs://...` URL. [`ServeProcess::spawn`] waits (bounded by
 //! [`START_TIMEOUT`]) for the first URL, keeps draining stdout afterwards so the server
 //! never blocks on a full pipe, and owns the process: dropping it kills the process (by its
@@ -22,7 +22,7 @@ use client::ServerAddrs;
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The line `granary serve` prints once it listens.
-const SERVING_PREFIX: &str = "granary: serving NFSv3 + MOUNT v3 on ";
+const SERVING_PREFIX: &str = "granary: serving NFSv4.2/4.1, NFSv3 + MOUNT v3, NLM v4 on ";
 
 /// How often [`ServeProcess::terminate`] polls for the exit.
 const EXIT_POLL: Duration = Duration::from_millis(20);
@@ -213,7 +213,7 @@ mod tests {
     #[test]
     fn reads_the_address_and_url_from_a_fake_server() {
         let mut cmd = Command::new("sh");
-        let script = "echo 'granary: serving NFSv3 + MOUNT v3 on 127.0.0.1:4049 (2 workers)'; \
+        let script = "echo 'granary: serving NFSv4.2/4.1, NFSv3 + MOUNT v3, NLM v4 on 127.0.0.1:4049 (2 workers)'; \
                       echo '    nfs://127.0.0.1/?version=3&nfsport=4049&mountport=4049'; \
                       exec sleep 30";
         cmd.args(["-c", script]);
@@ -231,7 +231,7 @@ mod tests {
         // The trap is set before the address is printed: a SIGTERM sent as soon as the
         // address is read must find it.
         let script = "trap 'echo \"granary: counted 7\"; echo other; exit 0' TERM; \
-                      echo 'granary: serving NFSv3 + MOUNT v3 on 127.0.0.1:4049 (2 workers)'; \
+                      echo 'granary: serving NFSv4.2/4.1, NFSv3 + MOUNT v3, NLM v4 on 127.0.0.1:4049 (2 workers)'; \
                       echo '    nfs://127.0.0.1/?version=3&nfsport=4049&mountport=4049'; \
                       while :; do sleep 0.05; done";
         cmd.args(["-c", script]);

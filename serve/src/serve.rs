@@ -737,10 +737,7 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
     let hosts = reachable_hosts(local.ip());
     let port = local.port();
     tracing::info!(%local, workers = config.workers, "serving NFSv3, MOUNT v3, NLM v4, NSM v1 and NFSv4.1/4.2 over TCP");
-    println!(
-        "granary: serving NFSv3 + MOUNT v3 on {local} ({} workers)",
-        config.workers
-    );
+    println!("{SERVING_PREFIX}{local} ({} workers)", config.workers);
     for e in &config.exports {
         let mode = if e.options.read_only { "ro" } else { "rw" };
         let clients = if e.clients_given {
@@ -784,17 +781,29 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
         }
     }
     let first = &hosts.names[0];
-    println!("  kernel client: mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {first}:{} /mnt", config.exports[0].path);
+    let path = &config.exports[0].path;
+    // NFSv4 needs no MOUNT protocol (the export's path in the pseudo file system); on the
+    // standard port a mount with no options is NFSv4.2, what every Linux client tries first.
+    if port == NFS_PORT {
+        println!("  kernel client (NFSv4.2): mount -t nfs {first}:{path} /mnt");
+    } else {
+        println!(
+            "  kernel client (NFSv4.2): mount -t nfs -o vers=4.2,port={port} {first}:{path} /mnt"
+        );
+    }
+    println!("  kernel client (NFSv3): mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock {first}:{path} /mnt");
     println!("    (locks between v3 clients: leave out nolock and run rpcbind on this host; granary registers NLM and NSM with it)");
-    // NFSv4 needs no MOUNT protocol: the export's path in the pseudo file system.
-    println!(
-        "  kernel client, NFSv4.2: mount -t nfs -o vers=4.2,port={port} {first}:{} /mnt",
-        config.exports[0].path
-    );
     if let Some(note) = hosts.note {
         println!("  {note}");
     }
 }
+
+/// The first line `granary serve` prints, before `ADDR (N workers)`: the harness
+/// (harness/src/spawn.rs) and the tests read the address after it, so they spell it too.
+const SERVING_PREFIX: &str = "granary: serving NFSv4.2/4.1, NFSv3 + MOUNT v3, NLM v4 on ";
+
+/// The standard NFS port: a kernel mount needs no port option there.
+const NFS_PORT: u16 = 2049;
 
 /// Most host addresses printed for a wildcard listen address (a host with many
 /// interfaces, e.g. container bridges, would otherwise print a page of URLs).

@@ -107,7 +107,7 @@ fn start_lines(child: &mut Child) -> Vec<String> {
     let mut lines = Vec::new();
     for line in reader.by_ref() {
         let line = line.expect("read stdout");
-        let done = line.contains("kernel client: mount");
+        let done = line.contains("kernel client (NFSv3): mount");
         lines.push(line);
         if done {
             std::thread::spawn(move || reader.for_each(drop));
@@ -170,7 +170,7 @@ async fn clients_outside_the_list_are_refused_and_urls_name_a_reachable_address(
     let server = Running(child);
     let serving = lines
         .iter()
-        .find_map(|l| l.strip_prefix("granary: serving NFSv3 + MOUNT v3 on "))
+        .find_map(|l| l.strip_prefix("granary: serving NFSv4.2/4.1, NFSv3 + MOUNT v3, NLM v4 on "))
         .expect("serving line");
     let port: u16 = serving
         .split([':', ' '])
@@ -188,9 +188,15 @@ async fn clients_outside_the_list_are_refused_and_urls_name_a_reachable_address(
         let host = url.trim().trim_start_matches("nfs://");
         assert_reachable(&host[..host.find('/').expect("a path")], &lines);
     }
-    let mount = lines.last().expect("mount line");
-    let host = mount.rsplit(' ').nth(1).expect("HOST:/ /mnt");
-    assert_reachable(host.trim_end_matches(":/"), &lines);
+    // The NFSv4.2 mount line (off port 2049 it names the port) and then the NFSv3 one.
+    let v4 = lines
+        .iter()
+        .find(|l| l.contains("kernel client (NFSv4.2): mount -t nfs -o vers=4.2,port="))
+        .expect("NFSv4.2 mount line");
+    for mount in [v4, lines.last().expect("mount line")] {
+        let host = mount.rsplit(' ').nth(1).expect("HOST:/ /mnt");
+        assert_reachable(host.trim_end_matches(":/"), &lines);
+    }
 
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let allowed = client_from(1, addr).await;

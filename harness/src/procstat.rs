@@ -112,6 +112,7 @@ mod tests {
             .unwrap();
         // The thread is gone, its counts with it: a live one is needed to see them.
         let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done) = std::sync::mpsc::channel::<()>();
         let sleeper = std::thread::Builder::new()
             .name("lab-sleeper".into())
             .spawn(move || {
@@ -123,10 +124,13 @@ mod tests {
                     || first_number(&fs::read_to_string("/proc/thread-self/schedstat").unwrap());
                 let start = ran();
                 while ran() < start + 30_000_000 {}
+                done_tx.send(()).ok();
                 rx.recv().ok();
             })
             .unwrap();
-        std::thread::sleep(Duration::from_millis(200));
+        // Read once it has slept and spun, while it still lives (a fixed wait was too
+        // short on a loaded machine).
+        done.recv_timeout(Duration::from_secs(60)).unwrap();
         let after = ProcCounters::read(pid, "lab-sleeper").unwrap();
         tx.send(()).unwrap();
         sleeper.join().unwrap();

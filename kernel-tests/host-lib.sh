@@ -47,6 +47,45 @@ kt_prepare() {
     fi
 }
 
+# kt_object_start: when KT_TARGETS includes `object` and one of its groups may be
+# selected (KT_CHECKS unset or matching its default group heads, or KT_OBJECT_GROUPS
+# given), start its engines, PostgreSQL and `weed mini` (scripts/object-env.sh: throwaway,
+# bound to the host's 127.0.0.1), in the background while the guest boots.
+# The guest (common.sh object_start_both) waits for $KT_STAGE/object/env, which names
+# them as the guest reaches them through vm.sh's --host-net (10.0.2.2 is the host's
+# 127.0.0.1), and object/s3.keys; or finds object/failed with the start's log. Sets
+# KT_OBJECT_DIR, which makes kt_boot give the guest its NIC; kt_object_stop stops both.
+kt_object_start() {
+    [[ " ${KT_TARGETS:-} " == *" object "* ]] || return 0
+    [ -z "${KT_CHECKS:-}" ] || [ -n "${KT_OBJECT_GROUPS:-}" ] || [[ heads =~ $KT_CHECKS ]] || return 0
+    KT_OBJECT_DIR=$(mktemp -d /tmp/granary-kt-object.XXXXXX)
+    mkdir -p "$KT_STAGE/object"
+    kt_log "object-env.sh start (PostgreSQL and S3 on the host's loopback for the object target)"
+    (
+        out=$KT_STAGE/object
+        if ! "$REPO/scripts/object-env.sh" start "$KT_OBJECT_DIR" >"$KT_OBJECT_DIR/start.log" 2>&1; then
+            tail -30 "$KT_OBJECT_DIR/start.log" >"$out/failed"
+            exit 1
+        fi
+        # shellcheck source=/dev/null
+        . "$KT_OBJECT_DIR/env"
+        (umask 077 && printf 'access_key_id = %s\nsecret_access_key = %s\n' \
+            "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$out/s3.keys")
+        printf 'OBJECT_POSTGRES=%q\nOBJECT_STORE=%q\n' "${GRANARY_TEST_POSTGRES/127.0.0.1/10.0.2.2}" \
+            "${GRANARY_TEST_S3/127.0.0.1/10.0.2.2}" >"$out/env.new"
+        mv "$out/env.new" "$out/env"
+    ) &
+    KT_OBJECT_JOB=$!
+}
+
+kt_object_stop() {
+    [ -n "${KT_OBJECT_DIR:-}" ] || return 0
+    wait "$KT_OBJECT_JOB" 2>/dev/null
+    "$REPO/scripts/object-env.sh" stop "$KT_OBJECT_DIR" >/dev/null 2>&1
+    rm -rf "$KT_OBJECT_DIR"
+    KT_OBJECT_DIR=
+}
+
 # kt_boot TIMEOUT SCRIPT [ARGS...]: boot the guest once and run guest/SCRIPT as root in
 # it; its output goes to stdout and to $KT_STAGE/log. Returns the script's status and
 # explains vm.sh's own failures (124: timeout, 255: the guest died or never booted).
@@ -58,7 +97,9 @@ kt_boot() {
     local v vars=(KT_STAGE="$KT_STAGE")
     for v in $(compgen -e | grep -E '^(KT_|PERF_)' | grep -v '^KT_STAGE$'); do vars+=("$v=${!v}"); done
     set +e
-    VM_TIMING=1 "$VM_SH" run --mem "${KT_MEM:-4G}" --cpus "${KT_CPUS:-2}" --timeout "$timeout" \
+    local net=()
+    [ -z "${KT_OBJECT_DIR:-}" ] || net=(--host-net)
+    VM_TIMING=1 "$VM_SH" run "${net[@]}" --mem "${KT_MEM:-4G}" --cpus "${KT_CPUS:-2}" --timeout "$timeout" \
         --share "$KT_STAGE" -- env "${vars[@]}" bash "$KT_STAGE/guest/$script" "$@" 2>&1 | tee "$KT_STAGE/log"
     rc=${PIPESTATUS[0]}
     set -e

@@ -16,8 +16,12 @@ set -euo pipefail
 
 start=$(date +%s)
 kt_prepare
-cleanup() { if [ "${KT_KEEP:-0}" = 1 ]; then echo "kernel-tests: outputs kept in $KT_STAGE" >&2; else rm -rf "$KT_STAGE"; fi; }
+cleanup() {
+    kt_object_stop
+    if [ "${KT_KEEP:-0}" = 1 ]; then echo "kernel-tests: outputs kept in $KT_STAGE" >&2; else rm -rf "$KT_STAGE"; fi
+}
 trap cleanup EXIT
+kt_object_start
 rc=0
 kt_boot "${KT_TIMEOUT:-2400}" suite.sh || rc=$?
 kt_log "kernel-client suite: exit $rc in $(( $(date +%s) - start )) s"

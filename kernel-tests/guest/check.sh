@@ -14,6 +14,8 @@
 #   KT_GUEST  this directory
 #   KT_DETAIL a directory for detail files (long outputs; see detail below)
 #   KT_BACKING the directory behind KT_ROOT on the server (the reference: KT_ROOT itself)
+#   KT_ROOT_B heads group: a second view of KT_ROOT (the object target: head B's mount of
+#             the export head A's KT_ROOT mount serves; the reference: KT_ROOT itself)
 #   KT_RESTART, KT_PORT  restart group: "$KT_RESTART stop|term|start $KT_PORT" kills -9
 #             (or stops with SIGTERM) and starts again the server (restart.sh; the
 #             reference: true, nothing to restart)
@@ -293,6 +295,17 @@ grp_writers() {
     echo "log read back, sorted: $(sort "$d/tree/log.unordered" | sha), $(wc -l <"$d/tree/log.unordered") lines"
     step "manifest, contents"
     # The tree stays on the mount: persist checks it again across umount + mount.
+}
+
+# ------------------------------------------------------------- two heads, close-to-open
+# The object target: a writer on head A's mount (NFSv4.2) writes and closes, a reader on
+# head B's mount (NFSv3) opens next and must read every byte; creates, renames, removes,
+# chmod, chown and utimes on one side seen at the other's next open or listing; and the
+# other way round (heads.py). On the reference both views are the same tmpfs directory.
+grp_heads() {
+    python3 -S "$KT_GUEST/heads.py" "$KT_ROOT" "${KT_ROOT_B:?heads needs KT_ROOT_B}"
+    echo "heads: rc $?"
+    step heads
 }
 
 # ------------------------------------------------------------- NFSv4.2 space and copy

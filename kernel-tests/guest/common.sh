@@ -22,6 +22,9 @@ HOST_V4_PORT=20501      # granary serve /export-host-v4 (host backend) mounted w
 HOST_V4_SQ_PORT=20502   # granary serve /export-host-v4-sq, --squash root
 V41_PORT=20503          # granary (mem) mounted with NFSv4.1, --squash none
 V41_SQ_PORT=20504       # the same with --squash root
+OBJECT_PORT=20505       # head A of the object export (PostgreSQL and S3 on the host), NFSv4.2
+OBJECT_B_PORT=20506     # head B of the same export, mounted with NFSv3
+OBJECT_DIR=/var/lib/granary-kt-object   # the heads' config, handle key and S3 keys
 # The NFSv4 lease (and so grace period) of host-v4's servers: short, so that a restart
 # costs the restart group little; knfsd_start gives knfsd 10 s, its minimum. 15 s, not
 # granary's minimum of 10: a guest under TCG on a loaded host can be late to renew.
@@ -128,6 +131,43 @@ ext4_start_both() {
     mkdir -p /export-ext4/rw /export-ext4/sq && chmod 0777 /export-ext4/sq || return 1
     granary_start "$EXT4_PORT" none /tmp/granary-ext4.log /export-ext4/rw --state-dir /var/lib/granary-kt-ext4 &&
         granary_start "$EXT4_SQ_PORT" root /tmp/granary-ext4-sq.log /export-ext4/sq --state-dir /var/lib/granary-kt-ext4-sq
+}
+
+# object_start_both: two granary heads of one object export, on OBJECT_PORT and
+# OBJECT_B_PORT. Its engines run on the HOST, bound to 127.0.0.1 (kernel-tests/run.sh
+# starts scripts/object-env.sh while the guest boots and writes $KT_STAGE/object/env,
+# or object/failed); the guest reaches them at 10.0.2.2 through vm.sh's --host-net.
+# Both heads read one config (the same handle key, database and bucket); `granary
+# format` makes the schema and the root first, so the heads do not race to.
+object_start_both() {
+    local env=$KT_STAGE/object i
+    for i in $(seq 1800); do
+        [ -e "$env/env" ] || [ -e "$env/failed" ] && break
+        sleep 0.1
+    done
+    [ -e "$env/failed" ] && { echo "object: the engines did not start on the host:"; cat "$env/failed"; return 1; }
+    [ -e "$env/env" ] || { echo "object: no engines after 180 s ($env/env never came)"; return 1; }
+    # shellcheck source=/dev/null
+    . "$env/env" # OBJECT_POSTGRES, OBJECT_STORE
+    host_net_up || return 1
+    mkdir -p "$OBJECT_DIR" && chmod 700 "$OBJECT_DIR" || return 1
+    (umask 077 && head -c 16 /dev/urandom >"$OBJECT_DIR/handle.key" &&
+        cp "$env/s3.keys" "$OBJECT_DIR/s3.keys") || return 1
+    cat >"$OBJECT_DIR/head.toml" <<EOF
+handle_key = "$OBJECT_DIR/handle.key"
+[[export]]
+path = "/"
+backend = "object"
+squash = "none"
+postgres = "$OBJECT_POSTGRES"
+store = "$OBJECT_STORE"
+credentials = "$OBJECT_DIR/s3.keys"
+EOF
+    "$GRANARY" format --config "$OBJECT_DIR/head.toml" >/tmp/granary-object-format.log 2>&1 ||
+        { echo "granary format failed:"; cat /tmp/granary-object-format.log; return 1; }
+    # granary_start's --squash shapes only a command line's export: the file says "none".
+    granary_start "$OBJECT_PORT" none /tmp/granary-object-a.log --config "$OBJECT_DIR/head.toml" &&
+        granary_start "$OBJECT_B_PORT" none /tmp/granary-object-b.log --config "$OBJECT_DIR/head.toml"
 }
 
 # granary_kill PORT [SIGNAL]: kill -9 (or send SIGNAL to) the granary on PORT (started by

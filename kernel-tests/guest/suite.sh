@@ -14,10 +14,12 @@
 #                  directory, "host-ext4" the same on an ext4 file system in the guest,
 #                  "v4" the mem backend mounted with NFSv4.2, "v4.1" the same with
 #                  NFSv4.1, "host-v4" the host backend (tmpfs) mounted with NFSv4.2,
-#                  "knfsd-v4" knfsd mounted with NFSv4.2)
+#                  "knfsd-v4" knfsd mounted with NFSv4.2, "object" two granary heads of
+#                  one object export (PostgreSQL and S3 on the host, reached through
+#                  vm.sh's --host-net), head A mounted with NFSv4.2, head B with NFSv3)
 #      KT_CHECKS   extended regex: run only the groups whose names match
 #      KT_HOST_GROUPS, KT_HOST_EXT4_GROUPS, KT_V4_GROUPS, KT_V41_GROUPS,
-#      KT_HOST_V4_GROUPS, KT_KNFSD_V4_GROUPS  extended regexes: the groups each of those
+#      KT_HOST_V4_GROUPS, KT_KNFSD_V4_GROUPS, KT_OBJECT_GROUPS  extended regexes: the groups each of those
 #                  targets runs (defaults chosen for the suite's time, see README.md;
 #                  '.' for every group that applies)
 #      KT_RESTART_WIPE=1  the restart group wipes granary's state directory between the
@@ -34,6 +36,9 @@ V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|locks|pers
 HOST_V4_GROUPS=${KT_HOST_V4_GROUPS:-^(copy|writers|restart)$}
 KNFSD_V4_GROUPS=${KT_KNFSD_V4_GROUPS:-^(copy|posix)$}
 V41_GROUPS=${KT_V41_GROUPS:-^(copy|posix)$}
+# The object target: heads (the two-mount close-to-open checker) by default, about 90 s
+# with the engines' start; copy, posix, fio, writers and the rest with KT_OBJECT_GROUPS.
+OBJECT_GROUPS=${KT_OBJECT_GROUPS:-^(heads)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
 
@@ -48,7 +53,7 @@ T0=${EPOCHREALTIME/./}
 GROUPS_=(
     "plain 300" "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
     "fio 600" "stress-ng 300" "writers 300" "ownership 300" "acl 120" "quota 120"
-    "erofs 300" "space 300" "locks 300" "persist 300" "restart 300"
+    "erofs 300" "space 300" "locks 300" "heads 300" "persist 300" "restart 300"
 )
 
 # runs_on TARGET GROUP: whether GROUP runs on TARGET. acl lays its files out in the
@@ -61,6 +66,9 @@ GROUPS_=(
 runs_on() {
     # plain (the mount without options on port 2049) is the plain target's only group.
     [ "$1" = plain ] || [ "$2" = plain ] && { [ "$1" = plain ] && [ "$2" = plain ]; return; }
+    # heads (two mounts of two heads of one export) is the object target's own group.
+    [ "$1" = object ] || [ "$2" = heads ] && { [ "$1" = object ] && [[ $2 =~ $OBJECT_GROUPS ]] &&
+        [[ ! $2 =~ ^(erofs|restart|acl|quota|squash|space)$ ]]; return; }
     case $1 in
     host) [[ $2 =~ $HOST_GROUPS ]] && [ "$2" != erofs ] ;;
     host-ext4) [[ $2 =~ $HOST_EXT4_GROUPS ]] && [ "$2" != erofs ] && [ "$2" != quota ] ;;
@@ -78,7 +86,7 @@ declare -A PASS FAIL FAILED_NAMES
 # groups EPERM in this guest (28 of ownership's 405 cases), which is knfsd's to fix; for
 # the same reason its acl-grant (that chgrp) and acl-groups (reads and creates through a
 # supplementary group) differ, while acl-deny and acl-default match.
-declare -A COMPARED_ON=([ownership]="granary host host-ext4 v4 v4.1 host-v4" [acl]="host host-ext4")
+declare -A COMPARED_ON=([ownership]="granary host host-ext4 v4 v4.1 host-v4 object" [acl]="host host-ext4")
 
 secs() { # microseconds since $1 (default: the start) as seconds with one decimal
     local us=$(( ${EPOCHREALTIME/./} - ${1:-$T0} ))
@@ -88,7 +96,7 @@ say() { echo "[$(secs) s] $*"; }
 
 setup() {
     install_granary || return 1
-    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/plain /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq /mnt/v4 /mnt/v4-sq /mnt/v4.1 /mnt/v4.1-sq /mnt/host-v4 /mnt/host-v4-sq /mnt/knfsd-v4 /mnt/knfsd-v4-sq
+    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/plain /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq /mnt/v4 /mnt/v4-sq /mnt/v4.1 /mnt/v4.1-sq /mnt/host-v4 /mnt/host-v4-sq /mnt/knfsd-v4 /mnt/knfsd-v4-sq /mnt/object /mnt/object-b
     mount -t tmpfs -o size=3G tmpfs /ref || return 1
     mount -t tmpfs -o size=512M,mode=0777 tmpfs /ref-sq || return 1
     local n
@@ -136,6 +144,10 @@ start_target() {
         knfsd_v4_start_both &&
             $(knfsd_v4_mount_cmd /export-v4 /mnt/knfsd-v4) &&
             $(knfsd_v4_mount_cmd /export-v4-sq /mnt/knfsd-v4-sq) ;;
+    object)
+        object_start_both &&
+            $(granary_v4_mount_cmd "$OBJECT_PORT" /mnt/object) &&
+            $(granary_mount_cmd "$OBJECT_B_PORT" /mnt/object-b) ;;
     knfsd)
         knfsd_start_both &&
             $(knfsd_mount_cmd /export /mnt/knfsd) &&
@@ -143,16 +155,16 @@ start_target() {
     *) echo "unknown target $1"; return 1 ;;
     esac || return 1
     say "$1 up and mounted in $(secs "$t0") s"
-    grep -E " /mnt/$1(-sq)? " /proc/mounts | sed 's/^/    /'
+    grep -E " /mnt/$1(-sq|-b)? " /proc/mounts | sed 's/^/    /'
 }
 
 # ctx_env CTX SQ: root, kind, mount point, mount command and user for a context.
 ctx_env() {
     local ctx=$1 sq=$2 exp
-    kind=nfs user=() backing= restart=true
+    kind=nfs user=() backing= restart=true root_b=
     case $ctx in
     plain) kind=plain root=/mnt/plain mnt=/mnt/plain mcmd="mount -t nfs 127.0.0.1:/ /mnt/plain" ;;
-    ref) kind=ref root=/ref mnt= mcmd= backing=/ref
+    ref) kind=ref root=/ref mnt= mcmd= backing=/ref root_b=/ref
          [ "$sq" = sq ] && { root=/ref-sq backing=/ref-sq user=(setpriv --reuid=65534 --regid=65534 --clear-groups); } ;;
     granary) mnt=/mnt/granary port=$GRANARY_PORT
              [ "$sq" = sq ] && { mnt=/mnt/granary-sq port=$GRANARY_SQ_PORT; }
@@ -179,6 +191,8 @@ ctx_env() {
            [ "$sq" = sq ] && { mnt=/mnt/knfsd-v4-sq exp=/export-v4-sq; }
            restart="bash $KT_GUEST/restart.sh --knfsd"
            root=$mnt backing=$exp mcmd=$(knfsd_v4_mount_cmd "$exp" "$mnt") ;;
+    object) mnt=/mnt/object port=$OBJECT_PORT root_b=/mnt/object-b
+        root=$mnt mcmd=$(granary_v4_mount_cmd "$port" "$mnt") ;;
     knfsd) mnt=/mnt/knfsd exp=/export
            [ "$sq" = sq ] && { mnt=/mnt/knfsd-sq exp=/export-sq; }
            root=$mnt backing=$exp mcmd=$(knfsd_mount_cmd "$exp" "$mnt") ;;
@@ -218,13 +232,14 @@ watchdog() {
     plain) echo "--- granary log:"; tail -30 /tmp/granary-plain-*.log ;;
     v4.1) echo "--- granary log:"; tail -30 /tmp/granary-v4.1.log ;;
     host-v4) echo "--- granary log:"; tail -30 /tmp/granary-host-v4.log ;;
+    object) echo "--- granary logs (heads A and B):"; tail -20 /tmp/granary-object-a.log /tmp/granary-object-b.log ;;
     esac
 }
 
 # run_ctx CTX GROUP LIMIT SQ: run GROUP in context CTX; its checks' outputs in
 # $OUT/CTX/CHECK (the last one ends with the group's exit status).
 run_ctx() {
-    local ctx=$1 group=$2 limit=$3 sq=$4 kind root mnt mcmd user backing restart port rc t0
+    local ctx=$1 group=$2 limit=$3 sq=$4 kind root root_b mnt mcmd user backing restart port rc t0
     ctx_env "$ctx" "$sq"
     local dir=$OUT/$ctx raw=$OUT/$ctx/$group.raw
     mkdir -p "$dir"
@@ -237,7 +252,7 @@ run_ctx() {
         rm -rf "$dir/$group.detail"; mkdir -p "$dir/$group.detail"; chmod 777 "$dir/$group.detail"
         timeout -k 10 "$limit" "${user[@]}" env KT_KIND=$kind KT_ROOT="$root" KT_MNT="$mnt" \
             KT_MOUNT="$mcmd" KT_SRC=/tmp/kt-src KT_GUEST="$KT_GUEST" KT_DETAIL="$dir/$group.detail" \
-            KT_BACKING="$backing" KT_RESTART="$restart" KT_PORT="${port:-}" \
+            KT_BACKING="$backing" KT_RESTART="$restart" KT_PORT="${port:-}" KT_ROOT_B="$root_b" \
             bash "$KT_GUEST/check.sh" "$group" >"$raw" 2>&1 </dev/null
         rc=$?
         kill "$wd" 2>/dev/null; wait "$wd" 2>/dev/null
@@ -379,7 +394,7 @@ run_ctx_bounded() {
 
 finish() {
     local t
-    for t in "${TARGETS[@]}"; do umount "/mnt/$t" "/mnt/$t-sq" 2>/dev/null; done
+    for t in "${TARGETS[@]}"; do umount "/mnt/$t" "/mnt/$t-sq" "/mnt/$t-b" 2>/dev/null; done
     if [ "${#KT_PIDS[@]}" -gt 0 ]; then
         # A granary the restart group started again is not this shell's child.
         kill -TERM $(granary_pids) 2>/dev/null
@@ -391,6 +406,15 @@ finish() {
 }
 
 selected() { [ -z "${KT_CHECKS:-}" ] || [[ $1 =~ $KT_CHECKS ]]; }
+# selected_on T: some selected group runs on target T.
+selected_on() {
+    local g name
+    for g in "${GROUPS_[@]}"; do
+        name=${g%% *}
+        selected "$name" && runs_on "$1" "$name" && return 0
+    done
+    return 1
+}
 
 main() {
     say "guest $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ { print int($2 / 1024) }' /proc/meminfo) MiB; targets: ${TARGETS[*]}"
@@ -399,6 +423,9 @@ main() {
     # plain's servers listen on 2049, knfsd's port: it runs before any target starts.
     selected plain && run_group plain 300
     for t in "${TARGETS[@]}"; do
+        # The object target's engines start on the host only when one of its groups is
+        # selected (host-lib.sh kt_object_start); its heads likewise.
+        [ "$t" = object ] && ! selected_on object && { say "object: none of its groups selected; not started"; continue; }
         start_target "$t" || { echo "FAIL: $t did not start or could not be mounted"; finish; exit 1; }
     done
     for g in "${GROUPS_[@]}"; do

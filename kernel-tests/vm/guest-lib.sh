@@ -57,3 +57,13 @@ EOF
     tail -20 /tmp/ganesha/ganesha.log
     return 1
 }
+
+# host_net_up: bring up the NIC of `vm.sh run --host-net` (qemu's user network) with its
+# fixed addresses: the guest is 10.0.2.15 and reaches the host's 127.0.0.1 at 10.0.2.2.
+# No DHCP client runs: the addresses of qemu's user network do not change.
+host_net_up() {
+    modprobe -q virtio_net || { echo "host_net_up: modprobe virtio_net failed"; return 1; }
+    for _ in $(seq 50); do [ -e /sys/class/net/eth0 ] && break; sleep 0.1; done
+    [ -e /sys/class/net/eth0 ] || { echo "host_net_up: no eth0 (was the guest started with vm.sh run --host-net?)"; return 1; }
+    ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 || return 1
+}

@@ -9,6 +9,9 @@
 #     --mem SIZE     guest memory (default 4G)       --cpus N   vCPUs (default 2)
 #     --timeout S    kill the guest after S s (default 900)
 #     --accel A      auto (default), kvm or tcg     --verbose  print the kernel console
+#     --host-net     a virtio NIC on qemu's user network: the guest (10.0.2.15 once it
+#                    brings eth0 up, guest-lib.sh host_net_up) reaches the host's
+#                    127.0.0.1 at 10.0.2.2; nothing reaches the guest from outside
 #   vm.sh packages              print the guest's Debian packages
 #
 # Env: VM_DIR (default ~/.cache/granary/vm), VM_MIRROR (default
@@ -161,7 +164,7 @@ pick_accel() {
 }
 
 run() {
-    local mem=4G cpus=2 timeout=900 accel=${VM_ACCEL:-auto} verbose=0 shares=()
+    local mem=4G cpus=2 timeout=900 accel=${VM_ACCEL:-auto} verbose=0 shares=() nic=(-nic none)
     while [ $# -gt 0 ]; do
         case $1 in
         --share) [ -d "${2:-}" ] || fail "--share ${2:-}: no such directory"
@@ -171,6 +174,9 @@ run() {
         --timeout) timeout=$2; shift 2 ;;
         --accel) accel=$2; shift 2 ;;
         --verbose) verbose=1; shift ;;
+        # qemu's user network (slirp): no listening socket on the host, no host
+        # forwarding; the guest's connections to 10.0.2.2 leave from the host's loopback.
+        --host-net) nic=(-nic user,model=virtio-net-pci,ipv6=off); shift ;;
         --) shift; break ;;
         *) fail "run: unknown option $1 (vm.sh run [options] -- COMMAND...)" ;;
         esac
@@ -213,7 +219,7 @@ run() {
     (while [ ! -e "$ctl/started" ]; do sleep 0.2; done; echo "$EPOCHREALTIME" >"$ctl/booted") &
     watcher=$!
     timeout -k 5 "$timeout" qemu-system-x86_64 -nodefaults -no-user-config -machine q35 \
-        "${cpu[@]}" -smp "$cpus" -m "$mem" -nic none -display none -vga none -no-reboot \
+        "${cpu[@]}" -smp "$cpus" -m "$mem" "${nic[@]}" -display none -vga none -no-reboot \
         -kernel "$VM_DIR/vmlinuz" -initrd "$VM_DIR/initramfs" \
         -append "console=ttyS1 quiet loglevel=4 panic=-1 tsc=reliable lpj=10000000 ${VM_APPEND:-}" \
         -drive "file=$VM_DIR/root.img,format=raw,if=virtio,snapshot=on,cache=unsafe" \

@@ -52,6 +52,12 @@ pub fn incompatible(a: Kind, b: Kind) -> bool {
     a == Kind::Write || b == Kind::Write
 }
 
+/// Whether waiter `w`, ahead in the queue, holds back `owner`'s request of `kind` on
+/// `range` (unless `owner` is in its way: [`FileLocks::waiting_conflict`]).
+pub fn holds_back(w: &Waiter, owner: OwnerId, kind: Kind, range: Range, now: Duration) -> bool {
+    w.owner != owner && !w.expired(now) && w.range.overlaps(range) && incompatible(w.kind, kind)
+}
+
 #[derive(Debug, Default)]
 pub struct FileLocks {
     pub holders: Segments<Holders>,
@@ -121,12 +127,11 @@ impl FileLocks {
         self.owners.get(&owner)?.at(at).map(|(r, k)| (r, *k))
     }
 
-    /// Whether `owner` holds a lock in the way of `w`.
-    fn in_way_of(&self, owner: OwnerId, w: &Waiter) -> bool {
-        self.owners.get(&owner).is_some_and(|mine| {
-            mine.overlapping(w.range)
-                .any(|(_, k)| incompatible(*k, w.kind))
-        })
+    /// Whether `owner` holds a lock in the way of a request of `kind` on `range`.
+    pub fn in_way_of(&self, owner: OwnerId, kind: Kind, range: Range) -> bool {
+        self.owners
+            .get(&owner)
+            .is_some_and(|mine| mine.overlapping(range).any(|(_, k)| incompatible(*k, kind)))
     }
 
     /// The first live waiter before position `before` that `owner`'s request of `kind` on
@@ -141,11 +146,7 @@ impl FileLocks {
         now: Duration,
     ) -> Option<&Waiter> {
         self.waiters.iter().take(before).find(|w| {
-            w.owner != owner
-                && !w.expired(now)
-                && w.range.overlaps(range)
-                && incompatible(w.kind, kind)
-                && !self.in_way_of(owner, w)
+            holds_back(w, owner, kind, range, now) && !self.in_way_of(owner, w.kind, w.range)
         })
     }
 

@@ -23,6 +23,12 @@
 //!   [`Waker`] their protocol registered; how the client learns of it is the front end's: [`Wait::Poll`] waiters are told once and keep their place
 //!   until they ask again before their deadline (NFSv4 polls, and CB_NOTIFY_LOCK says
 //!   when), [`Wait::Grant`] waiters are given the lock at once (NLM sends GRANTED).
+//! - **No waiting into a deadlock**: a waiting request that would close a cycle of owners
+//!   each waiting for the next (over both protocols) is refused with
+//!   [`LockError::Deadlock`], after a search bounded by
+//!   [`limits::MAX_DEADLOCK_SEARCH_STEPS`] (`deadlock.rs`).
+//! - **Share reservations** of both protocols (NFSv4 OPEN's access and deny, NLM SHARE)
+//!   are kept in one [`ShareTable`] beside the lock manager (`share.rs`).
 //! - **Release in bulk**: all locks and waiters of an owner ([`LockManager::release_owner`]),
 //!   of an owner on one file, or of a client ([`LockManager::release_client`]: an NFSv4
 //!   lease expiry, an NSM reboot notice, NLM FREE_ALL).
@@ -49,6 +55,7 @@
 //! calls and deliveries: no waiter lost, none granted twice, arrival order kept.
 #![forbid(unsafe_code)]
 
+mod deadlock;
 mod file;
 pub mod limits;
 #[cfg(all(test, loom))]
@@ -56,6 +63,7 @@ mod loom_tests;
 mod prim;
 mod range;
 mod segments;
+pub mod share;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -68,6 +76,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use file::{Delivery, FileLocks, OwnerId, Waiter};
 use prim::{Mutex, MutexGuard, RwLock};
 pub use range::{Range, RangeError};
+pub use share::{ShareDenied, ShareTable};
 
 /// A file as its locks are keyed: the export id and the file id its handles carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -293,6 +302,13 @@ pub enum LockError {
         conflict: Conflict,
         queued: Option<WaiterId>,
     },
+    /// Waiting would close a cycle of owners each waiting for the next, across files
+    /// and protocols (NLM4_DEADLCK, NFS4ERR_DEADLOCK; `EDEADLK` of a local `fcntl`).
+    /// Only a waiting request ([`Wait::Poll`], [`Wait::Grant`]) is refused so; it does
+    /// not wait, and a request the owner already had waiting on the file leaves the
+    /// queue. `conflict` is a lock (or earlier waiter) in its way. Permanent until one
+    /// of the owners in the cycle lets go.
+    Deadlock { conflict: Conflict },
     /// A bound was reached; the client may try again once locks are released.
     Limit(LimitReason),
 }
@@ -342,6 +358,9 @@ pub struct ProtocolMetrics {
     pub denials: u64,
     /// Lock requests refused by a bound.
     pub limited: u64,
+    /// Waiting requests refused because they would have closed a cycle of waiters
+    /// ([`LockError::Deadlock`]).
+    pub deadlocks: u64,
     /// Waiters woken (granted or told).
     pub wakes: u64,
 }
@@ -379,6 +398,9 @@ struct OwnerEntry {
     client: ClientId,
     /// Files where the owner holds locks or waits.
     files: FxHashSet<FileKey>,
+    /// Files where the owner waits (one request on each): the wait-for graph's edges
+    /// leave from these (`deadlock`).
+    waiting: FxHashSet<FileKey>,
     locks: usize,
     waiters: usize,
 }
@@ -443,6 +465,7 @@ impl Books {
                 owner: owner.clone(),
                 client,
                 files: FxHashSet::default(),
+                waiting: FxHashSet::default(),
                 locks: 0,
                 waiters: 0,
             },
@@ -469,6 +492,15 @@ impl Books {
             return;
         };
         o.files.insert(file);
+        match waiters.signum() {
+            1 => {
+                o.waiting.insert(file);
+            }
+            -1 => {
+                o.waiting.remove(&file);
+            }
+            _ => {}
+        }
         o.locks = o.locks.saturating_add_signed(locks);
         o.waiters = o.waiters.saturating_add_signed(waiters);
         let p = o.owner.protocol();
@@ -599,29 +631,49 @@ impl LockManager {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// [`Self::lock`] before its wakes are delivered.
-    fn lock_now(&self, req: &Request, now: Duration) -> Result<Granted, LockError> {
+    /// [`Self::lock`] before its wakes are delivered: the answer, and the waiters it
+    /// woke (a granted downgrade frees readers; a request refused as a deadlock leaves
+    /// the queue and may free those behind it).
+    fn lock_now(&self, req: &Request, now: Duration) -> (Result<(), LockError>, Vec<Wake>) {
         if req.owner.id.len() > limits::MAX_OWNER_BYTES
             || req.owner.client.name.len() > limits::MAX_CLIENT_BYTES
         {
-            return Err(LockError::Limit(LimitReason::OwnerTooLong));
+            return (Err(LockError::Limit(LimitReason::OwnerTooLong)), Vec::new());
         }
         let mut g = self.inner();
         let Inner { files, books } = &mut *g;
         let id = books.intern(&req.owner);
-        let f = files.entry(req.file).or_default();
-        let r = try_lock(f, books, id, req, now, &self.limits);
+        let (r, wakes) = match deadlock_check(files, books, id, req, now) {
+            Some(conflict) => {
+                let wakes = files.get_mut(&req.file).map_or_else(Vec::new, |f| {
+                    leave_queue(f, books, id, req.file, now, &self.limits)
+                });
+                (Err(LockError::Deadlock { conflict }), wakes)
+            }
+            None => {
+                let f = files.entry(req.file).or_default();
+                match try_lock(f, books, id, req, now, &self.limits) {
+                    Ok(g) => (Ok(()), g.wakes),
+                    Err(e) => (Err(e), Vec::new()),
+                }
+            }
+        };
         let m = books.metrics.get_mut(req.owner.protocol());
         match &r {
-            Ok(_) => m.grants += 1,
+            Ok(()) => m.grants += 1,
             Err(LockError::Denied { .. }) => m.denials += 1,
+            Err(LockError::Deadlock { .. }) => m.deadlocks += 1,
             Err(LockError::Limit(_)) => m.limited += 1,
         }
-        books.tidy(id, req.file, f);
-        if f.is_empty() {
-            files.remove(&req.file);
+        if let Some(f) = files.get(&req.file) {
+            books.tidy(id, req.file, f);
+            if f.is_empty() {
+                files.remove(&req.file);
+            }
+        } else {
+            books.tidy(id, req.file, &FileLocks::default());
         }
-        r
+        (r, wakes)
     }
 
     /// The first lock of another owner in the way of `owner` locking `range` as `kind`
@@ -753,14 +805,17 @@ impl LockManager {
     /// request on the file, if any. A refused request changes no lock; a waiting one is
     /// queued or keeps its place ([`LockError::Denied`] `queued`).
     ///
+    /// A request that waits is first checked for a deadlock: when an owner it would
+    /// wait for waits, directly or through others, for this owner, it is refused with
+    /// [`LockError::Deadlock`] (bounded by [`limits::MAX_DEADLOCK_SEARCH_STEPS`]).
+    ///
     /// # Errors
-    /// [`LockError::Denied`] with the lock in the way; [`LockError::Limit`] when a bound
-    /// would be passed.
+    /// [`LockError::Denied`] with the lock in the way; [`LockError::Deadlock`] when
+    /// waiting would deadlock; [`LockError::Limit`] when a bound would be passed.
     pub fn lock(&self, req: &Request, now: Duration) -> Result<Granted, LockError> {
-        let g = self.lock_now(req, now)?;
-        Ok(Granted {
-            wakes: self.deliver(g.wakes),
-        })
+        let (r, wakes) = self.lock_now(req, now);
+        let wakes = self.deliver(wakes);
+        r.map(|()| Granted { wakes })
     }
 
     /// Unlocks `range` of `owner`'s locks on `file` (nothing held there is not an
@@ -840,6 +895,19 @@ impl LockManager {
         f.waiter_pos(*id).map(|p| f.waiters[p].id)
     }
 
+    /// The requests waiting on `file`, in queue order: owner, kind, range (expired
+    /// [`Wait::Poll`] waiters the timer has not dropped yet included).
+    #[must_use]
+    pub fn waiters(&self, file: FileKey) -> Vec<(Owner, Kind, Range)> {
+        let g = self.inner();
+        g.files.get(&file).map_or_else(Vec::new, |f| {
+            f.waiters
+                .iter()
+                .map(|w| (g.books.owner(w.owner).clone(), w.kind, w.range))
+                .collect()
+        })
+    }
+
     /// Locks held by `client`.
     #[must_use]
     pub fn client_locks(&self, client: &Client) -> usize {
@@ -870,6 +938,65 @@ const fn protocol_index(p: Protocol) -> usize {
         Protocol::Nfs4 => 0,
         Protocol::Nlm => 1,
     }
+}
+
+/// The lock (or earlier waiter) in the way of `req` when it would wait and waiting
+/// would close a cycle of waiters (`deadlock`); `None` otherwise.
+fn deadlock_check(
+    files: &FxHashMap<FileKey, FileLocks>,
+    books: &Books,
+    id: OwnerId,
+    req: &Request,
+    now: Duration,
+) -> Option<Conflict> {
+    if req.wait == Wait::No {
+        return None;
+    }
+    let f = files.get(&req.file)?;
+    let before = f.waiter_pos(id).unwrap_or(f.waiters.len());
+    let asking = deadlock::Asking {
+        me: id,
+        file: f,
+        kind: req.kind,
+        range: req.range,
+        before,
+    };
+    if !deadlock::closes_cycle(
+        files,
+        books,
+        &asking,
+        now,
+        limits::MAX_DEADLOCK_SEARCH_STEPS,
+    ) {
+        return None;
+    }
+    if let Some((other, at)) = f.held_conflict(id, req.kind, req.range) {
+        return conflict_at(f, books, other, at);
+    }
+    let w = f.waiting_conflict(id, req.kind, req.range, before, now)?;
+    Some(Conflict {
+        owner: books.owner(w.owner).clone(),
+        kind: w.kind,
+        range: w.range,
+    })
+}
+
+/// Takes `id`'s waiting request on `file` out of the queue, if it has one; returns the
+/// waiters that frees.
+fn leave_queue(
+    f: &mut FileLocks,
+    books: &mut Books,
+    id: OwnerId,
+    file: FileKey,
+    now: Duration,
+    limits: &Limits,
+) -> Vec<Wake> {
+    let Some(pos) = f.waiter_pos(id) else {
+        return Vec::new();
+    };
+    f.waiters.remove(pos);
+    books.account(id, file, 0, -1);
+    wake(f, books, file, now, limits)
 }
 
 fn conflict_at(f: &FileLocks, books: &Books, other: OwnerId, at: u64) -> Option<Conflict> {

@@ -36,6 +36,15 @@ pub const MAX_OWNER_BYTES: usize = 1024 + 16;
 /// id (8 bytes).
 pub const MAX_CLIENT_BYTES: usize = 1024;
 
+/// Most steps of one deadlock search (`deadlock.rs`): pieces of a file's segment map and
+/// queue entries looked at while following owners that wait for each other. The search
+/// runs under the manager's mutex for every waiting request, so it must stay short: a
+/// step costs tens of nanoseconds, 1,024 of them some tens of microseconds. A real
+/// deadlock is a short chain of processes (Linux follows at most 10 owners,
+/// `MAX_DEADLK_ITERATIONS`); 1,024 steps follow a chain of hundreds of owners that each
+/// wait behind a few locks. Past it no cycle is reported and the request waits.
+pub const MAX_DEADLOCK_SEARCH_STEPS: usize = 1024;
+
 const _: () = assert!(MAX_LOCKS_PER_CLIENT <= MAX_LOCKS);
 const _: () = assert!(MAX_WAITERS_PER_CLIENT <= MAX_WAITERS);
 const _: () = assert!(MAX_LOCKS <= MAX_ENTRIES_PER_FILE);

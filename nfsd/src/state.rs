@@ -33,6 +33,9 @@ pub struct NfsState {
     /// their locks here, so each protocol's locks are in the other's way
     /// (docs/LOCKS.md). Keyed by [`locks::FileKey`] = (export id, file id).
     pub locks: Arc<locks::LockManager>,
+    /// The one table of share reservations: NFSv4 OPEN's access and deny and NLM
+    /// SHARE's, so each protocol's are in the other's way.
+    pub shares: Arc<locks::ShareTable>,
     /// The grace periods of NFSv4 and NLM after a restart, which both front ends honour
     /// (no new lock while either runs).
     pub lock_grace: crate::grace::LockGrace,
@@ -124,6 +127,7 @@ impl NfsState {
             creds: Some(CredCache::new()),
             sendfile: SendfileMode::default(),
             locks: Arc::new(locks::LockManager::default()),
+            shares: Arc::new(locks::ShareTable::default()),
             lock_grace: crate::grace::LockGrace::default(),
             idmap: Idmap::numeric(),
         }

@@ -299,6 +299,13 @@ impl Collector for LockCollector {
         )?;
         counter_family(
             &mut encoder,
+            "lock_deadlocks",
+            "Blocking lock requests refused because waiting would have deadlocked, by protocol",
+            "protocol",
+            &per(|p| p.deadlocks),
+        )?;
+        counter_family(
+            &mut encoder,
             "lock_wakes",
             "Waiters woken when their range came free, by protocol",
             "protocol",

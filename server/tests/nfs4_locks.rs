@@ -309,6 +309,7 @@ async fn a_blocked_lock_keeps_its_place_while_it_polls() {
             "granary_lock_grants_total{protocol=\"nfs4\"} 3",
             "granary_lock_denials_total{protocol=\"nfs4\"} 2",
             "granary_lock_limited_total{protocol=\"nfs4\"} 0",
+            "granary_lock_deadlocks_total{protocol=\"nfs4\"} 0",
             "granary_lock_wakes_total{protocol=\"nfs4\"} 1",
         ]
     );
@@ -533,4 +534,206 @@ async fn a_waiter_is_told_on_its_back_channel_when_the_lock_frees() {
         })]
     );
     granted(&b.on("f", wb).await);
+}
+
+const NLM: u32 = 100_021;
+
+/// NLM host `host`'s (svid 1) whole-file write LOCK on the NFSv3 handle `fh`, blocking or
+/// not: its status.
+async fn nlm_lock(
+    conn: &RpcConnection,
+    host: &str,
+    fh: &nlm::nlm4::Netobj,
+    block: bool,
+) -> nlm::nlm4::Stats {
+    let args = nlm::nlm4::LockArgs {
+        cookie: nlm::nlm4::Netobj::new(&b"c"[..]),
+        block,
+        exclusive: true,
+        alock: nlm::nlm4::Lock {
+            caller_name: nlm::nlm4::CallerName::new(host.as_bytes().to_vec()),
+            fh: fh.clone(),
+            oh: nlm::nlm4::Netobj::new(format!("1@{host}").into_bytes()),
+            svid: 1,
+            l_offset: 0,
+            l_len: 0,
+        },
+        reclaim: false,
+        state: 1,
+    };
+    let r: nlm::nlm4::Res = conn
+        .call_decode(NLM, 4, nlm::nlm4::Proc::Lock as u32, &args)
+        .await
+        .expect("NLM LOCK");
+    r.stat
+}
+
+#[tokio::test]
+async fn a_blocking_lock_that_would_close_a_cycle_across_protocols_is_refused() {
+    use nlm::nlm4::Stats;
+    let port = common::metrics::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let server = Server::start(&["--metrics", &addr]);
+    let mut v = V4::connect(&server, "v4-side").await;
+    let opens = [
+        v.open("f1").await,
+        v.open("f2").await,
+        v.open("f3").await,
+        v.open("f4").await,
+    ];
+    let nfs = common::nfs::connect(&server).await;
+    let root = nfs.mount("/").await.expect("MNT /");
+    let mut v3 = Vec::new();
+    for f in ["f1", "f2", "f3", "f4"] {
+        let (fh, _) = nfs.lookup_ok(&root, f).await.expect("LOOKUP");
+        v3.push(nlm::nlm4::Netobj(fh.0));
+    }
+    let nlm = RpcConnection::connect(server.addr).await.expect("connect");
+
+    // The NFSv4 owner waits for the NLM owner, whose blocking request would close the
+    // cycle: NLM4_DEADLCK.
+    assert_eq!(nlm_lock(&nlm, "h1", &v3[0], false).await, Stats::Granted);
+    granted(
+        &v.on(
+            "f2",
+            new_lock(NfsLockType4::Write, 0, u64::MAX, opens[1], "lo-a"),
+        )
+        .await,
+    );
+    let wait = new_lock(NfsLockType4::WriteW, 0, u64::MAX, opens[0], "lo-a");
+    assert_eq!(v.on("f1", wait).await.status(), Nfsstat4::Denied);
+    assert_eq!(nlm_lock(&nlm, "h1", &v3[1], true).await, Stats::Deadlck);
+
+    // The NLM owner waits (blocked, to be GRANTED) for the NFSv4 owner, whose blocking
+    // request would close the cycle: NFS4ERR_DEADLOCK.
+    assert_eq!(nlm_lock(&nlm, "h2", &v3[2], false).await, Stats::Granted);
+    granted(
+        &v.on(
+            "f4",
+            new_lock(NfsLockType4::Write, 0, u64::MAX, opens[3], "lo-b"),
+        )
+        .await,
+    );
+    assert_eq!(nlm_lock(&nlm, "h2", &v3[3], true).await, Stats::Blocked);
+    let wait = new_lock(NfsLockType4::WriteW, 0, u64::MAX, opens[2], "lo-b");
+    assert_eq!(v.on("f3", wait).await.status(), Nfsstat4::Deadlock);
+    // Not blocking, the same request is only refused.
+    let try_once = new_lock(NfsLockType4::Write, 0, u64::MAX, opens[2], "lo-b");
+    assert_eq!(v.on("f3", try_once).await.status(), Nfsstat4::Denied);
+
+    let deadlocks: Vec<String> = common::metrics::scrape(port)
+        .lines()
+        .filter(|l| l.starts_with("granary_lock_deadlocks_total"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        deadlocks,
+        [
+            "granary_lock_deadlocks_total{protocol=\"nfs4\"} 1",
+            "granary_lock_deadlocks_total{protocol=\"nlm\"} 1",
+        ]
+    );
+}
+
+/// NLM SHARE (or UNSHARE, `on` false) of host `host` on the NFSv3 handle `fh`.
+async fn nlm_share(
+    conn: &RpcConnection,
+    host: &str,
+    fh: &nlm::nlm4::Netobj,
+    access: nlm::nlm4::FshAccess,
+    mode: nlm::nlm4::FshMode,
+    on: bool,
+) -> nlm::nlm4::Stats {
+    let args = nlm::nlm4::ShareArgs {
+        cookie: nlm::nlm4::Netobj::new(&b"s"[..]),
+        share: nlm::nlm4::Share {
+            caller_name: nlm::nlm4::CallerName::new(host.as_bytes().to_vec()),
+            fh: fh.clone(),
+            oh: nlm::nlm4::Netobj::new(&b"share-oh"[..]),
+            mode,
+            access,
+        },
+        reclaim: false,
+    };
+    let proc = if on {
+        nlm::nlm4::Proc::Share
+    } else {
+        nlm::nlm4::Proc::Unshare
+    };
+    let r: nlm::nlm4::ShareRes = conn
+        .call_decode(NLM, 4, proc as u32, &args)
+        .await
+        .expect("NLM SHARE");
+    r.stat
+}
+
+/// OPEN of the existing `file` by open-owner `oo` with `access` and `deny`: the status.
+async fn open_share(v: &mut V4, file: &str, oo: &str, access: u32, deny: u32) -> Nfsstat4 {
+    let ops = vec![
+        ArgOp::Putrootfh,
+        ArgOp::Open(OpenArgs {
+            seqid: 0,
+            share_access: access,
+            share_deny: deny,
+            owner: owner(oo),
+            openhow: Openflag4::NoCreate,
+            claim: OpenClaim4::Null(name(file)),
+        }),
+    ];
+    v.run_unchecked(ops).await.0
+}
+
+#[tokio::test]
+async fn nlm_share_and_nfs4_open_share_reservations_exclude_each_other() {
+    use nlm::nlm4::{FshAccess, FshMode, Stats};
+    let server = Server::start(&[]);
+    let mut v = V4::connect(&server, "v4-shares").await;
+    // Made over NFSv3, so no NFSv4 open holds them.
+    let nfs = common::nfs::connect(&server).await;
+    let root = nfs.mount("/").await.expect("MNT /");
+    let s1 = nfs.create_file(&root, "s1", 0o644).await.expect("CREATE");
+    let s2 = nfs.create_file(&root, "s2", 0o644).await.expect("CREATE");
+    let (s1, s2) = (nlm::nlm4::Netobj(s1.0), nlm::nlm4::Netobj(s2.0));
+    let nlm = RpcConnection::connect(server.addr).await.expect("connect");
+    let (read, write) = (share::ACCESS_READ, share::ACCESS_WRITE);
+
+    // An NLM SHARE that denies writing: an NFSv4 OPEN for writing is refused, one for
+    // reading is not; after UNSHARE the OPEN for writing succeeds.
+    let dw = FshMode::DenyWrite;
+    assert_eq!(
+        nlm_share(&nlm, "dos", &s1, FshAccess::Read, dw, true).await,
+        Stats::Granted
+    );
+    assert_eq!(
+        open_share(&mut v, "s1", "w1", write, share::DENY_NONE).await,
+        Nfsstat4::ShareDenied
+    );
+    assert_eq!(
+        open_share(&mut v, "s1", "r1", read, share::DENY_NONE).await,
+        Nfsstat4::Ok
+    );
+    assert_eq!(
+        nlm_share(&nlm, "dos", &s1, FshAccess::Read, dw, false).await,
+        Stats::Granted
+    );
+    assert_eq!(
+        open_share(&mut v, "s1", "w1", write, share::DENY_NONE).await,
+        Nfsstat4::Ok
+    );
+
+    // An NFSv4 OPEN that denies writing: an NLM SHARE for writing is refused, one that
+    // only reads and denies nothing is granted.
+    assert_eq!(
+        open_share(&mut v, "s2", "dw", read, share::DENY_WRITE).await,
+        Nfsstat4::Ok
+    );
+    let none = FshMode::DenyNone;
+    assert_eq!(
+        nlm_share(&nlm, "dos", &s2, FshAccess::ReadWrite, none, true).await,
+        Stats::Denied
+    );
+    assert_eq!(
+        nlm_share(&nlm, "dos", &s2, FshAccess::Read, none, true).await,
+        Stats::Granted
+    );
 }

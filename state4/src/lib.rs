@@ -75,6 +75,9 @@ pub struct Config {
     pub max_clients: usize,
     /// The server's lock manager (shared with NLM): the locks of lock stateids.
     pub locks: Arc<locks::LockManager>,
+    /// The server's share reservations (shared with NLM SHARE): every open's access and
+    /// deny are kept there too, so each protocol's are in the other's way.
+    pub shares: Arc<locks::ShareTable>,
 }
 
 impl Config {
@@ -89,6 +92,7 @@ impl Config {
             grace: lease,
             max_clients: limits::MAX_CLIENTS,
             locks: Arc::new(locks::LockManager::default()),
+            shares: Arc::new(locks::ShareTable::default()),
         }
     }
 }
@@ -208,7 +212,7 @@ impl<K: Clone + Eq + Hash + LockKey> State<K> {
         Self {
             inner: Mutex::new(Inner {
                 clients: Clients::new(config.epoch),
-                opens: Opens::new(config.epoch),
+                opens: Opens::new(config.epoch, Arc::clone(&config.shares)),
                 locks: LockStateids::new(config.epoch),
                 grace,
                 courtesy: Vec::new(),

@@ -7,12 +7,14 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::Arc;
 
 use bytes::Bytes;
+use locks::{Owner, ShareTable};
 use nfs4::ops::share;
 use nfs4::{Nfsstat4, Stateid4};
 
-use crate::ClientId;
+use crate::{ClientId, LockKey};
 
 /// The `other` part of a stateid.
 pub type Other = [u8; 12];
@@ -80,6 +82,9 @@ pub enum IoStateid {
 pub struct Opens<K> {
     epoch: u32,
     next: u64,
+    /// The server's one share table (shared with NLM SHARE): each open's access and deny
+    /// are set there, and its answer decides `NFS4ERR_SHARE_DENIED`.
+    shares: Arc<ShareTable>,
     by_other: HashMap<Other, Open<K>>,
     by_owner: HashMap<(ClientId, Bytes, K), Other>,
     by_file: HashMap<K, Vec<Other>>,
@@ -105,12 +110,18 @@ fn valid_share(access: u32, deny: u32) -> Result<(), Nfsstat4> {
     }
 }
 
-impl<K: Clone + Eq + Hash> Opens<K> {
+/// An open's holder in the share table: its client and stateid.
+fn holder(client: ClientId, other: &Other) -> Owner {
+    Owner::nfs4(client, Bytes::copy_from_slice(other))
+}
+
+impl<K: Clone + Eq + Hash + LockKey> Opens<K> {
     #[must_use]
-    pub fn new(epoch: u32) -> Self {
+    pub fn new(epoch: u32, shares: Arc<ShareTable>) -> Self {
         Self {
             epoch,
             next: 1,
+            shares,
             by_other: HashMap::new(),
             by_owner: HashMap::new(),
             by_file: HashMap::new(),
@@ -136,17 +147,6 @@ impl<K: Clone + Eq + Hash> Opens<K> {
         o
     }
 
-    /// Whether another open (not `except`) on `file` conflicts with `access`/`deny`.
-    fn conflicts(&self, file: &K, access: u32, deny: u32, except: Option<&Other>) -> bool {
-        self.by_file.get(file).is_some_and(|list| {
-            list.iter().filter(|o| Some(*o) != except).any(|o| {
-                self.by_other
-                    .get(o)
-                    .is_some_and(|e| e.access & deny != 0 || e.deny & access != 0)
-            })
-        })
-    }
-
     /// OPEN: a new open stateid for (client, owner, file), or the owner's existing one
     /// with `access` and `deny` added (an upgrade, seqid + 1).
     ///
@@ -167,9 +167,9 @@ impl<K: Clone + Eq + Hash> Opens<K> {
         if let Some(other) = self.by_owner.get(&key).copied() {
             let e = self.by_other.get(&other).ok_or(Nfsstat4::Serverfault)?;
             let (na, nd) = (e.access | access, e.deny | deny);
-            if self.conflicts(file, na, nd, Some(&other)) {
-                return Err(Nfsstat4::ShareDenied);
-            }
+            self.shares
+                .set(file.lock_key(), &holder(client, &other), na, nd)
+                .map_err(|_| Nfsstat4::ShareDenied)?;
             let e = self.by_other.get_mut(&other).ok_or(Nfsstat4::Serverfault)?;
             e.access = na;
             e.deny = nd;
@@ -181,13 +181,16 @@ impl<K: Clone + Eq + Hash> Opens<K> {
                 upgraded: true,
             });
         }
-        if self.conflicts(file, access, deny, None) {
-            return Err(Nfsstat4::ShareDenied);
-        }
+        // Stateid numbers that are never handed out (a refusal) are simply skipped.
+        let other = self.new_other();
+        let h = holder(client, &other);
+        self.shares
+            .set(file.lock_key(), &h, access, deny)
+            .map_err(|_| Nfsstat4::ShareDenied)?;
         if self.by_other.len() >= max_total {
+            self.shares.remove(file.lock_key(), &h);
             return Err(Nfsstat4::Resource);
         }
-        let other = self.new_other();
         let e = Open {
             other,
             seqid: 1,
@@ -261,6 +264,11 @@ impl<K: Clone + Eq + Hash> Opens<K> {
         }
         e.access = access;
         e.deny = deny;
+        let (file, other) = (e.file.lock_key(), e.other);
+        // A subset of what the open holds is never in another's way.
+        let set = self.shares.set(file, &holder(client, &other), access, deny);
+        debug_assert!(set.is_ok(), "a downgrade was refused by the share table");
+        let e = self.find_mut(client, sid)?;
         // Only values within the new ones stay reachable by a later downgrade.
         e.access_bmap &= (0..4u32)
             .filter(|a| a & !access == 0)
@@ -283,6 +291,8 @@ impl<K: Clone + Eq + Hash> Opens<K> {
 
     fn remove(&mut self, other: &Other) -> Option<Closed<K>> {
         let e = self.by_other.remove(other)?;
+        self.shares
+            .remove(e.file.lock_key(), &holder(e.client, other));
         self.by_owner
             .remove(&(e.client, e.owner.clone(), e.file.clone()));
         let mut last = true;

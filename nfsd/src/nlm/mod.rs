@@ -8,7 +8,7 @@
 //! - [`nsm`]: the NSM procedure table: granary is the status monitor of its own locks;
 //! - [`monitor`]: the hosts that hold locks, kept in the state directory so that after a
 //!   restart they are sent SM_NOTIFY and may reclaim during a grace period;
-//! - [`share`]: DOS share reservations (SHARE/UNSHARE).
+//! - [`share`]: DOS share reservations (SHARE/UNSHARE), in the table NFSv4 OPEN uses.
 //!
 //! Calls granary makes itself (NLM GRANTED to a blocked client, the `_RES` answer to a
 //! `_MSG` call, SM_NOTIFY after a restart, the status callback of SM_MON) go through an
@@ -113,7 +113,6 @@ pub struct NlmState {
     clock: Arc<dyn gtime::Clock>,
     outbox: Arc<dyn Outbox>,
     waiting: Mutex<Waiting>,
-    shares: Mutex<share::Shares>,
     me: Weak<NlmState>,
 }
 
@@ -132,7 +131,6 @@ impl NlmState {
             clock,
             outbox,
             waiting: Mutex::new(Waiting::default()),
-            shares: Mutex::new(share::Shares::default()),
             me: me.clone(),
         });
         let waker = NlmWaker(Arc::downgrade(&nlm));
@@ -289,7 +287,7 @@ impl NlmState {
             g.blocked.retain(|(_, o), _| o.client != client);
             g.pending.retain(|_, p| p.owner.client != client);
         }
-        lock(&self.shares).release_client(&client);
+        self.core.shares.release_client(&client);
         self.monitor.forget(host, name);
         tracing::info!(%host, name = %String::from_utf8_lossy(name), locks = released.locks, waiters = released.waiters, "NLM client's locks freed");
         released.locks

@@ -18,7 +18,7 @@ use rpc::dispatch::{ProcError, Program};
 use rpc::{procedure, CacheClass, CallContext, Procedure};
 use xdr::{Decoder, Encode, Encoder};
 
-use super::{kind, nlm_owner, BlockedLock, Callback, NlmState};
+use super::{kind, nlm_owner, share, BlockedLock, Callback, NlmState};
 
 use CacheClass::Idempotent;
 
@@ -269,6 +269,10 @@ fn take_lock(s: &NlmState, ctx: &CallContext, a: &LockArgs, file: FileKey, range
         }) => Stats::Blocked,
         Err(LockError::Denied { queued: None, .. }) if a.block => Stats::DeniedNolocks,
         Err(LockError::Denied { .. }) => Stats::Denied,
+        Err(LockError::Deadlock { conflict }) => {
+            tracing::debug!(peer = %ctx.peer, holder = ?conflict.owner, "NLM blocking lock would deadlock");
+            Stats::Deadlck
+        }
         Err(LockError::Limit(why)) => {
             rpc::warn_limited!(rpc::ratelog::Kind::Refused, peer = %ctx.peer, "NLM lock refused: {why}");
             Stats::DeniedNolocks
@@ -420,17 +424,11 @@ fn share_res(s: &NlmState, ctx: &CallContext, a: &ShareArgs, on: bool) -> Stats 
         return Stats::DeniedGracePeriod;
     }
     let client = super::nlm_client(ctx.peer.ip(), a.share.caller_name.as_bytes());
-    let mut shares = super::lock(&s.shares);
+    let holder = share::holder(client, a.share.oh.0.clone());
     if on {
-        shares.share(
-            file,
-            client,
-            a.share.oh.0.clone(),
-            a.share.access,
-            a.share.mode,
-        )
+        share::share(&s.core.shares, file, &holder, a.share.access, a.share.mode)
     } else {
-        shares.unshare(file, &client, &a.share.oh.0);
+        s.core.shares.remove(file, &holder);
         Stats::Granted
     }
 }

@@ -157,6 +157,8 @@ impl Nfs4State {
         // One lock manager for NFSv4 and NLM; its NFSv4 waiters are told on the back
         // channel.
         config.locks = Arc::clone(&core.locks);
+        // One share table for NFSv4 OPEN and NLM SHARE.
+        config.shares = Arc::clone(&core.shares);
         let callbacks = Arc::new(callback::Callbacks::default());
         let notify_lock = Arc::new(ops_lock::NotifyLock::new(Arc::clone(&callbacks)));
         core.locks.set_waker(

@@ -15,7 +15,9 @@
 //!   while the client asks again within [`LOCK_POLL_KEEPS_PLACE_SECS`], so a later
 //!   request for the same bytes is refused in its favour. When its range frees, the
 //!   lock manager wakes it through [`NotifyLock`], which sends CB_NOTIFY_LOCK on the
-//!   client's back channel.
+//!   client's back channel. One that would wait for an owner that waits, directly or
+//!   through others and over either protocol, for its own lock-owner is
+//!   `NFS4ERR_DEADLOCK` and does not wait.
 //! - After a restart, a LOCK with `reclaim` set takes back a lock of a client the
 //!   previous run recorded, during the grace period; a new LOCK or a LOCKT gets
 //!   `NFS4ERR_GRACE` while NFSv4's or NLM's grace period runs ([`crate::grace`]).
@@ -186,6 +188,11 @@ fn try_lock(cx: &mut Cx<'_>, a: &LockArgs) -> Result<Stateid4, Refusal> {
                 notify.waiting(client, &owner, req.file, raw.clone());
             }
             return Err(Refusal::Denied(denied(&conflict)));
+        }
+        Err(LockError::Deadlock { conflict }) => {
+            tracing::debug!(peer = %cx.ctx.peer, holder = ?conflict.owner, "NFSv4 blocking LOCK would deadlock");
+            notify.done(client, &owner, req.file);
+            return Err(Nfsstat4::Deadlock.into());
         }
         Err(LockError::Limit(reason)) => {
             tracing::debug!(peer = %cx.ctx.peer, %reason, "NFSv4 LOCK refused by a bound");

@@ -23,6 +23,7 @@ use vfs::FsError;
 use crate::engine::{transaction, Fail, COUNTERS};
 use crate::limits::{INLINE_MAX_BYTES, OBJECT_MAX_BYTES};
 use crate::meta::{self, Inode};
+use crate::pending::Snapshot;
 use crate::Inner;
 
 /// GETs one read runs at once.
@@ -127,14 +128,28 @@ pub(crate) async fn read_published<C: GenericClient + Sync>(
     Ok(buf)
 }
 
-/// Publishes `file`'s buffered writes (see the module's protocol). Returns the file's
-/// row after the commit, or `None` when nothing was buffered.
+/// Publishes `file`'s buffered writes (see the module's protocol): everything buffered
+/// when it gets the file's publish lock, one object at a time. Returns the file's row
+/// after the last commit, or `None` when nothing was buffered (or the file went).
 pub(crate) async fn publish(inner: &Inner, file: i64) -> Result<Option<Inode>, Fail> {
     let lock = inner.pending.publish_lock(file);
     let _one_at_a_time = lock.lock().await;
-    let Some(snap) = inner.pending.snapshot(file) else {
+    let Some(newest) = inner.pending.newest(file) else {
         return Ok(None);
     };
+    let mut after = None;
+    while let Some(snap) = inner.pending.snapshot(file) {
+        let upto = snap.upto;
+        after = publish_one(inner, file, snap).await?;
+        if after.is_none() || upto >= newest {
+            break;
+        }
+    }
+    Ok(after)
+}
+
+/// Uploads one snapshot (unless inline) and commits its rows; `None` if the file went.
+async fn publish_one(inner: &Inner, file: i64, snap: Snapshot) -> Result<Option<Inode>, Fail> {
     let end = snap.extents.iter().map(|e| e.end()).max().unwrap_or(0);
     let inline = end <= INLINE_MAX_BYTES;
     let object = if inline {

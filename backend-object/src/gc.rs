@@ -297,7 +297,7 @@ async fn compact_file(inner: &Inner, file: i64) -> Result<Compacted, Fail> {
             after: u64::try_from(after).unwrap_or(0),
         }),
         Ok(None) | Err(Fail::Fs(FsError::Stale)) => {
-            record_dead(inner, &uploaded).await?;
+            record_unnamed(inner, &uploaded).await?;
             Ok(Compacted::Dropped)
         }
         Err(e) => {
@@ -369,23 +369,27 @@ async fn replace(
     Ok(Some(after))
 }
 
-/// Records objects no row will ever name (a dropped compaction's) as dead now.
-async fn record_dead(inner: &Inner, objects: &[i64]) -> Result<(), Fail> {
+/// Records as dead from now (the database's clock) those of `objects` no row names and
+/// no record holds yet: a dropped compaction's new objects, or keys the orphan sweep
+/// listed. Returns how many it recorded.
+async fn record_unnamed(inner: &Inner, objects: &[i64]) -> Result<u64, Fail> {
     if objects.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
-    inner
+    let recorded = inner
         .engines
         .pool
         .get()
         .await?
         .execute(
             "INSERT INTO dead_objects (object, since) SELECT o, clock_timestamp() \
-             FROM unnest($1::bigint[]) o ON CONFLICT (object) DO NOTHING",
+             FROM unnest($1::bigint[]) o \
+             WHERE NOT EXISTS (SELECT 1 FROM slices s WHERE s.object = o) \
+             ON CONFLICT (object) DO NOTHING",
             &[&objects],
         )
         .await?;
-    Ok(())
+    Ok(recorded)
 }
 
 /// The directory of this file system's objects in the bucket.
@@ -423,23 +427,7 @@ async fn find_unnamed(inner: &Inner, report: &mut GcReport) -> Result<(), Fail> 
         last = Some(meta.location);
     }
     inner.set_gc_cursor(if seen < GC_LIST_PER_ROUND { None } else { last });
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let found = inner
-        .engines
-        .pool
-        .get()
-        .await?
-        .execute(
-            "INSERT INTO dead_objects (object, since) SELECT o, clock_timestamp() \
-             FROM unnest($1::bigint[]) o \
-             WHERE NOT EXISTS (SELECT 1 FROM slices s WHERE s.object = o) \
-             ON CONFLICT (object) DO NOTHING",
-            &[&ids],
-        )
-        .await?;
-    report.unnamed_found += found;
+    report.unnamed_found += record_unnamed(inner, &ids).await?;
     Ok(())
 }
 

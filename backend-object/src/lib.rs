@@ -556,10 +556,14 @@ impl vfs::Backend for ObjectFs {
             let mut tries = 0;
             while let Err(full) = inner.pending.add(file, offset_bytes, data, mono, stamp) {
                 tries += 1;
-                if full == Full::Head || tries > 1 {
-                    // Other files fill the head's buffer: the publisher drains it.
+                if full == Full::Head || tries > limits::WRITE_PUBLISH_TRIES {
+                    // Other files fill the head's buffer (the publisher drains it), or
+                    // other writers of this file kept refilling it.
                     return Err(Fail::Fs(FsError::Jukebox));
                 }
+                // This file's open data is full: publish it (the writer waits for the
+                // upload: back-pressure). Others may write while it uploads, and may have
+                // filled it again by the time this one is back: publish again.
                 data::publish(inner, file).await?;
             }
             if stable == Stability::Unstable {

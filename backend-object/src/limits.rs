@@ -14,10 +14,19 @@ pub const INLINE_MAX_BYTES: u64 = 4096;
 /// must fetch for a read of a few KiB.
 pub const OBJECT_MAX_BYTES: usize = 4 << 20;
 
-/// UNSTABLE data one file may hold in a head before a write publishes it first (the
+/// UNSTABLE data one file may hold open in a head before a write publishes it first (the
 /// writer then waits for the upload: back-pressure). One object's worth, so one publish
-/// is one PUT.
+/// is one PUT. Besides it, the file holds what a publish took and is uploading (at most
+/// one object's worth): a sequential writer fills the next object while the last one
+/// uploads, so a file holds at most twice this.
 pub const PENDING_FILE_MAX_BYTES: usize = OBJECT_MAX_BYTES;
+
+/// Times a WRITE that finds its file's open data full publishes it and tries again before
+/// it answers `Jukebox`. Other writers of the file may fill it again while one publish
+/// uploads; each try publishes what they wrote, at least an object's worth, so 8 tries is
+/// 32 MiB written by others meanwhile, twice the bench's 16 writes of 1 MiB in flight to
+/// one file; `OPERATION_TIMEOUT` bounds the time anyway.
+pub const WRITE_PUBLISH_TRIES: u32 = 8;
 
 /// UNSTABLE data all files of one head may hold. A write past it publishes its own file
 /// first; if the other files' data still fills it, the write answers `Jukebox` (the client

@@ -1,21 +1,24 @@
 //! UNSTABLE writes a head holds until they are published (COMMIT, FILE_SYNC, the timer,
 //! or a full buffer).
 //!
-//! Bounded per file ([`PENDING_FILE_MAX_BYTES`]) and per head
-//! ([`PENDING_HEAD_MAX_BYTES`]). The head that holds them reads them over the published
-//! data (its clients read their own writes); other heads see them once published, which
-//! is close-to-open for clients that COMMIT on close, as the Linux client does.
+//! Bounded per file ([`PENDING_FILE_MAX_BYTES`] open, plus at most one object's worth a
+//! publish has taken and not yet committed) and per head ([`PENDING_HEAD_MAX_BYTES`]). The
+//! head that holds them reads them over the published data (its clients read their own
+//! writes); other heads see them once published, which is close-to-open for clients that
+//! COMMIT on close, as the Linux client does.
 //!
-//! Each extent has a sequence number; a publish takes a snapshot of the extents up to
-//! one number and, once their rows committed, releases exactly those, so writes that
-//! arrive while it uploads stay for the next publish. An extent a publish took is never
-//! extended afterwards.
+//! Each extent has a sequence number; a publish takes a snapshot of the oldest extents,
+//! at most [`OBJECT_MAX_BYTES`] of them, up to one number and, once their rows committed,
+//! releases exactly those. Writes that arrive while it uploads are buffered for the next
+//! publish (a sequential writer fills the next object while the last one uploads, so its
+//! throughput is the store's PUT throughput, not PUT and fill one after the other). An
+//! extent a publish took is never extended afterwards.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::limits::{PENDING_FILE_MAX_BYTES, PENDING_HEAD_MAX_BYTES};
+use crate::limits::{OBJECT_MAX_BYTES, PENDING_FILE_MAX_BYTES, PENDING_HEAD_MAX_BYTES};
 
 /// One buffered write (consecutive writes merged).
 #[derive(Debug, Clone)]
@@ -36,12 +39,28 @@ impl Extent {
 struct FileBuf {
     extents: Vec<Extent>,
     bytes: usize,
-    /// Extents up to this sequence number belong to a publish in progress.
+    /// Extents up to this sequence number belong to a publish in progress (or one that
+    /// failed: the next publish takes them first).
     sealed: u64,
+    /// Bytes of those extents.
+    sealed_bytes: usize,
     /// When the oldest extent arrived (the injected clock's monotonic time).
     since: Duration,
     /// The ctime the clients were told for the last write (ns), kept by the publish.
     stamp_ns: i64,
+}
+
+impl FileBuf {
+    /// Counts `bytes` and `sealed_bytes` again after extents went or shrank.
+    fn recount(&mut self) {
+        let sealed = self.sealed;
+        let (all, taken) = self.extents.iter().fold((0, 0), |(all, taken), e| {
+            let n = e.data.len();
+            (all + n, taken + if e.seq <= sealed { n } else { 0 })
+        });
+        self.bytes = all;
+        self.sealed_bytes = taken;
+    }
 }
 
 /// What a publish takes.
@@ -54,7 +73,7 @@ pub(crate) struct Snapshot {
 /// Why a write could not be buffered.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Full {
-    /// This file holds its maximum: publish it first.
+    /// This file holds its maximum of open (not yet taken) data: publish it first.
     File,
     /// The head holds its maximum in other files' data: retry later.
     Head,
@@ -92,8 +111,11 @@ impl Pending {
         stamp_ns: i64,
     ) -> Result<(), Full> {
         let mut s = self.state();
-        let held = s.files.get(&file).map_or(0, |f| f.bytes);
-        if held + data.len() > PENDING_FILE_MAX_BYTES {
+        let (held, open) = s
+            .files
+            .get(&file)
+            .map_or((0, 0), |f| (f.bytes, f.bytes - f.sealed_bytes));
+        if open + data.len() > PENDING_FILE_MAX_BYTES {
             return Err(if held == 0 { Full::Head } else { Full::File });
         }
         if s.total + data.len() > PENDING_HEAD_MAX_BYTES {
@@ -165,7 +187,7 @@ impl Pending {
             }
             !e.data.is_empty()
         });
-        f.bytes = f.extents.iter().map(|e| e.data.len()).sum();
+        f.recount();
         let dropped = before - f.bytes;
         s.total -= dropped;
     }
@@ -187,14 +209,35 @@ impl Pending {
         Arc::clone(p.entry(file).or_default())
     }
 
-    /// Takes what a publish of `file` will write (nothing if none is buffered).
+    /// The sequence number of `file`'s newest buffered write, if any.
+    pub(crate) fn newest(&self, file: i64) -> Option<u64> {
+        let s = self.state();
+        Some(s.files.get(&file)?.extents.last()?.seq)
+    }
+
+    /// Takes what a publish of `file` will write (nothing if none is buffered): the
+    /// oldest extents, at most [`OBJECT_MAX_BYTES`] of them (one object; always at least
+    /// one extent, and no open extent is larger), so that data a failed publish took comes
+    /// first and newer writes stay newer.
     pub(crate) fn snapshot(&self, file: i64) -> Option<Snapshot> {
         let mut s = self.state();
         let f = s.files.get_mut(&file)?;
-        let upto = f.extents.last()?.seq;
+        let mut bytes = 0;
+        let taken = f
+            .extents
+            .iter()
+            .enumerate()
+            .take_while(|(i, e)| {
+                bytes += e.data.len();
+                *i == 0 || bytes <= OBJECT_MAX_BYTES
+            })
+            .count();
+        let extents = f.extents[..taken].to_vec();
+        let upto = extents.last()?.seq;
         f.sealed = upto;
+        f.sealed_bytes = extents.iter().map(|e| e.data.len()).sum();
         Some(Snapshot {
-            extents: f.extents.clone(),
+            extents,
             upto,
             stamp_ns: f.stamp_ns,
         })
@@ -208,7 +251,7 @@ impl Pending {
         };
         let before = f.bytes;
         f.extents.retain(|e| e.seq > upto);
-        f.bytes = f.extents.iter().map(|e| e.data.len()).sum();
+        f.recount();
         let released = before - f.bytes;
         let empty = f.extents.is_empty();
         s.total -= released;
@@ -262,6 +305,44 @@ mod tests {
         assert_eq!(&buf, b"\0\0\0\0\0\0g");
         assert_eq!(p.total_bytes(), 1);
         assert_eq!(p.overlay(1), Some((7, 7)));
+    }
+
+    #[test]
+    fn a_file_takes_writes_while_a_publish_uploads_and_a_snapshot_is_one_object_at_most() {
+        let p = Pending::default();
+        let mib = vec![7u8; 1 << 20];
+        let objects = PENDING_FILE_MAX_BYTES / mib.len();
+        let t = Duration::ZERO;
+        for i in 0..objects {
+            p.add(1, (i * mib.len()) as u64, &mib, t, 0).unwrap();
+        }
+        let at = |i: usize| (i * mib.len()) as u64;
+        assert_eq!(p.add(1, at(objects), &mib, t, 0), Err(Full::File));
+        // A publish took the first object's worth: the next one fills while it uploads.
+        let first = p.snapshot(1).unwrap();
+        assert_eq!(first.extents.len(), 1, "consecutive writes merged");
+        for i in objects..2 * objects {
+            p.add(1, at(i), &mib, t, 0).unwrap();
+        }
+        assert_eq!(p.add(1, at(2 * objects), &mib, t, 0), Err(Full::File));
+        assert_eq!(p.total_bytes(), 2 * PENDING_FILE_MAX_BYTES);
+        // That publish failed (no release): the next snapshot takes the same data first,
+        // and no more than one object.
+        let again = p.snapshot(1).unwrap();
+        assert_eq!(again.upto, first.upto);
+        assert_eq!(again.extents[0].offset, 0);
+        let taken: usize = again.extents.iter().map(|e| e.data.len()).sum();
+        assert_eq!(taken, OBJECT_MAX_BYTES);
+        p.release(1, again.upto);
+        assert_eq!(p.total_bytes(), PENDING_FILE_MAX_BYTES);
+        // The rest is the second object, newest last; still full of open data.
+        assert_eq!(p.add(1, at(2 * objects), &mib, t, 0), Err(Full::File));
+        let second = p.snapshot(1).unwrap();
+        assert_eq!(second.extents[0].offset, at(objects));
+        assert_eq!(p.newest(1), Some(second.upto));
+        p.release(1, second.upto);
+        assert_eq!(p.total_bytes(), 0);
+        assert_eq!(p.newest(1), None);
     }
 
     #[test]

@@ -6,43 +6,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use granary_backend_object::{ObjectConfig, ObjectFs, TestEngines};
+use granary_backend_object::{ObjectFs, TestEngines};
 use gtime::{Clock, ManualClock, SystemClock, Timestamp};
 use vfs::{
-    Backend, Cookie, CreateMode, FileId, FileType, FsError, Name, SetAttr, SpecialFile, Stability,
-    Trusted,
+    Backend, Cookie, CreateMode, FileId, FileType, FsError, SetAttr, SpecialFile, Stability,
 };
 
-const ROOT: Trusted = Trusted::ROOT;
+mod common;
 
-fn name(s: &str) -> Name {
-    Name::new(s.as_bytes().to_vec()).unwrap()
-}
+use common::{create, head, name, query_i64, read, sql, ROOT};
 
 fn engines() -> Option<TestEngines> {
     TestEngines::from_env()
 }
 
-fn head(config: &ObjectConfig) -> ObjectFs {
-    ObjectFs::open(config, Arc::new(SystemClock::new())).expect("the head opens")
-}
-
-fn create(fs: &ObjectFs, dir: FileId, n: &str) -> FileId {
-    fs.create(
-        dir,
-        &name(n),
-        &CreateMode::Guarded(SetAttr::default()),
-        &ROOT,
-    )
-    .unwrap()
-    .attr
-    .fileid
-}
-
 fn read_all(fs: &ObjectFs, id: FileId, offset: u64, count: u32) -> Vec<u8> {
-    let mut out = BytesMut::new();
-    fs.read_into(id, offset, count, &mut out, &ROOT).unwrap();
-    out.to_vec()
+    read(fs, id, offset, count).unwrap()
 }
 
 fn names(fs: &ObjectFs, dir: FileId) -> Vec<String> {
@@ -507,4 +486,49 @@ fn a_cache_on_one_head_never_serves_what_another_head_changed() {
         Err(FsError::Stale),
         "B read a removed file from its caches"
     );
+}
+
+/// A database a version-1 build made (no `dead_objects`, no trigger) is brought to
+/// version 2 by the first head that opens it, keeping its files, handles and data; a
+/// database of a newer version is refused and left alone.
+#[test]
+fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
+    let Some(env) = engines() else { return };
+    let config = env.fresh("migrate");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let (f, incarnation) = {
+        let fs = head(&config);
+        let f = create(&fs, fs.root(), "big");
+        fs.write(f, 0, &data, Stability::FileSync, &ROOT).unwrap();
+        (f, fs.incarnation())
+    };
+    // What version 2 added, taken away again: the database as version 1 left it.
+    sql(
+        &config,
+        "DROP TRIGGER slices_gone ON slices; DROP FUNCTION granary_slice_gone(); \
+         DROP INDEX slices_by_object; DROP TABLE dead_objects; \
+         UPDATE granary_meta SET schema_version = 1",
+    );
+    let version = "SELECT schema_version::bigint FROM granary_meta";
+    assert_eq!(query_i64(&config, version), 1);
+    let fs = head(&config);
+    assert_eq!(query_i64(&config, version), 2);
+    assert_eq!(fs.incarnation(), incarnation, "handles stay valid");
+    assert!(read_all(&fs, f, 0, 200_000) == data);
+    // Version 2's trigger records the file's object when the file goes.
+    fs.remove(fs.root(), &name("big"), &ROOT).unwrap();
+    let dead = "SELECT count(*) FROM dead_objects";
+    assert_eq!(query_i64(&config, dead), 1);
+    drop(head(&config));
+    assert_eq!(
+        query_i64(&config, version),
+        2,
+        "a second start changes nothing"
+    );
+    drop(fs);
+
+    sql(&config, "UPDATE granary_meta SET schema_version = 3");
+    let refused = ObjectFs::open(&config, Arc::new(SystemClock::new()));
+    assert!(refused.is_err(), "a newer schema is refused");
+    assert_eq!(query_i64(&config, version), 3, "and left alone");
 }

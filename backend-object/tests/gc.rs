@@ -7,19 +7,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use granary_backend_object::{GcConfig, ObjectConfig, ObjectFs, TestEngines};
-use gtime::SystemClock;
 use object_store::ObjectStore;
 use rand::{Rng, SeedableRng};
-use vfs::{Backend, CreateMode, FileId, Name, SetAttr, Stability, Trusted};
+use vfs::{Backend, FileId, SetAttr, Stability};
 
-const ROOT: Trusted = Trusted::ROOT;
+mod common;
+
+use common::{head, name, query_i64, read, ROOT};
+
 const GRACE: Duration = Duration::from_secs(2);
-
-fn name(s: &str) -> Name {
-    Name::new(s.as_bytes().to_vec()).unwrap()
-}
 
 fn config(env: &TestEngines, tag: &str) -> ObjectConfig {
     let mut c = env.fresh(tag);
@@ -31,26 +28,8 @@ fn config(env: &TestEngines, tag: &str) -> ObjectConfig {
     c
 }
 
-fn head(config: &ObjectConfig) -> ObjectFs {
-    ObjectFs::open(config, Arc::new(SystemClock::new())).expect("the head opens")
-}
-
 fn create(fs: &ObjectFs, n: &str) -> FileId {
-    fs.create(
-        fs.root(),
-        &name(n),
-        &CreateMode::Guarded(SetAttr::default()),
-        &ROOT,
-    )
-    .unwrap()
-    .attr
-    .fileid
-}
-
-fn read(fs: &ObjectFs, id: FileId, offset: u64, count: u32) -> vfs::FsResult<Vec<u8>> {
-    let mut out = BytesMut::new();
-    fs.read_into(id, offset, count, &mut out, &ROOT)?;
-    Ok(out.to_vec())
+    common::create(fs, fs.root(), n)
 }
 
 fn stable(fs: &ObjectFs, id: FileId, offset: usize, data: &[u8]) {
@@ -202,18 +181,8 @@ fn orphan(config: &ObjectConfig) -> i64 {
         .enable_all()
         .build()
         .unwrap();
+    let id = query_i64(config, "SELECT nextval('granary_object_ids')");
     rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(&config.postgres, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        let conn = tokio::spawn(conn);
-        let id: i64 = client
-            .query_one("SELECT nextval('granary_object_ids')", &[])
-            .await
-            .unwrap()
-            .get(0);
-        drop(client);
-        let _ = conn.await;
         let s = &config.store;
         let store = object_store::aws::AmazonS3Builder::new()
             .with_bucket_name(&s.bucket)
@@ -269,4 +238,101 @@ fn compaction_makes_few_objects_of_many_small_publishes_and_one_round_runs_at_a_
     assert_eq!((slices, objects), (3, 3));
     assert!(read(&b, f, 0, 11 << 20).unwrap() == expect);
     eprintln!("compacted 97 slices of 6 MiB into {slices} ({objects} objects) in {took:?}");
+}
+
+/// Environment of the child head [`crash_child_publishes_until_killed`]: its file
+/// system's database URL and key prefix.
+const CHILD_DB: &str = "GRANARY_CRASH_CHILD_DB";
+const CHILD_PREFIX: &str = "GRANARY_CRASH_CHILD_PREFIX";
+
+/// A head in a process of its own, killed with SIGKILL between its upload and its commit
+/// (the parent holds the file's row, so the child's publish, having stored its object,
+/// waits for the lock): the object it leaves is an orphan no row names, nothing it wrote
+/// reaches the file, and the sweep deletes the orphan after the grace.
+#[test]
+fn a_head_killed_between_its_upload_and_its_commit_leaves_an_orphan_the_sweep_deletes() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let config = config(&env, "sigkill");
+    let a = head(&config);
+    let f = create(&a, "victim");
+    stable(&a, f, 0, b"before");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let locker = rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(&config.postgres, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let hold = format!("BEGIN; SELECT id FROM inodes WHERE id = {} FOR UPDATE", f.0);
+        client.batch_execute(&hold).await.unwrap();
+        client
+    });
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child_publishes_until_killed", "--ignored"])
+        .args(["--nocapture", "--test-threads", "1"])
+        .env(CHILD_DB, &config.postgres)
+        .env(CHILD_PREFIX, &config.store.prefix)
+        .spawn()
+        .expect("the child head starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let orphan = loop {
+        if let Some(&o) = a.audit().unwrap().unnamed.first() {
+            break o;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the child head exited before it uploaded"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the child head uploaded nothing in 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "{status}");
+    rt.block_on(locker.batch_execute("ROLLBACK")).unwrap();
+
+    // Nothing it wrote was acknowledged, and nothing reached the file.
+    assert_eq!(read(&a, f, 0, 100).unwrap(), b"before");
+    let audit = a.audit().unwrap();
+    assert!(audit.missing.is_empty(), "{audit:?}");
+    assert_eq!(audit.unnamed, vec![orphan], "{audit:?}");
+    let r = a.gc_round().unwrap();
+    assert_eq!((r.unnamed_found, r.objects_deleted), (1, 0), "{r:?}");
+    std::thread::sleep(GRACE + Duration::from_millis(500));
+    let r = a.gc_round().unwrap();
+    assert_eq!(r.objects_deleted, 1, "{r:?}");
+    let audit = a.audit().unwrap();
+    assert!(
+        audit.missing.is_empty() && audit.unnamed.is_empty() && audit.named == 0,
+        "{audit:?}"
+    );
+}
+
+/// The head the test above kills: a FILE_SYNC write of 1 MiB to `victim` (one object),
+/// which uploads and then waits for the row the parent holds.
+#[test]
+#[ignore = "a child process of the SIGKILL test above, which runs it with --ignored"]
+fn crash_child_publishes_until_killed() {
+    let env = TestEngines::from_env().expect("the parent's engines");
+    let mut config = env.config.clone();
+    config.postgres = std::env::var(CHILD_DB).expect("run by the SIGKILL test, which sets it");
+    config.store.prefix = std::env::var(CHILD_PREFIX).expect("set by the SIGKILL test");
+    config.gc.interval = Duration::ZERO;
+    let fs = head(&config);
+    let f = fs
+        .lookup(fs.root(), &name("victim"), &ROOT)
+        .unwrap()
+        .attr
+        .fileid;
+    let done = fs.write(f, 0, &vec![0xc4; 1 << 20], Stability::FileSync, &ROOT);
+    panic!("the write returned ({done:?}) before the parent killed this head");
 }

@@ -6,6 +6,8 @@
   lockprobe.py try PATH [sh]    try to lock it exclusively (or shared) without waiting;
                                 print "ok" or the errno's name
   lockprobe.py wait PATH        lock it exclusively, waiting; print "got"
+  lockprobe.py poll PATH SECS   try (without waiting) every 0.5 s for up to SECS seconds;
+                                print "got" once it has the lock, else the last errno's name
 Prints only results, never times: the caller compares lines.
 """
 import errno
@@ -29,6 +31,18 @@ def main():
             print("ok", flush=True)
         except OSError as e:
             print(errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+    elif what == "poll":
+        end = time.monotonic() + float(sys.argv[3])
+        while True:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                print("got", flush=True)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > end:
+                    print(errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+                    break
+            time.sleep(0.5)
     elif what == "wait":
         fcntl.lockf(fd, fcntl.LOCK_EX)
         print("got", flush=True)

@@ -7,11 +7,13 @@
 # mounts' locks meet only at the server) and over NFSv4.2, and checks fcntl exclusion
 # between the v3 mounts, across protocols, a blocked waiter granted (NLM GRANTED) when
 # the holder exits, a killed holder's lock released, and SQLite hammered by writers on
-# the v3 and the v4.2 mount; then a restart (kill -9) under a held v3 lock, reclaimed
-# by the client while others stay excluded. Prints PASS/FAIL per
-# check; exits non-zero on any failure. KT_NLM_BREAK=state (the state directory wiped
-# at the restart) or nolock (the v3 mount of the SQLite check without NLM) breaks what
-# the checks rely on, to see them fail.
+# the v3 and the v4.2 mount; a v3 client's reboot notice (nfs-utils' sm-notify) freeing
+# its locks; a v4.2 client in a second network namespace whose link is cut losing its
+# lock after one lease; then two restarts (SIGTERM, then kill -9) under a held v3 and a
+# held v4.2 lock, both reclaimed by their clients while others stay excluded. Prints
+# PASS/FAIL per check; exits non-zero on any failure. KT_NLM_BREAK=state (the state
+# directory wiped at each restart) or nolock (the v3 mount of the SQLite check without
+# NLM) breaks what the checks rely on, to see them fail.
 set -u
 KT_GUEST=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=/dev/null
@@ -23,6 +25,9 @@ SRV=10.99.0.1
 CLI=10.99.0.2
 FAILS=0
 LOG=/tmp/granary-locks.log
+# The lease of both servers: the lease-expiry check waits about one, and each restart's
+# NFSv4 grace period lasts one (as on the host-v4 target).
+LEASE=15
 
 check() { # check NAME WANT GOT
     if [ "$2" = "$3" ]; then echo "PASS $1: $3"; else echo "FAIL $1: want '$2', got '$3'"; FAILS=$((FAILS + 1)); fi
@@ -44,7 +49,8 @@ rpc.statd --no-notify || { echo "FAIL: rpc.statd did not start"; exit 1; }
 # The server's side: its own /run (rpcbind's socket and lock files), rpcbind, granary.
 ip netns exec srv unshare -m sh -c "mount -t tmpfs tmpfs /run && rpcbind -w && \
     ulimit -n 65536 && exec $GRANARY ${KT_GRANARY_LOG:+--log $KT_GRANARY_LOG} serve \
-    --listen $SRV:$PORT --clients 10.99.0.0/24 --squash none --mem-capacity-bytes 268435456" \
+    --listen $SRV:$PORT --clients 10.99.0.0/16 --squash none --mem-capacity-bytes 268435456 \
+    --lease-secs $LEASE" \
     >"$LOG" 2>&1 </dev/null &
 SERVER=$!
 for _ in $(seq 100); do
@@ -75,7 +81,7 @@ hold_bg() {
 }
 
 # 1. Exclusion between the two v3 mounts (the server's NLM decides: nosharecache).
-hold_bg /mnt/l1/f 6 && check "v3 holder blocks v3 try" EAGAIN "$(probe try /mnt/l2/f)"
+hold_bg /mnt/l1/f 12 && check "v3 holder blocks v3 try" EAGAIN "$(probe try /mnt/l2/f)"
 check "v3 holder blocks a shared v3 try" EAGAIN "$(probe try /mnt/l2/f sh)"
 # 2. A blocked waiter is granted when the holder exits (NLM4_BLOCKED, then GRANTED).
 start=$(date +%s)
@@ -91,11 +97,66 @@ hold_bg /mnt/l1/f 300 && kill -9 "$HOLDER"; wait "$HOLDER" 2>/dev/null
 sleep 1
 check "killed v3 holder's lock released" ok "$(probe try /mnt/l2/f)"
 # 4. Across protocols: v3 holder vs v4 locker and the reverse.
-hold_bg /mnt/l1/f 4 && check "v3 holder blocks v4 try" EAGAIN "$(probe try /mnt/l4/f)"
-wait "$HOLDER"
-hold_bg /mnt/l4/f 4 && check "v4 holder blocks v3 try" EAGAIN "$(probe try /mnt/l1/f)"
-wait "$HOLDER"
+# (Holders that hold until killed: under load a holder of a few seconds was gone
+# before the try.)
+hold_bg /mnt/l1/f 300 && check "v3 holder blocks v4 try" EAGAIN "$(probe try /mnt/l4/f)"
+kill "$HOLDER"; wait "$HOLDER" 2>/dev/null
+hold_bg /mnt/l4/f 300 && check "v4 holder blocks v3 try" EAGAIN "$(probe try /mnt/l1/f)"
+kill "$HOLDER"; wait "$HOLDER" 2>/dev/null
 check "free after the v4 holder" ok "$(probe try /mnt/l1/f)"
+# 4b. A client's reboot notice frees its NLM locks: the SM_NOTIFY a rebooted client's
+#    statd sends ("host NAME rebooted"), with the host's name, which the kernel's lockd
+#    sent as each lock's caller_name. The holder's process still runs (its kernel still
+#    thinks it holds the lock): only the server can free it. nfs-utils' sm-notify sends
+#    it over UDP only, which granary does not serve (README.md), so smnotify.py sends
+#    the same call over TCP, from the client's address.
+hold_bg /mnt/l1/f 300 && HOLD=$HOLDER
+check "before the reboot notice: the v3 holder blocks a v3 try" EAGAIN "$(probe try /mnt/l2/f)"
+check "SM_NOTIFY from the client's host answered" replied \
+    "$(timeout 30 python3 "$KT_GUEST/smnotify.py" "$SRV" "$PORT" "$(uname -n)" 1001)"
+check "granary freed the rebooted host's locks" yes \
+    "$(grep -q 'SM_NOTIFY: a host rebooted.*hosts=1' "$LOG" && echo yes || echo no)"
+check "after the reboot notice: a waiter on the other v3 mount gets the lock" got \
+    "$(timeout 20 python3 "$PROBE_PY" wait /mnt/l2/f)"
+kill "$HOLD"; wait "$HOLD" 2>/dev/null
+# 4c. A client that stops renewing its lease loses its locks: a second NFSv4.2 client
+#    (network namespace c2 with its own link to the server's, and its own host name, so
+#    its own client owner) takes a lock, then its link goes down. The other client's
+#    tries fail while the lease runs and succeed after about one lease (granary releases
+#    an expired client's state when its lock is in another's way).
+ip netns add c2
+ip link add kt-c2 type veth peer name kt-srv2
+ip link set kt-c2 netns c2 && ip link set kt-srv2 netns srv
+ip -n srv addr add 10.99.1.1/24 dev kt-srv2 && ip -n srv link set kt-srv2 up
+ip -n c2 addr add 10.99.1.2/24 dev kt-c2 && ip -n c2 link set kt-c2 up && ip -n c2 link set lo up
+ip -n c2 route add default via 10.99.1.1
+mkdir -p /mnt/c2
+# nsenter --net only (not ip netns exec, which makes a mount namespace): the mount is
+# the guest's, its RPC transport lives in c2; unshare --uts: the client's own name.
+nsenter --net=/run/netns/c2 unshare --uts sh -c \
+    "hostname kt-c2 && mount -t nfs -o vers=4.2,port=$PORT,retry=0 $SRV:/ /mnt/c2" ||
+    { echo "FAIL: v4.2 mount from the c2 namespace"; exit 1; }
+echo data >/mnt/l4/lease
+hold_bg /mnt/c2/lease 300 && HOLD=$HOLDER
+check "c2's v4.2 holder blocks a try of the other v4.2 client" EAGAIN "$(probe try /mnt/l4/lease)"
+ip -n c2 link set kt-c2 down
+cut=$(date +%s)
+check "c2's link cut: its lock still holds" EAGAIN "$(probe try /mnt/l4/lease)"
+got=$(timeout $((LEASE * 4)) python3 "$PROBE_PY" poll /mnt/l4/lease $((LEASE * 3)))
+freed=$(( $(date +%s) - cut ))
+echo "note: the lock came free ${freed} s after the link was cut (lease ${LEASE} s)"
+check "c2's lease ran out: the other client gets the lock" got "$got"
+check "freed within the lease plus a renewal period" yes \
+    "$([ "$freed" -le $((LEASE + LEASE)) ] && echo yes || echo "no, ${freed} s")"
+check "granary released the expired client's state" yes \
+    "$(grep -q "lease had run out and its lock was in another's way" "$LOG" && echo yes || echo no)"
+# c2's client finds its lease gone once its link is back (the holder's unlock at its
+# exit needs the link); its mount then goes away.
+ip -n c2 link set kt-c2 up && ip -n c2 route add default via 10.99.1.1
+kill -9 "$HOLD"
+for _ in $(seq 60); do kill -0 "$HOLD" 2>/dev/null || break; sleep 1; done
+kill -0 "$HOLD" 2>/dev/null && echo "note: c2's holder still exits 60 s after its kill"
+timeout 60 umount /mnt/c2 || umount -l /mnt/c2
 # 5. SQLite (rollback journal: fcntl locks) hammered by two writers on the v3 mount and
 #    two on the v4.2 mount for KT_SQLITE_SECS (20 s): every COMMIT that returned is in the
 #    table, and the database is whole.
@@ -111,17 +172,19 @@ check "sqlite: rows equal the committed inserts" yes "$(echo "$out" | sed -n 's/
 umount /mnt/l1 /mnt/l2 /mnt/l3 /mnt/l4
 kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null
 
-# 6. A restart by kill -9 under a held v3 lock: granary (a host export, so handles
-#    survive, and a state directory) tells the client's statd with SM_NOTIFY and its
-#    lockd reclaims the lock; during the grace period a new lock waits, and after it the
-#    reclaimed lock still excludes. (An NFSv4 mount is left out here: see
-#    kernel-tests/README.md, a Linux NFSv4 client does not yet come back cleanly.)
+# 6. Two restarts, SIGTERM and then kill -9, under a held v3 lock and a held v4.2 lock:
+#    granary (a host export, so handles survive, and a state directory) tells the
+#    client's statd with SM_NOTIFY and its lockd reclaims the v3 lock; the v4.2 client
+#    finds its session gone and reclaims its open and lock (CLAIM_PREVIOUS, LOCK with
+#    reclaim) in the NFSv4 grace period. During grace a new lock over either protocol
+#    waits; after it the reclaimed locks still exclude, and a waiter gets the v4.2 lock
+#    when its holder unlocks.
 mkdir -p /export-locks /var/lib/granary-locks
 GRACE=20
 serve_host() {
     ip netns exec srv sh -c "ulimit -n 65536 && exec $GRANARY --log info serve /export-locks \
         --state-dir /var/lib/granary-locks --listen $SRV:$PORT --clients 10.99.0.0/24 \
-        --squash none --grace-secs $GRACE" >>"$LOG" 2>&1 </dev/null &
+        --squash none --grace-secs $GRACE --lease-secs $LEASE" >>"$LOG" 2>&1 </dev/null &
     SERVER=$!
     for _ in $(seq 100); do
         ip netns exec srv ss -Htln "sport = :$PORT" | grep -q . && return 0
@@ -132,29 +195,80 @@ serve_host() {
 : >"$LOG"
 serve_host
 if ! mount -t nfs -o "$opts" "$SRV:/" /mnt/l1 || ! mount -t nfs -o "$opts" "$SRV:/" /mnt/l2; then
-    echo "FAIL: mounts of the host export"; exit 1
+    echo "FAIL: v3 mounts of the host export"; exit 1
+fi
+# The v4.2 holder's mount and a v4.1 one for the others: the Linux client keeps one
+# client (and client id) per minor version, so their locks meet only at the server.
+mkdir -p /mnt/l5 /mnt/l6
+if ! mount -t nfs -o "vers=4.2,port=$PORT,retry=0" "$SRV:/" /mnt/l5 ||
+    ! mount -t nfs -o "vers=4.1,port=$PORT,retry=0" "$SRV:/" /mnt/l6; then
+    echo "FAIL: v4 mounts of the host export"; exit 1
 fi
 echo data >/mnt/l1/f3
+echo data >/mnt/l5/f4
 hold_bg /mnt/l1/f3 400 && HOLD3=$HOLDER
+hold_bg /mnt/l5/f4 400 && HOLD4=$HOLDER
 check "host export: v3 holder blocks a v3 try" EAGAIN "$(probe try /mnt/l2/f3)"
-kill -9 "$SERVER"; wait "$SERVER" 2>/dev/null
-[ "${KT_NLM_BREAK:-}" = state ] && rm -rf /var/lib/granary-locks/*
-serve_host
-restarted=$(date +%s)
+check "host export: v4.2 holder blocks a v4.1 try" EAGAIN "$(probe try /mnt/l6/f4)"
+
+# restart SIGNAL: stop granary with SIGNAL and start it again on the same directory and
+# state directory (its log of this run only in $LOG, the earlier ones kept in $LOG.all).
+restart() {
+    kill -"$1" "$SERVER"; wait "$SERVER" 2>/dev/null
+    [ "${KT_NLM_BREAK:-}" = state ] && rm -rf /var/lib/granary-locks/*
+    cat "$LOG" >>"$LOG.all"; : >"$LOG"
+    serve_host
+    restarted=$(date +%s)
+}
+# reclaimed_v4 NAME: the v4.2 client took its lock back (granary logs each reclaim).
+# Its next call after the restart (a GETATTR forced by a new open) finds its session
+# gone and starts its recovery.
+reclaimed_v4() {
+    timeout 60 cat /mnt/l5/f4 >/dev/null
+    for _ in $(seq 100); do grep -q "NFSv4 lock reclaimed" "$LOG" && break; sleep 0.3; done
+    check "$1: granary logged the v4.2 client's lock reclaim" yes \
+        "$(grep -q 'NFSv4 lock reclaimed' "$LOG" && echo yes || echo no)"
+}
+
+restart TERM
+reclaimed_v4 "SIGTERM"
+got=$(timeout 120 python3 "$PROBE_PY" try /mnt/l6/f4)
+after=$(( $(date +%s) - restarted ))
+check "SIGTERM: a v4.1 try during grace finds the reclaimed v4.2 lock" EAGAIN "$got"
+check "SIGTERM: the v4.1 try waited for the grace period" yes \
+    "$([ "$after" -ge $((LEASE - 5)) ] && echo yes || echo "no, ${after} s")"
+check "SIGTERM: the v3 lock was reclaimed too" EAGAIN "$(timeout 120 python3 "$PROBE_PY" try /mnt/l2/f3)"
+
+restart KILL
 for _ in $(seq 100); do grep -q "SM_NOTIFY delivered" "$LOG" && break; sleep 0.3; done
 check "SM_NOTIFY delivered to the client's statd after the restart" yes \
     "$(grep -q 'SM_NOTIFY delivered' "$LOG" && echo yes || echo no)"
+reclaimed_v4 "kill -9"
 # During grace a new lock waits (the client retries NLM4_DENIED_GRACE_PERIOD); after
 # it, the reclaimed lock is in the way.
 got=$(timeout 120 python3 "$PROBE_PY" try /mnt/l2/f3)
 after=$(( $(date +%s) - restarted ))
 check "after the restart: the reclaimed lock still excludes" EAGAIN "$got"
 check "the new lock waited for the grace period" yes "$([ "$after" -ge $((GRACE - 5)) ] && echo yes || echo "no, ${after} s")"
-echo "granary's log (restart):"; grep -E 'NSM|SM_NOTIFY|grace|NLM|NFSv4|LOCK|reclaim|WARN|ERROR' "$LOG" | tail -40
+check "kill -9, after grace: the reclaimed v4.2 lock excludes a v4.1 try" EAGAIN \
+    "$(timeout 60 python3 "$PROBE_PY" try /mnt/l6/f4)"
+echo "granary's log (restarts):"
+cat "$LOG" >>"$LOG.all"
+grep -E 'NSM|SM_NOTIFY|grace|NLM|NFSv4|LOCK|reclaim|WARN|ERROR' "$LOG.all" | tail -40
 kill "$HOLD3"; wait "$HOLD3" 2>/dev/null
 sleep 1
 check "free once the holder is gone" ok "$(probe try /mnt/l2/f3)"
-umount /mnt/l1 /mnt/l2
-kill -9 "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null
+# The v4.2 holder unlocks (its process exits): a v4.1 waiter blocked on it gets the lock.
+out=$(mktemp /tmp/wait.XXXXXX)
+timeout 60 python3 "$PROBE_PY" wait /mnt/l6/f4 >"$out" 2>&1 &
+WAITER=$!
+sleep 2
+check "the v4.1 waiter is still blocked while the v4.2 holder holds" "" "$(cat "$out")"
+kill "$HOLD4"; wait "$HOLD4" 2>/dev/null
+wait "$WAITER"
+check "the v4.1 waiter gets the lock when the v4.2 holder unlocks" got "$(cat "$out")"
+check "umount after the restarts" ok "$(timeout 60 umount /mnt/l1 /mnt/l2 /mnt/l5 /mnt/l6 && echo ok)"
 echo "locks: $FAILS failed"
+# Not waited for: the guest halts after this script (a wait here once did not return).
+kill -9 "$SERVER" 2>/dev/null
 [ "$FAILS" = 0 ]

@@ -209,6 +209,15 @@ fn try_lock(cx: &mut Cx<'_>, a: &LockArgs) -> Result<Stateid4, Refusal> {
             return Err(e.into());
         }
     };
+    if a.reclaim {
+        // One line per lock a client of the previous run takes back: only in the grace
+        // period, and bounded by the locks it may hold.
+        tracing::info!(
+            client = format_args!("{client:#x}"),
+            write,
+            "NFSv4 lock reclaimed"
+        );
+    }
     cx.cur_sid = Some(sid);
     Ok(sid)
 }

@@ -170,6 +170,15 @@ EOF
         granary_start "$OBJECT_B_PORT" none /tmp/granary-object-b.log --config "$OBJECT_DIR/head.toml"
 }
 
+# object_b_mount_cmd: head B's NFSv3 mount (nolock: NLM does not serve object exports
+# yet). KT_HEADS_BREAK=nocto adds nocto,actimeo=3600: B's client then trusts its caches
+# at open instead of asking the server, and the heads group must fail (to see it can).
+object_b_mount_cmd() {
+    local opts=vers=3,proto=tcp,port=$OBJECT_B_PORT,mountport=$OBJECT_B_PORT,mountproto=tcp,nolock,retry=0
+    [ "${KT_HEADS_BREAK:-}" = nocto ] && opts+=,nocto,actimeo=3600
+    echo "mount -t nfs -o $opts 127.0.0.1:/ /mnt/object-b"
+}
+
 # granary_kill PORT [SIGNAL]: kill -9 (or send SIGNAL to) the granary on PORT (started by
 # granary_start, maybe by another shell) and wait until it is gone (a SIGTERM lets it
 # finish the requests in progress, for up to 10 s).

@@ -8,7 +8,7 @@
 # equals the reference's; otherwise both outputs (or their diff) are printed.
 # Env: KT_STAGE    staging directory shared from the host (granary binary, scripts)
 #      KT_TARGETS  servers to test (default "plain granary host host-ext4 v4 v4.1 host-v4
-#                  knfsd knfsd-v4";
+#                  knfsd knfsd-v4 object";
 #                  "plain" is the plain NFSv4.2 mount of granary on port 2049 (its servers
 #                  start in the plain group), "granary" the mem backend, "host" granary's host backend serving a guest tmpfs
 #                  directory, "host-ext4" the same on an ext4 file system in the guest,
@@ -22,13 +22,14 @@
 #      KT_HOST_V4_GROUPS, KT_KNFSD_V4_GROUPS, KT_OBJECT_GROUPS  extended regexes: the groups each of those
 #                  targets runs (defaults chosen for the suite's time, see README.md;
 #                  '.' for every group that applies)
+#      KT_HEADS_BREAK=nocto  head B's mount trusts its caches at open (heads must fail)
 #      KT_RESTART_WIPE=1  the restart group wipes granary's state directory between the
 #                  stop and the start (restart.sh), to see the group fail
 set -u
 KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 # shellcheck source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-read -r -a TARGETS <<<"${KT_TARGETS:-plain granary host host-ext4 v4 v4.1 host-v4 knfsd knfsd-v4}"
+read -r -a TARGETS <<<"${KT_TARGETS:-plain granary host host-ext4 v4 v4.1 host-v4 knfsd knfsd-v4 object}"
 HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|acl|quota|restart)$}
 HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|acl|restart)$}
 V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|locks|persist)$}
@@ -147,7 +148,7 @@ start_target() {
     object)
         object_start_both &&
             $(granary_v4_mount_cmd "$OBJECT_PORT" /mnt/object) &&
-            $(granary_mount_cmd "$OBJECT_B_PORT" /mnt/object-b) ;;
+            $(object_b_mount_cmd) ;;
     knfsd)
         knfsd_start_both &&
             $(knfsd_mount_cmd /export /mnt/knfsd) &&

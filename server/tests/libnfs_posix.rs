@@ -5,30 +5,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
-
-fn build_posix() -> PathBuf {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/libnfs/posix.c");
-    let out = std::env::temp_dir().join(format!("granary-posix-{}", std::process::id()));
-    let status = Command::new("cc")
-        .args(["-O1", "-Wall", "-Werror", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .arg("-lnfs")
-        .status()
-        .expect("cc not found: install a C compiler (apt-get install gcc)");
-    assert!(
-        status.success(),
-        "compiling {} failed; install libnfs-dev",
-        src.display()
-    );
-    out
-}
 
 #[test]
 fn libnfs_posix_operations() {
-    let program = build_posix();
+    let program = common::build_libnfs_posix();
     let server = common::Server::start(&["--squash", "none"]);
     let out = Command::new(&program)
         .arg(server.url_of(""))

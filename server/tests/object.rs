@@ -24,6 +24,11 @@ fn scratch(name: &str) -> PathBuf {
 
 /// A config file for one head of `fs`, every head sharing `key`.
 fn head_config(dir: &Path, head: &str, fs: &ObjectConfig, key: &Path) -> PathBuf {
+    head_config_with(dir, head, fs, key, "")
+}
+
+/// [`head_config`] with more lines for the export's table (`squash = "none"`).
+fn head_config_with(dir: &Path, head: &str, fs: &ObjectConfig, key: &Path, extra: &str) -> PathBuf {
     let s = &fs.store;
     let store = format!(
         "s3://{}?endpoint={}&prefix={}",
@@ -32,7 +37,7 @@ fn head_config(dir: &Path, head: &str, fs: &ObjectConfig, key: &Path) -> PathBuf
         s.prefix
     );
     let text = format!(
-        "handle_key = {key:?}\n[[export]]\npath = \"/\"\nbackend = \"object\"\npostgres = {:?}\nstore = {store:?}\n",
+        "handle_key = {key:?}\n[[export]]\npath = \"/\"\nbackend = \"object\"\npostgres = {:?}\nstore = {store:?}\n{extra}",
         fs.postgres
     );
     let path = dir.join(format!("{head}.toml"));
@@ -240,6 +245,42 @@ fn libnfs_utils_copy_in_through_one_head_and_out_through_the_other() {
     for name in ["tiny", "page", "mib-plus"] {
         assert!(listing.contains(name), "nfs-ls on B: {listing}");
     }
+}
+
+/// libnfs's POSIX-like API (`tests/libnfs/posix.c`, the program libnfs_posix.rs runs on
+/// the mem backend: 50-odd checks of creates, O_EXCL, reads and writes, holes,
+/// truncation, renames, links, symlinks, device nodes, chmod/chown/utimes, readdir) through
+/// one head of an object export, root not squashed.
+#[test]
+fn libnfs_posix_operations_through_an_object_head() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let fs = env.fresh("srv-posix");
+    let dir = scratch("srv-posix");
+    let config = head_config_with(
+        &dir,
+        "a",
+        &fs,
+        &dir.join("handle.key"),
+        "squash = \"none\"\n",
+    );
+    let head = Server::start(&["--config", config.to_str().unwrap()]);
+    let program = common::build_libnfs_posix();
+    let out = Command::new(&program)
+        .arg(head.url_of(""))
+        .output()
+        .expect("run posix");
+    let _ = std::fs::remove_file(&program);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let passes = text.lines().filter(|l| l.starts_with("PASS ")).count();
+    assert!(
+        out.status.success(),
+        "libnfs checks failed on the object head:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(passes >= 50, "only {passes} checks ran:\n{text}");
 }
 
 fn run(tool: &str, args: &[&str]) -> Vec<u8> {

@@ -114,3 +114,27 @@ impl Drop for HostDirs {
         let _ = std::fs::remove_dir_all(&self.base);
     }
 }
+
+/// Compiles `tests/libnfs/posix.c` (libnfs's POSIX-like API against a server given by its
+/// URL; Debian's libnfs-dev) into a temporary file; the caller removes it.
+pub fn build_libnfs_posix() -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/libnfs/posix.c");
+    let out = std::env::temp_dir().join(format!(
+        "granary-posix-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let status = Command::new("cc")
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .arg("-lnfs")
+        .status()
+        .expect("cc not found: install a C compiler (apt-get install gcc)");
+    assert!(
+        status.success(),
+        "compiling {} failed; install libnfs-dev",
+        src.display()
+    );
+    out
+}

@@ -134,6 +134,24 @@ pub(crate) async fn read_published<C: GenericClient + Sync>(
 pub(crate) async fn publish(inner: &Inner, file: i64) -> Result<Option<Inode>, Fail> {
     let lock = inner.pending.publish_lock(file);
     let _one_at_a_time = lock.lock().await;
+    publish_locked(inner, file).await
+}
+
+/// Makes room for a write of `len` bytes to `file`, whose open data was full: waits for
+/// the publish in progress, then publishes only if the file is still full. (Every writer
+/// that found it full waits here; publishing whatever the others wrote meanwhile would
+/// upload objects smaller than one object's worth.)
+pub(crate) async fn make_room(inner: &Inner, file: i64, len: usize) -> Result<(), Fail> {
+    let lock = inner.pending.publish_lock(file);
+    let _one_at_a_time = lock.lock().await;
+    if !inner.pending.fits(file, len) {
+        publish_locked(inner, file).await?;
+    }
+    Ok(())
+}
+
+/// [`publish`] with the file's publish lock held.
+async fn publish_locked(inner: &Inner, file: i64) -> Result<Option<Inode>, Fail> {
     let Some(newest) = inner.pending.newest(file) else {
         return Ok(None);
     };

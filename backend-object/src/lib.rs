@@ -564,7 +564,7 @@ impl vfs::Backend for ObjectFs {
                 // This file's open data is full: publish it (the writer waits for the
                 // upload: back-pressure). Others may write while it uploads, and may have
                 // filled it again by the time this one is back: publish again.
-                data::publish(inner, file).await?;
+                data::make_room(inner, file, data.len()).await?;
             }
             if stable == Stability::Unstable {
                 let after = inner.overlay(before.clone());

@@ -209,6 +209,13 @@ impl Pending {
         Arc::clone(p.entry(file).or_default())
     }
 
+    /// Whether `len` more bytes fit in `file`'s open data now.
+    pub(crate) fn fits(&self, file: i64, len: usize) -> bool {
+        let s = self.state();
+        let open = s.files.get(&file).map_or(0, |f| f.bytes - f.sealed_bytes);
+        open + len <= PENDING_FILE_MAX_BYTES
+    }
+
     /// The sequence number of `file`'s newest buffered write, if any.
     pub(crate) fn newest(&self, file: i64) -> Option<u64> {
         let s = self.state();

@@ -36,6 +36,7 @@ mod report;
 mod sample;
 mod suites;
 mod targets;
+mod v4;
 mod wire;
 mod workloads;
 
@@ -435,9 +436,11 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         samples,
         goals: Vec::new(),
         cost_goals: Vec::new(),
+        v4_ratios: Vec::new(),
     };
     results.goals = report::check_goals(&results);
     results.cost_goals = report::check_cost_goals(&results);
+    results.v4_ratios = report::v4_ratios(&results);
     report::write_all(&results)?;
     if results.settings.plots {
         plot::draw_all(&results)?;

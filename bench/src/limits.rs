@@ -78,6 +78,12 @@ pub const IO_CHUNK_BYTES: u32 = 1 << 20;
 pub const SEQ_DEPTH: usize = 16;
 /// Random 4 KiB I/O size.
 pub const SMALL_IO_BYTES: u32 = 4096;
+/// The `v4` workload's large READ: 64 KiB, a Linux client's read size on a small file or
+/// a random read, and still one page of the server's buffers.
+pub const V4_READ_BYTES: u32 = 64 << 10;
+/// Largest file of the `v4` workload (the random-I/O file's size when that is smaller):
+/// it compares protocols, not caches, and its setup runs for every target and repeat.
+pub const V4_FILE_BYTES: u64 = 16 << 20;
 /// In the UNSTABLE random-write phases, each worker COMMITs after this many WRITEs (a
 /// client flushing dirty pages every 256 KiB per stream).
 pub const COMMIT_EVERY_WRITES: u64 = 64;
@@ -137,6 +143,7 @@ const _: () = assert!(IO_CHUNK_BYTES <= nfs3::limits::MAX_DATA);
 const _: () = assert!(READDIRPLUS_MAXCOUNT_BYTES <= nfs3::limits::MAX_DATA);
 const _: () = assert!(SEQ_FILE_BYTES.is_multiple_of(IO_CHUNK_BYTES as u64));
 const _: () = assert!(RAND_FILE_BYTES.is_multiple_of(SMALL_IO_BYTES as u64));
+const _: () = assert!(V4_FILE_BYTES.is_multiple_of(V4_READ_BYTES as u64));
 const _: () = assert!(SEQ_FILE_BYTES + RAND_FILE_BYTES + (128 << 20) < GRANARY_MEM_CAP_BYTES);
 const _: () = assert!(OP_TIMEOUT.as_secs() < STOP_GRACE.as_secs());
 const _: () = assert!(SUITE_DEPTH <= MAX_DEPTH);

@@ -15,6 +15,7 @@ use super::iozone;
 use super::sample::{Metric, Sample, Status};
 use super::suites;
 use super::targets::{Group, Target};
+use super::v4;
 use super::Settings;
 use harness::machine::{LoadCheck, Machine, Noise};
 
@@ -55,6 +56,66 @@ pub struct Results {
     /// The object suite's goals on what an operation costs the engines.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cost_goals: Vec<CostCheck>,
+    /// NFSv4.1 ÷ NFSv3 per pair of the `v4` workload and target.
+    pub v4_ratios: Vec<ProtoRatio>,
+}
+
+/// One pair of the `v4` workload on one target: its `-v4` rate ÷ its `-v3` rate.
+#[derive(Debug, Serialize)]
+pub struct ProtoRatio {
+    pub workload: String,
+    /// The `-v4` phase.
+    pub phase: String,
+    pub target: String,
+    /// The ratio per repeat: median, min, max (None: a side has no value).
+    pub ratio: Option<(f64, f64, f64)>,
+}
+
+/// Every `-v4` phase's ratio to its `-v3` phase, per target.
+#[must_use]
+pub fn v4_ratios(r: &Results) -> Vec<ProtoRatio> {
+    let sum = Summary::new(r);
+    let mut out = Vec::new();
+    for (w, p, _) in &sum.keys {
+        let Some(v3) = v4::v3_of(p) else { continue };
+        for t in &sum.targets {
+            if sum.cell(w, p, t).is_none() {
+                continue;
+            }
+            out.push(ProtoRatio {
+                workload: w.clone(),
+                phase: p.clone(),
+                target: t.clone(),
+                ratio: sum.pair_ratio(w, (p, t), (&v3, t)),
+            });
+        }
+    }
+    out
+}
+
+/// The ratio row of a `-v4` phase: its label and each target's ratio (None: not a `-v4`
+/// phase).
+fn v4_ratio_row(
+    r: &Results,
+    workload: &str,
+    phase: &str,
+    targets: &[String],
+) -> Option<Vec<String>> {
+    let base = phase.strip_suffix("-v4")?;
+    let ours: Vec<&ProtoRatio> = r
+        .v4_ratios
+        .iter()
+        .filter(|x| x.workload == workload && x.phase == phase)
+        .collect();
+    if ours.is_empty() {
+        return None;
+    }
+    let mut row = vec![format!("{workload}/{base} v4÷v3"), "ratio".to_owned()];
+    for t in targets {
+        let cell = ours.iter().find(|x| x.target == *t);
+        row.push(cell.map_or_else(String::new, |x| ratio_text(x.ratio)));
+    }
+    Some(row)
 }
 
 /// One cost goal of one target and whether this run met it.
@@ -429,8 +490,20 @@ impl<'a> Summary<'a> {
     /// granary / `other` per repeat: (median, min, max).
     #[must_use]
     pub fn ratio(&self, workload: &str, phase: &str, other: &str) -> Option<(f64, f64, f64)> {
-        let g = self.cell(workload, phase, "granary")?;
-        let o = self.cell(workload, phase, other)?;
+        self.pair_ratio(workload, (phase, "granary"), (phase, other))
+    }
+
+    /// (phase, target) `a` ÷ (phase, target) `b` of one workload per repeat: (median, min,
+    /// max).
+    #[must_use]
+    pub fn pair_ratio(
+        &self,
+        workload: &str,
+        a: (&str, &str),
+        b: (&str, &str),
+    ) -> Option<(f64, f64, f64)> {
+        let g = self.cell(workload, a.0, a.1)?;
+        let o = self.cell(workload, b.0, b.1)?;
         let ratios: Vec<f64> = g
             .by_repeat
             .iter()
@@ -540,7 +613,12 @@ pub fn terminal_table(r: &Results) -> String {
         if goals {
             row.push(goal_text(r, w, p));
         }
+        let width = row.len();
         rows.push(row);
+        if let Some(mut ratios) = v4_ratio_row(r, w, p, &sum.targets) {
+            ratios.resize(width, String::new());
+            rows.push(ratios);
+        }
     }
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
@@ -736,6 +814,13 @@ fn headline(md: &mut String, r: &Results, sum: &Summary) {
             let _ = write!(md, " {} |", ratio_text(sum.ratio(w, p, o)));
         }
         let _ = writeln!(md);
+        if let Some(row) = v4_ratio_row(r, w, p, &sum.targets) {
+            let _ = write!(md, "| {} | {} |", row[0], row[1]);
+            for cell in &row[2..] {
+                let _ = write!(md, " {cell} |");
+            }
+            let _ = writeln!(md, "{}", " |".repeat(others.len()));
+        }
     }
 }
 

@@ -45,7 +45,7 @@ pub struct WorkloadDef {
 
 /// Every workload, in run order: small-op ones first, then data ones, so ganesha switches
 /// FSAL once per run.
-pub const WORKLOADS: [WorkloadDef; 10] = [
+pub const WORKLOADS: [WorkloadDef; 11] = [
     WorkloadDef {
         name: "null",
         group: Group::Small,
@@ -88,6 +88,15 @@ pub const WORKLOADS: [WorkloadDef; 10] = [
         servers_only: true,
         about: "byte-range lock + unlock pairs: NFSv4.1 LOCK/LOCKU (new and existing \
                 lock-owner), NLM LOCK/UNLOCK, two owners on one range or on two",
+    },
+    WorkloadDef {
+        name: "v4",
+        group: Group::Data,
+        limit_only: false,
+        servers_only: true,
+        about: "NFSv4.1 against NFSv3 on the same server: GETATTR, LOOKUP, 4 KiB and 64 KiB \
+                READ, 4 KiB UNSTABLE WRITE (+COMMIT every 64), each phase over v3 then v4, \
+                with the v4÷v3 ratio",
     },
     WorkloadDef {
         name: "rand4k",
@@ -142,6 +151,7 @@ pub fn phases(def: &WorkloadDef, s: &Settings) -> Vec<PhaseInfo> {
         ],
         "readdirplus" => vec![p("list".into(), Metric::Entries, 1, 1)],
         "locks" => super::locks::phases(),
+        "v4" => super::v4::phases(),
         "conns" => s
             .conn_steps
             .iter()
@@ -317,6 +327,7 @@ pub async fn run(def: &WorkloadDef, env: &Env<'_>, phases: &[PhaseInfo]) -> Vec<
         "readdirplus" => readdirplus(env, phases).await,
         "conns" => conns(env, phases).await,
         "locks" => super::locks::run(env, phases).await,
+        "v4" => super::v4::run(env, phases).await,
         "rand4k" => rand4k(env, phases).await,
         "seq" => seq(env, phases).await,
         "stream" => Ok(stream(env, phases)),

@@ -49,9 +49,10 @@ pub const MAX_LIST_ENTRIES: usize = 1 << 20;
 /// memory.
 pub const MAX_READ_ALL_BYTES: u64 = 4 << 30;
 
-/// `ca_maxrequestsize` and `ca_maxresponsesize` an NFSv4.1 session asks for: the lock
-/// calls it makes are a few hundred bytes; 64 KiB leaves room for any small COMPOUND.
-pub const V4_CHANNEL_BYTES: u32 = 64 << 10;
+/// `ca_maxrequestsize` and `ca_maxresponsesize` an NFSv4.1 session asks for: a 1 MiB READ
+/// or WRITE (the bench's NFSv4.1 rows) and the COMPOUND around it, as Linux asks; the
+/// server grants at most its own bound.
+pub const V4_CHANNEL_BYTES: u32 = (1 << 20) + 8192;
 
 /// Most slots an NFSv4.1 session asks for: one per call in flight, and the bench runs at
 /// most 64 in flight per connection.

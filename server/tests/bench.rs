@@ -30,6 +30,7 @@ const PROC_WRITE: u32 = 7;
 const PROC_CREATE: u32 = 8;
 const PROC_MKDIR: u32 = 9;
 const PROC_REMOVE: u32 = 12;
+const PROC_COMMIT: u32 = 21;
 
 /// What the proxy does to the traffic besides counting it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -42,18 +43,25 @@ enum Tamper {
     BreakHalfOfSmallWrites,
 }
 
-/// Calls seen per (program, procedure), and how many were tampered with.
+/// Calls seen per (program, version, procedure), and how many were tampered with.
 #[derive(Default)]
 struct Seen {
-    calls: Mutex<HashMap<(u32, u32), u64>>,
+    calls: Mutex<HashMap<(u32, u32, u32), u64>>,
     tampered: AtomicU64,
     small_writes: AtomicU64,
 }
 
 impl Seen {
+    /// NFSv3 calls of `proc`.
     fn nfs(&self, proc: u32) -> u64 {
         let calls = self.calls.lock().unwrap();
-        calls.get(&(NFS_PROGRAM, proc)).copied().unwrap_or(0)
+        calls.get(&(NFS_PROGRAM, 3, proc)).copied().unwrap_or(0)
+    }
+
+    /// NFSv4 COMPOUNDs (procedure 1 of version 4).
+    fn compounds(&self) -> u64 {
+        let calls = self.calls.lock().unwrap();
+        calls.get(&(NFS_PROGRAM, 4, 1)).copied().unwrap_or(0)
     }
 }
 
@@ -115,14 +123,15 @@ fn word(body: &[u8], at: usize) -> u32 {
 }
 
 fn look_at_call(body: &mut [u8], seen: &Seen, tamper: Tamper) {
-    let (program, proc) = (word(body, 12), word(body, 20));
+    let (program, version, proc) = (word(body, 12), word(body, 16), word(body, 20));
     *seen
         .calls
         .lock()
         .unwrap()
-        .entry((program, proc))
+        .entry((program, version, proc))
         .or_insert(0) += 1;
-    let small_write = program == NFS_PROGRAM && proc == PROC_WRITE && body.len() < 8192;
+    let small_write =
+        program == NFS_PROGRAM && version == 3 && proc == PROC_WRITE && body.len() < 8192;
     if tamper != Tamper::BreakHalfOfSmallWrites || !small_write {
         return;
     }
@@ -393,6 +402,82 @@ fn a_read_only_export_fails_writes_and_serves_reads() {
     }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("NFS3ERR_ROFS"), "report names the error");
+    let _ = std::fs::remove_dir_all(out);
+}
+
+#[test]
+fn the_v4_workload_runs_each_phase_over_v3_then_v4_and_reports_the_ratio() {
+    let server = Server::start(&[]);
+    let (addr, seen) = proxy(server.addr, Tamper::None);
+    let out = out_dir("v4");
+    let pairs = ["getattr-d16", "lookup-d1", "read64k-d16", "write4k-d1"];
+    let list: Vec<String> = pairs.iter().map(|p| format!("v4/{p}-*")).collect();
+    let args = [
+        "--workloads",
+        &list.join(","),
+        "--count",
+        "200",
+        "--warmup",
+        "0",
+        "--rand-file-mib",
+        "1",
+    ];
+    let (r, _) = bench(addr, &out, &args);
+    for pair in pairs {
+        for proto in ["v3", "v4"] {
+            let s = sample(&r, &format!("v4/{pair}-{proto}"));
+            assert_eq!(s["status"], "ok", "{s}");
+            assert_eq!(u(&s["ops"]), 200, "{s}");
+        }
+        let ratio = r["v4_ratios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["phase"] == format!("{pair}-v4") && x["target"] == "t")
+            .unwrap_or_else(|| panic!("no v4÷v3 ratio of {pair}: {}", r["v4_ratios"]));
+        let median = ratio["ratio"][0].as_f64().unwrap();
+        let v3 = sample(&r, &format!("v4/{pair}-v3"))["value"]
+            .as_f64()
+            .unwrap();
+        let v4 = sample(&r, &format!("v4/{pair}-v4"))["value"]
+            .as_f64()
+            .unwrap();
+        assert!((median - v4 / v3).abs() < 1e-9, "{ratio}: {v4} / {v3}");
+    }
+    // 200 writes by one task COMMIT after the 64th, 128th and 192nd, on both sides.
+    assert_eq!(u(&sample(&r, "v4/write4k-d1-v4")["calls"]), 203);
+    assert_eq!(u(&sample(&r, "v4/write4k-d1-v3")["calls"]), 203);
+    // The server's view: one NFSv3 GETATTR per v3 op (setup sends none), and one COMPOUND
+    // per v4 call plus five of setup (EXCHANGE_ID, CREATE_SESSION, RECLAIM_COMPLETE, the
+    // export root's LOOKUP, OPEN).
+    assert_eq!(seen.nfs(PROC_GETATTR), 200);
+    assert_eq!(seen.nfs(PROC_COMMIT), 3);
+    assert_eq!(seen.compounds(), 3 * 200 + 203 + 5);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("v4/getattr-d16 v4÷v3"), "{report}");
+    let _ = std::fs::remove_dir_all(out);
+}
+
+#[test]
+fn corrupted_v4_read_data_is_reported_not_counted() {
+    let server = Server::start(&[]);
+    let (addr, seen) = proxy(server.addr, Tamper::CorruptLargeReplies);
+    let out = out_dir("v4corrupt");
+    let args = [
+        "--workloads",
+        "v4/read64k-d1-v4",
+        "--count",
+        "30",
+        "--warmup",
+        "0",
+        "--rand-file-mib",
+        "1",
+    ];
+    let (r, _) = bench(addr, &out, &args);
+    let s = sample(&r, "v4/read64k-d1-v4");
+    assert_eq!(s["status"], "failed", "{s}");
+    assert_eq!(errors_of(s, "data mismatch"), 30, "{s}");
+    assert_eq!(seen.tampered.load(Ordering::SeqCst), 30);
     let _ = std::fs::remove_dir_all(out);
 }
 

@@ -1469,3 +1469,146 @@ async fn open_says_why_it_grants_no_delegation() {
         assert_eq!(o.delegation, expect, "want {want:#x}");
     }
 }
+
+/// A session whose replies may be at most 4 KiB (RFC 8881 sections 2.10.6.4 and 18.22.3):
+/// a READ that ends the COMPOUND and asks for more is answered short, with the right
+/// bytes and `eof` false, within the size; a READ or READDIR whose result would not fit
+/// and that is not the last operation is `NFS4ERR_REP_TOO_BIG`, and nothing after it
+/// runs.
+#[tokio::test]
+async fn reads_past_the_session_reply_size_are_short_when_last_and_refused_otherwise() {
+    let server = Server::start(&[]);
+    let mut big = V4::connect(&server, "client-reply-size-writer").await;
+    big.cachethis = false;
+    let data: Bytes = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+    let mkdir = |n: &str| {
+        ArgOp::Create(CreateArgs {
+            objtype: Createtype4::Dir,
+            objname: name(n),
+            createattrs: Fattr4::default(),
+        })
+    };
+    let (status, r) = big.run(vec![ArgOp::Putrootfh, mkdir("sized")]).await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    // Enough entries that one READDIR of them is well over 4 KiB.
+    for i in 0..60 {
+        let entry = format!("entry-with-a-long-name-{i:03}");
+        let ops = vec![
+            ArgOp::Putrootfh,
+            ArgOp::Lookup(name("sized")),
+            mkdir(&entry),
+        ];
+        let (status, r) = big.run(ops).await;
+        assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    }
+    let (status, r) = big
+        .run(vec![
+            ArgOp::Putrootfh,
+            open_create("ow", "sized-file", share::ACCESS_BOTH, share::DENY_NONE),
+            ArgOp::Write(WriteArgs {
+                stateid: Stateid4::CURRENT,
+                offset: 0,
+                stable: StableHow4::FileSync,
+                data: data.clone(),
+            }),
+            ArgOp::Getfh,
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Getfh(Res4::Ok(fh)) = &r[3] else {
+        panic!("GETFH: {r:?}")
+    };
+
+    let setup = Setup {
+        max_bytes: 4096,
+        slots: 1,
+        cachethis: false,
+        minor: 1,
+        ..Setup::default()
+    };
+    let mut small = V4::connect_with(&server, "client-reply-size-4k", &setup).await;
+    let read = |offset, count| {
+        ArgOp::Read(ReadArgs {
+            stateid: Stateid4::ANONYMOUS,
+            offset,
+            count,
+        })
+    };
+    let compound = |c: &mut V4, ops: Vec<ArgOp>| {
+        let mut all = vec![c.sequence(false)];
+        all.extend(ops);
+        Compound4Args::new(1, all)
+    };
+
+    // Last: short, eof false, the file's bytes, and the whole reply within 4 KiB.
+    let args = compound(
+        &mut small,
+        vec![ArgOp::Putfh(fh.clone()), read(1000, 50_000)],
+    );
+    let body = small
+        .conn
+        .call(PROGRAM, 4, 1, &args)
+        .await
+        .expect("COMPOUND");
+    assert!(body.len() + 24 <= 4096, "a {}-byte reply body", body.len());
+    let res = <Compound4Res as xdr::Decode>::from_xdr(body).expect("a COMPOUND reply");
+    assert_eq!(res.status, Nfsstat4::Ok, "{:?}", res.status);
+    let ResOp::Read(Res4::Ok(ok)) = &res.results[2] else {
+        panic!("READ: {:?}", res.results)
+    };
+    let n = ok.data.len();
+    assert!(
+        (3000..4096).contains(&n),
+        "{n} bytes read into a 4 KiB reply"
+    );
+    assert!(!ok.eof, "a short READ inside the file is not at its end");
+    assert_eq!(ok.data, data.slice(1000..1000 + n));
+
+    // Not last: NFS4ERR_REP_TOO_BIG for the READ, and the GETATTR after it does not run.
+    let (status, r) = small
+        .run(vec![
+            ArgOp::Putfh(fh.clone()),
+            read(0, 50_000),
+            ArgOp::Getattr(mask(&[num::SIZE])),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::RepTooBig, "{r:?}");
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert_eq!(
+        (r[1].opnum(), r[1].status()),
+        (opnum::READ, Nfsstat4::RepTooBig)
+    );
+    // A READ that fits runs, and so does the operation after it.
+    let (status, r) = small
+        .run(vec![
+            ArgOp::Putfh(fh.clone()),
+            read(10, 100),
+            ArgOp::Getattr(mask(&[num::SIZE])),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    assert_eq!(attrs(&r[2]).size, Some(data.len() as u64));
+
+    // READDIR of the 60 entries, not last: NFS4ERR_REP_TOO_BIG.
+    let readdir = ArgOp::Readdir(ReaddirArgs {
+        cookie: 0,
+        cookieverf: [0; 8],
+        dircount: 65_536,
+        maxcount: 65_536,
+        attr_request: mask(&[num::TYPE, num::FILEID, num::SIZE]),
+    });
+    let (status, r) = small
+        .run(vec![
+            ArgOp::Putrootfh,
+            ArgOp::Lookup(name("sized")),
+            readdir,
+            ArgOp::Getfh,
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::RepTooBig, "{r:?}");
+    assert_eq!(r.len(), 3, "{r:?}");
+    assert_eq!(
+        (r[2].opnum(), r[2].status()),
+        (opnum::READDIR, Nfsstat4::RepTooBig)
+    );
+}

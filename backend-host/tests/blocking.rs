@@ -123,11 +123,19 @@ fn a_read_runs_where_it_is_only_if_the_page_cache_holds_its_range() {
         let (dir, fs, id) = setup(&format!("read{open_files}"), open_files);
         let data: Vec<u8> = (0..256u32 << 10).map(|i| (i % 251) as u8).collect();
         fs.write(id, 0, &data, Stability::FileSync, &t()).unwrap();
-        evict(&dir);
-        assert_eq!(
-            forbidden(|| read(&fs, id, 256 << 10)),
-            Err(FsError::WouldBlock)
-        );
+        // A read of evicted data gives up (`RWF_NOWAIT`). The kernel starts readahead for
+        // it first, and on a fast disk that I/O can finish before it checks: then the read
+        // is answered in place (seen half the time on this VM's virtio disk). So: evict and
+        // try 20 times; some try must give up, and every read that ran must be right.
+        let mut gave_up = 0;
+        for _ in 0..20 {
+            evict(&dir);
+            match forbidden(|| read(&fs, id, 256 << 10)) {
+                Err(FsError::WouldBlock) => gave_up += 1,
+                got => assert_eq!(got.unwrap(), data, "a read that ran where it was"),
+            }
+        }
+        assert!(gave_up > 0, "a read of evicted data never gave up");
         // Allowed to block, it reads from the disk (and leaves the pages cached).
         assert_eq!(read(&fs, id, 256 << 10).unwrap(), data);
         assert_eq!(forbidden(|| read(&fs, id, 256 << 10)).unwrap(), data);

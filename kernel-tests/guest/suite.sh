@@ -8,7 +8,7 @@
 # equals the reference's; otherwise both outputs (or their diff) are printed.
 # Env: KT_STAGE    staging directory shared from the host (granary binary, scripts)
 #      KT_TARGETS  servers to test (default "plain granary host host-ext4 v4 v4.1 host-v4
-#                  knfsd knfsd-v4 object";
+#                  knfsd knfsd-v4"; "object" only when named, see below;
 #                  "plain" is the plain NFSv4.2 mount of granary on port 2049 (its servers
 #                  start in the plain group), "granary" the mem backend, "host" granary's host backend serving a guest tmpfs
 #                  directory, "host-ext4" the same on an ext4 file system in the guest,
@@ -29,7 +29,9 @@ set -u
 KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 # shellcheck source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-read -r -a TARGETS <<<"${KT_TARGETS:-plain granary host host-ext4 v4 v4.1 host-v4 knfsd knfsd-v4 object}"
+# object is not a default target: on main at 006cb02 its first close on head A hung in CI
+# (the kernel client waited on writeback for 300 s while the head kept uploading to S3).
+read -r -a TARGETS <<<"${KT_TARGETS:-plain granary host host-ext4 v4 v4.1 host-v4 knfsd knfsd-v4}"
 HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|acl|quota|restart)$}
 HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|acl|restart)$}
 V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|locks|persist)$}
@@ -233,7 +235,7 @@ watchdog() {
     plain) echo "--- granary log:"; tail -30 /tmp/granary-plain-*.log ;;
     v4.1) echo "--- granary log:"; tail -30 /tmp/granary-v4.1.log ;;
     host-v4) echo "--- granary log:"; tail -30 /tmp/granary-host-v4.log ;;
-    object) echo "--- granary logs (heads A and B):"; tail -20 /tmp/granary-object-a.log /tmp/granary-object-b.log ;;
+    object) echo "--- granary logs (heads A and B):"; tail -n 20 /tmp/granary-object-a.log /tmp/granary-object-b.log ;;
     esac
 }
 

@@ -52,6 +52,32 @@ fn on_engines<T: Send>(
     })
 }
 
+/// Runs `op(i)` for every `i` in `0..count`, `in_flight` at once, and times them all:
+/// the bytes they moved (each op gives its own) and how long the whole took. The first
+/// failure, if any, is the answer.
+async fn timed<F, Fut>(count: u64, in_flight: usize, op: F) -> Result<Probed, Fail>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<u64, Fail>>,
+{
+    let started = Instant::now();
+    let results: Vec<Result<u64, Fail>> = futures::stream::iter(0..count)
+        .map(op)
+        .buffer_unordered(in_flight.max(1))
+        .collect()
+        .await;
+    let elapsed = started.elapsed();
+    let mut bytes = 0;
+    for r in results {
+        bytes += r?;
+    }
+    Ok(Probed {
+        ops: count,
+        bytes,
+        elapsed,
+    })
+}
+
 /// `ops` creates of new names in a fresh directory under the root of the file system
 /// `config` names (it must be formatted), `in_flight` at once.
 ///
@@ -87,32 +113,19 @@ pub fn creates(
             })?;
             let dir = meta::to_db(dir.created.attr.fileid);
             let mode = CreateMode::Unchecked(SetAttr::default());
-            let started = Instant::now();
-            let results: Vec<Result<(), Fail>> = futures::stream::iter(0..ops)
-                .map(|i| {
-                    let (mode, now) = (&mode, now());
-                    async move {
-                        let name = format!("f{i}");
-                        let name = Name::new(name.into_bytes()).map_err(Fail::Fs)?;
-                        transaction!(engines.pool, |tx| {
-                            let what = Make::File(mode);
-                            meta::make(&*tx, dir, &name, &what, &vfs::Trusted::ROOT, now).await
-                        })?;
-                        Ok(())
-                    }
-                })
-                .buffer_unordered(in_flight.max(1))
-                .collect()
-                .await;
-            let elapsed = started.elapsed();
-            for r in results {
-                r?;
-            }
-            Ok(Probed {
-                ops,
-                bytes: 0,
-                elapsed,
+            timed(ops, in_flight, |i| {
+                let (mode, now) = (&mode, now());
+                async move {
+                    let name = format!("f{i}");
+                    let name = Name::new(name.into_bytes()).map_err(Fail::Fs)?;
+                    transaction!(engines.pool, |tx| {
+                        let what = Make::File(mode);
+                        meta::make(&*tx, dir, &name, &what, &vfs::Trusted::ROOT, now).await
+                    })?;
+                    Ok(0)
+                }
             })
+            .await
         })
     })
 }
@@ -140,30 +153,17 @@ pub fn puts(
     on_engines(config, |engines| {
         Box::pin(async move {
             let body = bytes::Bytes::from(vec![0x5au8; object_bytes]);
-            let started = Instant::now();
-            let results: Vec<Result<(), Fail>> = futures::stream::iter(0..count)
-                .map(|i| {
-                    let body = body.clone();
-                    async move {
-                        engines
-                            .store
-                            .put(&probe_path(engines, i), PutPayload::from(body))
-                            .await?;
-                        Ok(())
-                    }
-                })
-                .buffer_unordered(in_flight.max(1))
-                .collect()
-                .await;
-            let elapsed = started.elapsed();
-            for r in results {
-                r?;
-            }
-            Ok(Probed {
-                ops: count,
-                bytes: count * object_bytes as u64,
-                elapsed,
+            timed(count, in_flight, |i| {
+                let body = body.clone();
+                async move {
+                    engines
+                        .store
+                        .put(&probe_path(engines, i), PutPayload::from(body))
+                        .await?;
+                    Ok(object_bytes as u64)
+                }
             })
+            .await
         })
     })
 }
@@ -184,30 +184,16 @@ pub fn gets(
     let per_object = (object_bytes / range_bytes.max(1)).max(1) as u64;
     on_engines(config, |engines| {
         Box::pin(async move {
-            let started = Instant::now();
-            let results: Vec<Result<usize, Fail>> = futures::stream::iter(0..count)
-                .map(|i| async move {
-                    let object = (i / per_object) % objects.max(1);
-                    let at = (i % per_object) * range_bytes as u64;
-                    let got = engines
-                        .store
-                        .get_range(&probe_path(engines, object), at..at + range_bytes as u64)
-                        .await?;
-                    Ok(got.len())
-                })
-                .buffer_unordered(in_flight.max(1))
-                .collect()
-                .await;
-            let elapsed = started.elapsed();
-            let mut bytes = 0u64;
-            for r in results {
-                bytes += r? as u64;
-            }
-            Ok(Probed {
-                ops: count,
-                bytes,
-                elapsed,
+            timed(count, in_flight, |i| async move {
+                let object = (i / per_object) % objects.max(1);
+                let at = (i % per_object) * range_bytes as u64;
+                let got = engines
+                    .store
+                    .get_range(&probe_path(engines, object), at..at + range_bytes as u64)
+                    .await?;
+                Ok(got.len() as u64)
             })
+            .await
         })
     })
 }

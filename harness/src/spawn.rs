@@ -22,7 +22,7 @@ use client::ServerAddrs;
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The line `granary serve` prints once it listens.
-const SERVING_PREFIX: &str = "granary: serving NFSv4.2/4.1, NFSv3 + MOUNT v3, NLM v4 on ";
+pub const SERVING_PREFIX: &str = "granary: serving NFSv4.2/4.1, NFSv3 + MOUNT v3, NLM v4 on ";
 
 /// How often [`ServeProcess::terminate`] polls for the exit.
 const EXIT_POLL: Duration = Duration::from_millis(20);

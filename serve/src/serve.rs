@@ -798,8 +798,9 @@ fn announce(local: SocketAddr, config: &ServerConfig) {
     }
 }
 
-/// The first line `granary serve` prints, before `ADDR (N workers)`: the harness
-/// (harness/src/spawn.rs) and the tests read the address after it, so they spell it too.
+/// The first line `granary serve` prints, before `ADDR (N workers)`. The harness reads
+/// the address after it and spells it too (`harness::spawn::SERVING_PREFIX`: this crate
+/// does not depend on the harness); server/tests/clients.rs reads it from the binary.
 const SERVING_PREFIX: &str = "granary: serving NFSv4.2/4.1, NFSv3 + MOUNT v3, NLM v4 on ";
 
 /// The standard NFS port: a kernel mount needs no port option there.

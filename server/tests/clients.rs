@@ -170,7 +170,7 @@ async fn clients_outside_the_list_are_refused_and_urls_name_a_reachable_address(
     let server = Running(child);
     let serving = lines
         .iter()
-        .find_map(|l| l.strip_prefix("granary: serving NFSv4.2/4.1, NFSv3 + MOUNT v3, NLM v4 on "))
+        .find_map(|l| l.strip_prefix(harness::spawn::SERVING_PREFIX))
         .expect("serving line");
     let port: u16 = serving
         .split([':', ' '])

@@ -30,6 +30,38 @@ fn name(s: &str) -> Component4 {
     Component4(Bytes::from(s.to_string()))
 }
 
+/// Creates `file` at the root with an OPEN of `owner`, writes `data` to it FILE_SYNC and
+/// gives its filehandle.
+async fn create_written(c: &mut V4, owner: &str, file: &str, data: &Bytes) -> NfsFh4 {
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putrootfh,
+            open_create(owner, file, share::ACCESS_BOTH, share::DENY_NONE),
+            ArgOp::Write(WriteArgs {
+                stateid: Stateid4::CURRENT,
+                offset: 0,
+                stable: StableHow4::FileSync,
+                data: data.clone(),
+            }),
+            ArgOp::Getfh,
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Getfh(Res4::Ok(fh)) = &r[3] else {
+        panic!("GETFH: {r:?}")
+    };
+    fh.clone()
+}
+
+/// A READ with the anonymous stateid.
+fn read(offset: u64, count: u32) -> ArgOp {
+    ArgOp::Read(ReadArgs {
+        stateid: Stateid4::ANONYMOUS,
+        offset,
+        count,
+    })
+}
+
 fn mask(bits: &[u32]) -> Bitmap4 {
     Bitmap4::from_bits(bits)
 }
@@ -1028,30 +1060,7 @@ async fn reads_give_the_same_bytes_however_they_are_sent(server: &Server) {
     // Large READs are not asked to be kept (as Linux asks); the last check asks.
     c.cachethis = false;
     let data: Bytes = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let (status, r) = c
-        .run(vec![
-            ArgOp::Putrootfh,
-            open_create("ot", "tail", share::ACCESS_BOTH, share::DENY_NONE),
-            ArgOp::Write(WriteArgs {
-                stateid: Stateid4::CURRENT,
-                offset: 0,
-                stable: StableHow4::FileSync,
-                data: data.clone(),
-            }),
-            ArgOp::Getfh,
-        ])
-        .await;
-    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
-    let ResOp::Getfh(Res4::Ok(fh)) = &r[3] else {
-        panic!("GETFH: {r:?}")
-    };
-    let read = |offset, count| {
-        ArgOp::Read(ReadArgs {
-            stateid: Stateid4::ANONYMOUS,
-            offset,
-            count,
-        })
-    };
+    let fh = &create_written(&mut c, "ot", "tail", &data).await;
     let got = |r: &ResOp| {
         let ResOp::Read(Res4::Ok(ok)) = r else {
             panic!("READ: {r:?}")
@@ -1501,23 +1510,7 @@ async fn reads_past_the_session_reply_size_are_short_when_last_and_refused_other
         let (status, r) = big.run(ops).await;
         assert_eq!(status, Nfsstat4::Ok, "{r:?}");
     }
-    let (status, r) = big
-        .run(vec![
-            ArgOp::Putrootfh,
-            open_create("ow", "sized-file", share::ACCESS_BOTH, share::DENY_NONE),
-            ArgOp::Write(WriteArgs {
-                stateid: Stateid4::CURRENT,
-                offset: 0,
-                stable: StableHow4::FileSync,
-                data: data.clone(),
-            }),
-            ArgOp::Getfh,
-        ])
-        .await;
-    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
-    let ResOp::Getfh(Res4::Ok(fh)) = &r[3] else {
-        panic!("GETFH: {r:?}")
-    };
+    let fh = &create_written(&mut big, "ow", "sized-file", &data).await;
 
     let setup = Setup {
         max_bytes: 4096,
@@ -1527,13 +1520,6 @@ async fn reads_past_the_session_reply_size_are_short_when_last_and_refused_other
         ..Setup::default()
     };
     let mut small = V4::connect_with(&server, "client-reply-size-4k", &setup).await;
-    let read = |offset, count| {
-        ArgOp::Read(ReadArgs {
-            stateid: Stateid4::ANONYMOUS,
-            offset,
-            count,
-        })
-    };
     let compound = |c: &mut V4, ops: Vec<ArgOp>| {
         let mut all = vec![c.sequence(false)];
         all.extend(ops);

@@ -63,7 +63,8 @@ fn first_status(res: &Compound4Res) -> Nfsstat4 {
 
 impl Nfs4Session {
     /// EXCHANGE_ID as `owner` (a fresh verifier), CREATE_SESSION with `slots` slots (at
-    /// most [`V4_MAX_SLOTS`]) and RECLAIM_COMPLETE on `conn`.
+    /// most [`V4_MAX_SLOTS`]) and RECLAIM_COMPLETE on `conn`. Connecting again as the same
+    /// `owner` from the same process gives a new session of the same client id.
     ///
     /// # Errors
     /// The connection's errors; [`ClientError::Nfs4`] when an operation fails;
@@ -123,8 +124,11 @@ impl Nfs4Session {
             session: s.csr_sessionid,
             seqids: Mutex::new(vec![0; slots as usize]),
         };
+        // A client id this process confirmed before (the same owner and verifier) has
+        // already said it is done reclaiming: NFS4ERR_COMPLETE_ALREADY is harmless
+        // (RFC 8881 18.51.4).
         let (status, _) = me.compound(0, vec![ArgOp::ReclaimComplete(false)]).await?;
-        if status != Nfsstat4::Ok {
+        if !matches!(status, Nfsstat4::Ok | Nfsstat4::CompleteAlready) {
             return Err(ClientError::Nfs4(status));
         }
         Ok(me)

@@ -579,6 +579,31 @@ async fn v3_and_v4_share_handles() {
     );
 }
 
+/// granary's own client (the bench's) connecting twice as one owner from one process gets
+/// the same client id, confirmed once: the second RECLAIM_COMPLETE answers
+/// NFS4ERR_COMPLETE_ALREADY, which the client takes as done, and both sessions work.
+#[tokio::test]
+async fn the_clients_second_session_as_one_owner_is_ready() {
+    let server = Server::start(&[]);
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let conn = RpcConnection::connect(server.addr).await.expect("connect");
+        sessions.push(
+            client::v4::Nfs4Session::connect(conn, b"bench-owner", 2)
+                .await
+                .expect("EXCHANGE_ID, CREATE_SESSION, RECLAIM_COMPLETE"),
+        );
+    }
+    assert_eq!(sessions[0].clientid, sessions[1].clientid, "one client id");
+    for s in &sessions {
+        let (status, r) = s
+            .compound(1, vec![ArgOp::Putrootfh, ArgOp::Getfh])
+            .await
+            .expect("SEQUENCE");
+        assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    }
+}
+
 /// A host export: OPEN(CREATE) + FILE_SYNC WRITE + COMMIT + READ in COMPOUNDs that the
 /// event loop may not run (they sync or may read from the disk) go to the worker's
 /// blocking pool before anything runs, and the bytes reach the host file.

@@ -344,6 +344,15 @@ impl Collector for V4Collector {
             "op",
             &errors,
         )?;
+        let (here, pool) = self.0.ops.worker_reads();
+        counter_family(
+            &mut encoder,
+            "nfs4_worker_reads",
+            "NFSv4 READ COMPOUNDs of exports that may block, tried on a network worker: \
+             answered there (the page cache held the range) or sent to the blocking pool",
+            "outcome",
+            &[("answered", here), ("deferred", pool)],
+        )?;
         let (clients, sessions, opens) = self.0.state.counts();
         for (name, help, n) in [
             ("nfs4_clients", "NFSv4 client records", clients),

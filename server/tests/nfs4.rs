@@ -649,6 +649,91 @@ async fn host_export_io_runs_whole_compounds_on_the_blocking_pool() {
     assert_eq!(std::fs::read(export.join("synced")).unwrap(), data.to_vec());
 }
 
+/// Drops the page cache's pages of `file` (written FILE_SYNC, so clean): GNU dd's
+/// `iflag=nocache count=0` advises the kernel to drop the whole file.
+fn evict(file: &std::path::Path) {
+    let st = std::process::Command::new("dd")
+        .arg(format!("if={}", file.display()))
+        .args(["iflag=nocache", "count=0", "status=none"])
+        .status()
+        .expect("run dd");
+    assert!(st.success(), "dd iflag=nocache: {st}");
+}
+
+/// A host export on a disk: the Linux client's READ COMPOUND (SEQUENCE, PUTFH, READ) is
+/// answered on the network worker when the page cache holds its range, and otherwise
+/// gives its slot back and runs again on the blocking pool: the bytes are right either
+/// way, the slot's next request runs, and each READ is counted once.
+#[tokio::test]
+async fn a_host_read_compound_runs_on_the_worker_when_the_page_cache_holds_it() {
+    let port = common::metrics::free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let dirs = HostDirs::new("nfs4-worker-read");
+    let export = dirs.export();
+    let server = dirs.serve_with(&["--metrics", &metrics]);
+    let mut c = V4::connect(&server, "client-worker-read").await;
+    c.cachethis = false;
+    let data: Bytes = (0..256u32 << 10).map(|i| (i % 251) as u8).collect();
+    let fh = create_written(&mut c, "owr", "cached", &data).await;
+    let mut reads = 0;
+    let mut read_all = async |c: &mut V4| {
+        reads += 1;
+        let (status, r) = c
+            .run(vec![ArgOp::Putfh(fh.clone()), read(0, 256 << 10)])
+            .await;
+        assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+        let ResOp::Read(Res4::Ok(got)) = &r[1] else {
+            panic!("READ: {r:?}")
+        };
+        assert_eq!(got.data, data, "READ {reads}");
+        assert!(got.eof);
+    };
+    let worker_reads = |outcome: &str| {
+        let text = common::metrics::scrape(port);
+        common::metrics::sample(
+            &text,
+            &format!(r#"granary_nfs4_worker_reads_total{{outcome="{outcome}"}}"#),
+        )
+    };
+    // Just written: cached, answered where it arrived.
+    read_all(&mut c).await;
+    assert_eq!(worker_reads("answered"), 1.0);
+    assert_eq!(worker_reads("deferred"), 0.0);
+    // Evicted: the read gives up (the kernel's readahead may win the race now and then,
+    // as backend-host's blocking test explains), and runs again where it may block.
+    for _ in 0..20 {
+        evict(&export.join("cached"));
+        read_all(&mut c).await;
+    }
+    assert!(
+        worker_reads("deferred") > 0.0,
+        "no evicted read was deferred"
+    );
+    assert_eq!(worker_reads("answered") + worker_reads("deferred"), 21.0);
+    // Each READ and SEQUENCE is counted once, deferred or not (besides the READs' 21,
+    // the COMPOUNDs of RECLAIM_COMPLETE and of the create had a SEQUENCE each).
+    let text = common::metrics::scrape(port);
+    let sample = |p: &str| common::metrics::sample(&text, p);
+    assert_eq!(sample(r#"granary_nfs4_operations_total{op="read"}"#), 21.0);
+    assert_eq!(
+        sample(r#"granary_nfs4_operations_total{op="sequence"}"#),
+        23.0
+    );
+    // A COMPOUND with more than reads in it still goes to the pool up front.
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putfh(fh.clone()),
+            ArgOp::Commit(CommitArgs {
+                offset: 0,
+                count: 0,
+            }),
+            read(0, 16),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    assert_eq!(worker_reads("answered") + worker_reads("deferred"), 21.0);
+}
+
 /// A call the server sent on a back channel: its xid, program, version, procedure,
 /// credential, and a decoder at its arguments.
 struct CbCall {

@@ -70,6 +70,8 @@ pub struct Ticket {
     session: Arc<Session>,
     slot: u32,
     done: bool,
+    /// The slot's sequence id and reply before this request, for [`Ticket::withdraw`].
+    before: Option<(u32, Kept)>,
 }
 
 impl Session {
@@ -116,13 +118,14 @@ impl Session {
                 // The client reused a slot before its reply came back.
                 return Err(Nfsstat4::SeqMisordered);
             }
+            let before = (s.seqid, std::mem::replace(&mut s.kept, Kept::Uncached));
             s.seqid = seqid;
             s.running = true;
-            s.kept = Kept::Uncached;
             return Ok(Admission::Run(Ticket {
                 session: Arc::clone(self),
                 slot,
                 done: false,
+                before: Some(before),
             }));
         }
         if seqid != s.seqid {
@@ -171,6 +174,23 @@ impl Ticket {
             debug_assert!(b.len() <= self.session.fore.ca_maxresponsesize_cached as usize);
         }
         self.record(reply.map_or(Kept::Uncached, Kept::Reply));
+    }
+
+    /// Takes the request back before it changed anything but its slot: the slot is as it
+    /// was before [`Session::admit`] (its sequence id and kept reply), so the same request
+    /// is admitted again when it is run somewhere else (a COMPOUND that tried a read on a
+    /// network worker and must read where it may block).
+    pub fn withdraw(mut self) {
+        let mut slots = self.session.slots();
+        if let (Some(s), Some((seqid, kept))) =
+            (slots.get_mut(self.slot as usize), self.before.take())
+        {
+            s.seqid = seqid;
+            s.kept = kept;
+            s.running = false;
+        }
+        drop(slots);
+        self.done = true;
     }
 
     fn record(&mut self, kept: Kept) {

@@ -286,6 +286,7 @@ enum Step {
     Send { slot: u32, seqid_delta: i8 },
     Finish { slot: u32, cache: bool },
     Abandon { slot: u32 },
+    Withdraw { slot: u32 },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -293,18 +294,22 @@ fn step() -> impl Strategy<Value = Step> {
         (0u32..5, -2i8..3).prop_map(|(slot, seqid_delta)| Step::Send { slot, seqid_delta }),
         (0u32..5, any::<bool>()).prop_map(|(slot, cache)| Step::Finish { slot, cache }),
         (0u32..5).prop_map(|slot| Step::Abandon { slot }),
+        (0u32..5).prop_map(|slot| Step::Withdraw { slot }),
     ]
 }
 
 proptest! {
     /// Random sends (next, same, older, newer seqids; in-range and out-of-range slots),
-    /// completions and abandoned requests: the slot table answers as the model does, and
-    /// a request is admitted to run only once per seqid.
+    /// completions, abandoned requests and requests taken back before they changed anything
+    /// (`Ticket::withdraw`, which leaves the slot as it was): the slot table answers as the
+    /// model does, and a request is admitted to run only once per seqid unless taken back.
     #[test]
     fn slots_match_the_reference_model(steps in proptest::collection::vec(step(), 1..80)) {
         let st = state();
         let (_, sid) = mount(&st, "m", 1);
         let mut model = [(0u32, false, ModelKept::Fresh); 4];
+        // Each slot's sequence id and kept reply before the request running on it.
+        let mut before = [(0u32, ModelKept::Fresh); 4];
         let mut tickets: [Option<granary_state4::Ticket>; 4] = Default::default();
         let mut ran = std::collections::HashSet::new();
         for s in steps {
@@ -334,6 +339,7 @@ proptest! {
                     match (got, expect) {
                         (Ok(Admission::Run(t)), Ok(None)) => {
                             prop_assert!(ran.insert((slot, seqid)), "slot {} seqid {} ran twice", slot, seqid);
+                            before[slot as usize] = (model[slot as usize].0, model[slot as usize].2);
                             model[slot as usize] = (seqid, true, ModelKept::Uncached);
                             tickets[slot as usize] = Some(t);
                         }
@@ -350,6 +356,14 @@ proptest! {
                         t.finish(cache.then(|| Bytes::copy_from_slice(&seqid.to_be_bytes())));
                         model[slot as usize].1 = false;
                         model[slot as usize].2 = if cache { ModelKept::Reply(seqid) } else { ModelKept::Uncached };
+                    }
+                }
+                Step::Withdraw { slot } => {
+                    if let Some(t) = tickets.get_mut(slot as usize).and_then(Option::take) {
+                        t.withdraw();
+                        ran.remove(&(slot, model[slot as usize].0));
+                        let (seqid, kept) = before[slot as usize];
+                        model[slot as usize] = (seqid, false, kept);
                     }
                 }
                 Step::Abandon { slot } => {

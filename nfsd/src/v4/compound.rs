@@ -131,6 +131,10 @@ enum Outcome {
     /// Encoded into the reply; the slot's ticket and whether the client asked to keep it.
     Fresh(Option<(Ticket, bool)>),
     Replay(Bytes),
+    /// A COMPOUND tried on a network worker (see [`worker_read`]) whose read would sleep
+    /// on the disk: nothing was changed but its slot, whose ticket this is; the reply so
+    /// far is to be dropped and the COMPOUND run again on the blocking pool.
+    Blocked(Option<(Ticket, bool)>),
 }
 
 /// The RPC reply header in front of every COMPOUND reply, which the channel's response
@@ -160,10 +164,14 @@ struct Writer<'a> {
     /// Bytes the body may take, and the error of a result past them (no session: no
     /// bound but the RPC layer's).
     room: Option<(usize, Nfsstat4)>,
+    /// Results counted only once the COMPOUND is answered here (a COMPOUND tried on a
+    /// network worker may run again on the blocking pool, and must be counted once):
+    /// the number held and each one's operation number and success.
+    held: Option<(usize, [(u32, bool); WORKER_READ_MAX_OPS])>,
 }
 
 impl<'a> Writer<'a> {
-    fn new(e: &'a mut Encoder, ops: &'a super::OpStats, tag: &Tag4) -> Self {
+    fn new(e: &'a mut Encoder, ops: &'a super::OpStats, tag: &Tag4, hold: bool) -> Self {
         let status_at = e.len();
         e.u32(0);
         tag.encode(e);
@@ -177,6 +185,18 @@ impl<'a> Writer<'a> {
             count: 0,
             last_at: count_at + 4,
             room: None,
+            held: hold.then_some((0, [(0, false); WORKER_READ_MAX_OPS])),
+        }
+    }
+
+    /// Counts a result, or holds it until the COMPOUND is answered.
+    fn record(&mut self, op: u32, ok: bool) {
+        match &mut self.held {
+            Some((n, held)) if *n < held.len() => {
+                held[*n] = (op, ok);
+                *n += 1;
+            }
+            _ => self.ops.record(op, ok),
         }
     }
 
@@ -209,7 +229,7 @@ impl<'a> Writer<'a> {
             }
             _ => r,
         };
-        self.ops.record_one(&r);
+        self.record(r.opnum(), r.status().is_ok());
         self.count += 1;
         r.status()
     }
@@ -218,7 +238,10 @@ impl<'a> Writer<'a> {
     fn fail_last(&mut self, r: ResOp) {
         self.e.truncate(self.last_at);
         r.encode(self.e);
-        self.ops.record_failure(r.opnum());
+        match &mut self.held {
+            Some((n, held)) if *n > 0 => held[*n - 1].1 = false,
+            _ => self.ops.record_failure(r.opnum()),
+        }
     }
 
     /// Writes the COMPOUND's status and result count.
@@ -227,6 +250,11 @@ impl<'a> Writer<'a> {
         status.encode(&mut word);
         self.e.patch(self.status_at, &word.into_bytes());
         self.e.patch_u32(self.count_at, self.count);
+        if let Some((n, held)) = &self.held {
+            for &(op, ok) in &held[..*n] {
+                self.ops.record(op, ok);
+            }
+        }
         Outcome::Fresh(ticket)
     }
 
@@ -286,7 +314,10 @@ pub fn run(
     // The call as the channel sizes count it: the RPC header and credentials included.
     let request_bytes = d.position() + d.remaining();
     let args = Compound4Args::decode(d)?;
-    let defer = s.remote || args.ops.iter().any(may_block);
+    // On a network worker, a READ COMPOUND of an export that may block is tried where it
+    // is: its read takes only what the page cache holds, as NFSv3's READ does.
+    let try_here = s.may_block && !s.remote && !sync::blocking::allowed() && worker_read(&args);
+    let defer = s.remote || (!try_here && args.ops.iter().any(may_block));
     // CREATE_SESSION writes and syncs a client record in the state directory.
     let record = s.records.is_some()
         && args
@@ -298,11 +329,21 @@ pub fn run(
         // again on the worker's blocking pool.
         return Err(ProcError::WouldBlock);
     }
-    // A COMPOUND cannot give up half way (its first operations may have changed state),
-    // so its calls run where it runs: a rare call that blocks and is not in `may_block`
-    // (an OPEN that truncates) blocks the event loop, as every call did before the pool.
     let start = e.len();
-    sync::blocking::permitted(|| match execute(s, ctx, args, request_bytes, e) {
+    let outcome = if try_here {
+        execute(s, ctx, args, request_bytes, e, true)
+    } else {
+        // A COMPOUND cannot give up half way (its first operations may have changed
+        // state), so its calls run where it runs: a rare call that blocks and is not in
+        // `may_block` (an OPEN that truncates) blocks the event loop, as every call did
+        // before the pool.
+        sync::blocking::permitted(|| execute(s, ctx, args, request_bytes, e, false))
+    };
+    if try_here {
+        s.ops
+            .record_worker_read(!matches!(outcome, Outcome::Blocked(_)));
+    }
+    match outcome {
         Outcome::Replay(bytes) => e.fixed_opaque(&bytes),
         Outcome::Fresh(None) => {}
         Outcome::Fresh(Some((ticket, cachethis))) => {
@@ -314,8 +355,43 @@ pub fn run(
             let keep = cachethis && reply.len() <= limit;
             ticket.finish(keep.then(|| Bytes::copy_from_slice(reply)));
         }
-    });
+        Outcome::Blocked(ticket) => {
+            e.truncate(start);
+            if let Some((ticket, _)) = ticket {
+                ticket.withdraw();
+            }
+            return Err(ProcError::WouldBlock);
+        }
+    }
     Ok(())
+}
+
+/// The most operations of a COMPOUND tried on a network worker ([`worker_read`]).
+const WORKER_READ_MAX_OPS: usize = 8;
+
+/// Whether a COMPOUND may be tried on a network worker although it reads: SEQUENCE, then
+/// only operations that change nothing and never wait on the disk (setting the current
+/// or saved filehandle), then a READ that ends it, as the Linux client sends each READ
+/// (SEQUENCE, PUTFH, READ). Its read is the one call that may find the disk in its way
+/// (`WouldBlock` from the backend); the COMPOUND then gives its slot back
+/// ([`Ticket::withdraw`]) and runs again on the blocking pool.
+fn worker_read(args: &Compound4Args) -> bool {
+    let ops = &args.ops;
+    args.stopped.is_none()
+        && (2..=WORKER_READ_MAX_OPS).contains(&ops.len())
+        && matches!(ops.first(), Some(ArgOp::Sequence(_)))
+        && matches!(ops.last(), Some(ArgOp::Read(_)))
+        && ops[1..ops.len() - 1].iter().all(|op| {
+            matches!(
+                op,
+                ArgOp::Putfh(_)
+                    | ArgOp::Putrootfh
+                    | ArgOp::Putpubfh
+                    | ArgOp::Getfh
+                    | ArgOp::Savefh
+                    | ArgOp::Restorefh
+            )
+        })
 }
 
 /// Completes the final READ's result (encoded as `eof = false` and an empty opaque, so
@@ -332,7 +408,7 @@ fn finish_read(
     read: &TailRead,
     room: Option<usize>,
     kept: bool,
-) -> Result<(), Nfsstat4> {
+) -> Result<(), vfs::FsError> {
     let eof_at = e.len() - 8;
     let TailRead {
         export,
@@ -345,9 +421,7 @@ fn finish_read(
         (*count).min(u32::try_from(left).unwrap_or(u32::MAX))
     });
     if !kept && count >= ZERO_COPY_READ_MIN_BYTES && s.core.sendfile.applies_to(ctx.peer.ip()) {
-        let slice = export
-            .read_slice(cred, *id, *offset, count)
-            .map_err(status_of)?;
+        let slice = export.read_slice(cred, *id, *offset, count)?;
         if let Some(slice) = slice {
             e.patch_u32(eof_at, u32::from(slice.done.eof));
             e.patch_u32(eof_at + 4, slice.len);
@@ -362,15 +436,14 @@ fn finish_read(
         }
     }
     e.truncate(eof_at + 4);
-    let (_, done) = e
-        .opaque_with(|out| export.read_into(cred, *id, *offset, count, out))
-        .map_err(status_of)?;
+    let (_, done) = e.opaque_with(|out| export.read_into(cred, *id, *offset, count, out))?;
     e.patch_u32(eof_at, u32::from(done.eof));
     Ok(())
 }
 
 /// Operations whose backend call may sleep on the disk: a COMPOUND holding one runs on the
-/// blocking pool (READ: a page-cache miss, or an EROFS decode; SETATTR: a size change;
+/// blocking pool, unless it is a READ COMPOUND tried first on the worker ([`worker_read`])
+/// (READ: a page-cache miss, or an EROFS decode; SETATTR: a size change;
 /// NFSv4.2's SEEK, ALLOCATE, DEALLOCATE, COPY and CLONE: extent maps, block allocation
 /// and copies of up to `vfs::limits::MAX_COPY_BYTES`).
 fn may_block(op: &ArgOp) -> bool {
@@ -392,8 +465,9 @@ fn execute(
     args: Compound4Args,
     request_bytes: usize,
     e: &mut Encoder,
+    tried_here: bool,
 ) -> Outcome {
-    let mut w = Writer::new(e, &s.ops, &args.tag);
+    let mut w = Writer::new(e, &s.ops, &args.tag, tried_here);
     if !(1..=2).contains(&args.minorversion) {
         return w.finish(Nfsstat4::MinorVersMismatch, None);
     }
@@ -476,11 +550,16 @@ fn execute(
     if let Some(read) = cx.tail_read.take().filter(|_| status.is_ok()) {
         let room = w.room.map(|(room, _)| room.saturating_sub(w.len() + 3));
         let kept = ticket.as_ref().is_some_and(|(_, cachethis)| *cachethis);
-        if let Err(failed) = finish_read(s, ctx, w.e, &read, room, kept) {
-            // The read failed after all: the READ's result and the COMPOUND's status say
-            // so, and nothing ran after it.
-            w.fail_last(ResOp::Read(Res4::Err(failed)));
-            status = failed;
+        match finish_read(s, ctx, w.e, &read, room, kept) {
+            Ok(()) => {}
+            Err(vfs::FsError::WouldBlock) if tried_here => return Outcome::Blocked(ticket),
+            Err(err) => {
+                // The read failed after all: the READ's result and the COMPOUND's status
+                // say so, and nothing ran after it.
+                let failed = status_of(err);
+                w.fail_last(ResOp::Read(Res4::Err(failed)));
+                status = failed;
+            }
         }
     }
     if status.is_ok() {

@@ -84,6 +84,9 @@ const OP_SLOTS: usize = (nfs4::ops::opnum::REMOVEXATTR - nfs4::ops::opnum::ACCES
 pub struct OpStats {
     calls: [AtomicU64; OP_SLOTS],
     errors: [AtomicU64; OP_SLOTS],
+    /// READ COMPOUNDs tried on a network worker (`compound::worker_read`): answered there,
+    /// and sent to the blocking pool because the page cache did not hold their range.
+    worker_reads: [AtomicU64; 2],
 }
 
 /// One operation's counts.
@@ -99,6 +102,7 @@ impl Default for OpStats {
         Self {
             calls: std::array::from_fn(|_| AtomicU64::new(0)),
             errors: std::array::from_fn(|_| AtomicU64::new(0)),
+            worker_reads: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -121,9 +125,27 @@ impl OpStats {
 
     /// Counts one result of a COMPOUND.
     pub fn record_one(&self, r: &nfs4::ResOp) {
-        let i = Self::slot(r.opnum());
+        self.record(r.opnum(), r.status().is_ok());
+    }
+
+    /// Counts a READ COMPOUND tried on a network worker: answered there, or sent to the
+    /// blocking pool.
+    pub fn record_worker_read(&self, answered: bool) {
+        self.worker_reads[usize::from(!answered)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// READ COMPOUNDs tried on a network worker: (answered there, sent to the pool).
+    #[must_use]
+    pub fn worker_reads(&self) -> (u64, u64) {
+        let [here, pool] = &self.worker_reads;
+        (here.load(Ordering::Relaxed), pool.load(Ordering::Relaxed))
+    }
+
+    /// Counts one result of operation `op`, a success or not.
+    pub fn record(&self, op: u32, ok: bool) {
+        let i = Self::slot(op);
         self.calls[i].fetch_add(1, Ordering::Relaxed);
-        if !r.status().is_ok() {
+        if !ok {
             self.errors[i].fetch_add(1, Ordering::Relaxed);
         }
     }

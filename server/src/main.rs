@@ -120,16 +120,17 @@ struct ServeArgs {
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
 
-    /// Size cap of the default in-memory export, in bytes (no effect with --config).
+    /// Size cap of the default in-memory export, in bytes (refused with --config: set it
+    /// in the file).
     #[arg(long, value_name = "BYTES")]
     mem_capacity_bytes: Option<u64>,
 
-    /// Serve the default export read-only (no effect with --config).
+    /// Serve the default export read-only (refused with --config: set it in the file).
     #[arg(long)]
     read_only: bool,
 
-    /// Identity squashing of the default export: none, root (default) or all
-    /// (no effect with --config).
+    /// Identity squashing of the default export: none, root (default) or all (refused
+    /// with --config: set it in the file).
     #[arg(long, value_name = "MODE")]
     squash: Option<String>,
 
@@ -316,8 +317,30 @@ fn build_config(args: ServeArgs) -> Result<config::ServerConfig, String> {
     if args.config.is_some() && args.source.is_some() {
         return Err("give either a PATH to export or --config FILE, not both (a config file names its exports' directories with dir = ... and images with image = ...)".to_string());
     }
-    if args.config.is_some() && args.clients.is_some() {
-        return Err("--clients sets the clients of the export given on the command line; with --config, set clients = [\"CIDR\", ...] in each [[export]] of the file (docs/CONFIG.md)".to_string());
+    if args.config.is_some() {
+        // The options of the command line's one export: a config file sets each export's
+        // own, and a flag that would be ignored is refused instead.
+        let per_export = [
+            (
+                args.clients.is_some(),
+                "--clients",
+                "clients = [\"CIDR\", ...]",
+            ),
+            (
+                args.squash.is_some(),
+                "--squash",
+                "squash = \"none\" | \"root\" | \"all\"",
+            ),
+            (args.read_only, "--read-only", "read_only = true"),
+            (
+                args.mem_capacity_bytes.is_some(),
+                "--mem-capacity-bytes",
+                "capacity_bytes = N (in an export with backend = \"mem\")",
+            ),
+        ];
+        if let Some((_, flag, key)) = per_export.iter().find(|(given, _, _)| *given) {
+            return Err(format!("{flag} sets an option of the export given on the command line; with --config, set {key} in each [[export]] of the file (docs/CONFIG.md)"));
+        }
     }
     if args.config.is_none() {
         let export = &mut c.exports[0];

@@ -82,6 +82,25 @@ fn a_start_beyond_loopback_without_a_client_list_is_refused() {
         e.contains("with --config, set clients = [") && e.contains("[[export]]"),
         "{e}"
     );
+    // So do the other options of that export: refused, not silently ignored.
+    let path = temp_config(
+        "flags",
+        "[[export]]\npath = \"/\"\nclients = [\"127.0.0.1/32\"]\n",
+    );
+    for (flags, key) in [
+        (&["--squash", "none"][..], "set squash = "),
+        (&["--read-only"][..], "set read_only = true"),
+        (
+            &["--mem-capacity-bytes", "1048576"][..],
+            "set capacity_bytes = N",
+        ),
+    ] {
+        let mut args = vec!["--config", path.to_str().expect("UTF-8 path")];
+        args.extend_from_slice(flags);
+        let e = refused(&args);
+        assert!(e.contains(flags[0]) && e.contains(key), "{flags:?}: {e}");
+    }
+    std::fs::remove_file(&path).expect("remove config");
     let e = refused(&["--clients", "10.0.0.0/33"]);
     assert!(
         e.contains("--clients: invalid client network \"10.0.0.0/33\""),

@@ -1591,9 +1591,9 @@ async fn open_says_why_it_grants_no_delegation() {
 
 /// A session whose replies may be at most 4 KiB (RFC 8881 sections 2.10.6.4 and 18.22.3):
 /// a READ that ends the COMPOUND and asks for more is answered short, with the right
-/// bytes and `eof` false, within the size; a READ or READDIR whose result would not fit
-/// and that is not the last operation is `NFS4ERR_REP_TOO_BIG`, and nothing after it
-/// runs.
+/// bytes and `eof` false, within the size, and a READDIR that ends it lists what fits;
+/// a READ or READDIR whose result would not fit and that is not the last operation is
+/// `NFS4ERR_REP_TOO_BIG`, and nothing after it runs.
 #[tokio::test]
 async fn reads_past_the_session_reply_size_are_short_when_last_and_refused_otherwise() {
     let server = Server::start(&[]);
@@ -1707,4 +1707,59 @@ async fn reads_past_the_session_reply_size_are_short_when_last_and_refused_other
         (r[2].opnum(), r[2].status()),
         (opnum::READDIR, Nfsstat4::RepTooBig)
     );
+
+    // Last: each reply is shortened to the 4 KiB (eof false until the end, as knfsd
+    // answers), and following the cookies lists all 60 entries once.
+    let (status, r) = small
+        .run(vec![
+            ArgOp::Putrootfh,
+            ArgOp::Lookup(name("sized")),
+            ArgOp::Getfh,
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Getfh(Res4::Ok(dir)) = &r[2] else {
+        panic!("GETFH: {r:?}")
+    };
+    let (mut cookie, mut cookieverf, mut names, mut replies) = (0, [0; 8], Vec::new(), 0);
+    loop {
+        let readdir = ArgOp::Readdir(ReaddirArgs {
+            cookie,
+            cookieverf,
+            dircount: 65_536,
+            maxcount: 65_536,
+            attr_request: mask(&[num::TYPE, num::FILEID, num::SIZE]),
+        });
+        let args = compound(&mut small, vec![ArgOp::Putfh(dir.clone()), readdir]);
+        let body = small
+            .conn
+            .call(PROGRAM, 4, 1, &args)
+            .await
+            .expect("COMPOUND");
+        assert!(body.len() + 24 <= 4096, "a {}-byte reply body", body.len());
+        let res = <Compound4Res as xdr::Decode>::from_xdr(body).expect("a COMPOUND reply");
+        assert_eq!(res.status, Nfsstat4::Ok, "{:?}", res.results);
+        let ResOp::Readdir(Res4::Ok(ok)) = &res.results[2] else {
+            panic!("READDIR: {:?}", res.results)
+        };
+        replies += 1;
+        assert!(
+            !ok.entries.is_empty() || ok.eof,
+            "an empty list before the end"
+        );
+        names.extend(ok.entries.iter().map(|e| e.name.0.clone()));
+        if ok.eof {
+            break;
+        }
+        cookie = ok.entries.last().map(|e| e.cookie).expect("entries");
+        cookieverf = ok.cookieverf;
+        assert!(replies < 60, "the listing never ends");
+    }
+    assert!(replies > 1, "60 entries fit one 4 KiB reply?");
+    let mut want: Vec<Bytes> = (0..60)
+        .map(|i| Bytes::from(format!("entry-with-a-long-name-{i:03}")))
+        .collect();
+    names.sort();
+    want.sort();
+    assert_eq!(names, want);
 }

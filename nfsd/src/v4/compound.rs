@@ -72,6 +72,10 @@ pub struct Cx<'a> {
     pub last_op: bool,
     /// A READ that ended the COMPOUND, to read into the reply (see [`finish_read`]).
     pub tail_read: Option<TailRead>,
+    /// Bytes the running operation's result may take after its operation number and
+    /// status, and the error of a result past them: what the session's reply has left
+    /// (`None` outside a session). The last READDIR shortens its list to fit.
+    pub result_room: Option<(usize, Nfsstat4)>,
 }
 
 impl Cx<'_> {
@@ -496,6 +500,7 @@ fn execute(
         now: s.now(),
         last_op: false,
         tail_read: None,
+        result_room: None,
     };
     let mut ticket = None;
     let mut rest = &args.ops[..];
@@ -537,6 +542,14 @@ fn execute(
     let mut status = Nfsstat4::Ok;
     for (i, op) in rest.iter().enumerate() {
         cx.last_op = i + 1 == rest.len() && args.stopped.is_none();
+        // After the result's operation number and status, room is kept for the error
+        // result of the next operation (`Writer::push`).
+        cx.result_room = w.room.map(|(room, error)| {
+            (
+                room.saturating_sub(w.len() + 8 + FAILED_RESULT_BYTES),
+                error,
+            )
+        });
         let r = match change_result_bytes(op).map(|bytes| w.fits(bytes)) {
             Some(Err(too_big)) => refuse(op, too_big),
             _ => super::ops_session::dispatch(&mut cx, op),

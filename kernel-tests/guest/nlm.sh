@@ -107,9 +107,9 @@ check "free after the v4 holder" ok "$(probe try /mnt/l1/f)"
 # 4b. A client's reboot notice frees its NLM locks: the SM_NOTIFY a rebooted client's
 #    statd sends ("host NAME rebooted"), with the host's name, which the kernel's lockd
 #    sent as each lock's caller_name. The holder's process still runs (its kernel still
-#    thinks it holds the lock): only the server can free it. nfs-utils' sm-notify sends
-#    it over UDP only, which granary does not serve (README.md), so smnotify.py sends
-#    the same call over TCP, from the client's address.
+#    thinks it holds the lock): only the server can free it. smnotify.py sends the call
+#    over TCP from the client's address (nfs-utils' sm-notify, which uses UDP and the
+#    portmapper, is run against granary by server/tests/portmap.rs).
 hold_bg /mnt/l1/f 300 && HOLD=$HOLDER
 check "before the reboot notice: the v3 holder blocks a v3 try" EAGAIN "$(probe try /mnt/l2/f)"
 check "SM_NOTIFY from the client's host answered" replied \

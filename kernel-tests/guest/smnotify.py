@@ -4,8 +4,9 @@ checks (guest/nlm.sh): "host MON_NAME rebooted and now has NSM state STATE".
 
   smnotify.py SERVER PORT MON_NAME STATE
 
-nfs-utils' sm-notify sends SM_NOTIFY over UDP only, and granary serves RPC over TCP,
-so the check sends the same call, as a rebooted client's statd would, over TCP.
+nfs-utils' sm-notify sends SM_NOTIFY over UDP only, through the portmapper; granary
+serves NSM over UDP too (server/tests/portmap.rs runs the real sm-notify), and this
+check sends the same call, as a rebooted client's statd would, over TCP.
 Prints "replied" when the server accepted the call, else what went wrong.
 """
 import os

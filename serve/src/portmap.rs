@@ -14,7 +14,26 @@ const PMAP_PROGRAM: u32 = 100_000;
 const PMAP_VERSION: u32 = 2;
 const PMAPPROC_SET: u32 = 1;
 const PMAPPROC_UNSET: u32 = 2;
-const IPPROTO_TCP: u32 = 6;
+
+/// The transport a program is registered for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+impl Transport {
+    /// The protocol number rpcbind's version 2 takes (IPPROTO_TCP, IPPROTO_UDP).
+    fn protocol(self) -> u32 {
+        match self {
+            Self::Tcp => 6,
+            Self::Udp => 17,
+        }
+    }
+}
+
+/// A program, its version, and the transport it is served over.
+pub type Registration = (u32, u32, Transport);
 const PORTMAP_ADDR: ([u8; 4], u16) = ([127, 0, 0, 1], 111);
 const TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -31,24 +50,29 @@ pub enum PortmapError {
     Refused,
 }
 
-/// Registers each (program, version) on TCP `port`, replacing older registrations, and
-/// returns those the portmapper took. One it refuses (another service of this host holds
+/// Registers each (program, version, transport) on `port`, replacing older
+/// registrations, and returns those the portmapper took. One it refuses (another service of this host holds
 /// it and the portmapper lets only its owner remove it: rpc.statd's NSM, the kernel's
 /// lockd) is logged, and the others are still registered.
 ///
 /// # Errors
 /// When no portmapper runs or the exchange fails.
-pub fn register(offered: &[(u32, u32)], port: u16) -> Result<Vec<(u32, u32)>, PortmapError> {
+pub fn register(offered: &[Registration], port: u16) -> Result<Vec<Registration>, PortmapError> {
     let mut conn = connect()?;
     let mut taken = Vec::new();
-    for &(program, version) in offered {
-        call(&mut conn, PMAPPROC_UNSET, program, version, 0)?;
-        if call(&mut conn, PMAPPROC_SET, program, version, port)? {
-            taken.push((program, version));
+    for &(program, version, transport) in offered {
+        // UNSET removes the program's registrations on every transport: once per
+        // program and version.
+        if !taken.iter().any(|&(p, v, _)| (p, v) == (program, version)) {
+            call(&mut conn, PMAPPROC_UNSET, (program, version, transport), 0)?;
+        }
+        if call(&mut conn, PMAPPROC_SET, (program, version, transport), port)? {
+            taken.push((program, version, transport));
         } else {
             tracing::warn!(
                 program,
                 version,
+                ?transport,
                 "the portmapper refused to register this program: another service of this \
                  host holds it (rpc.statd holds 100024, the kernel's lockd 100021; stop it \
                  to let clients reach granary's); the other programs are registered"
@@ -65,10 +89,10 @@ pub fn register(offered: &[(u32, u32)], port: u16) -> Result<Vec<(u32, u32)>, Po
 ///
 /// # Errors
 /// When the portmapper is gone or refuses.
-pub fn unregister(offered: &[(u32, u32)]) -> Result<(), PortmapError> {
+pub fn unregister(offered: &[Registration]) -> Result<(), PortmapError> {
     let mut conn = connect()?;
-    for &(program, version) in offered {
-        call(&mut conn, PMAPPROC_UNSET, program, version, 0)?;
+    for &registration in offered {
+        call(&mut conn, PMAPPROC_UNSET, registration, 0)?;
     }
     Ok(())
 }
@@ -84,8 +108,7 @@ fn connect() -> Result<TcpStream, PortmapError> {
 fn call(
     conn: &mut TcpStream,
     procedure: u32,
-    program: u32,
-    version: u32,
+    (program, version, transport): Registration,
     port: u16,
 ) -> Result<bool, PortmapError> {
     let mut e = Encoder::from_buf(rpc::record::start_record(96));
@@ -98,7 +121,7 @@ fn call(
         verf: OpaqueAuth::default(),
     };
     header.encode(&mut e);
-    for v in [program, version, IPPROTO_TCP, u32::from(port)] {
+    for v in [program, version, transport.protocol(), u32::from(port)] {
         e.u32(v);
     }
     conn.write_all(&rpc::record::seal(e.into_inner()))?;

@@ -133,8 +133,29 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     let dispatcher = Arc::new(dispatcher);
     let listener = bind(config.listen, config.limits.max_connections)?;
     let local = listener.local_addr()?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    // NLM and NSM over UDP too, on the same address and port (`udp`); a UDP port taken
+    // by another service leaves them TCP only.
+    let udp = match crate::udp::start(local, Arc::clone(&dispatcher), stop_rx.clone()) {
+        Ok(thread) => Some(thread),
+        Err(e) => {
+            tracing::warn!(addr = %local, error = %e, "NLM and NSM are not served over UDP (the UDP port is taken?): a client's sm-notify cannot reach granary; its next LOCK with a new NSM state frees its old locks instead");
+            None
+        }
+    };
+    // Once every socket is bound: a client that reads the address may call at once.
     announce(local, &config);
-    let offered: Vec<(u32, u32)> = dispatcher.offered().collect();
+    let mut offered: Vec<portmap::Registration> = dispatcher
+        .offered()
+        .map(|(program, version)| (program, version, portmap::Transport::Tcp))
+        .collect();
+    if udp.is_some() {
+        let over_udp = dispatcher
+            .offered()
+            .filter(|(program, _)| crate::udp::UDP_PROGRAMS.contains(program))
+            .map(|(program, version)| (program, version, portmap::Transport::Udp));
+        offered.extend(over_udp.collect::<Vec<_>>());
+    }
     let registered = if config.portmap {
         register_portmap(&offered, local.port())
     } else {
@@ -156,7 +177,6 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     let main_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (stop_tx, stop_rx) = watch::channel(false);
     main_rt.spawn(crate::outbox::run(callbacks, config.callback_portmap_port));
     restart_locks(&nlm, config.limits.grace);
     let limits = ConnLimits {
@@ -217,6 +237,9 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
     tracing::info!("shutting down: no new connections; finishing requests in progress");
     let _ = stop_tx.send(true);
     workers.join();
+    if let Some(thread) = udp {
+        let _ = thread.join();
+    }
     for host in &hosts {
         // Syncs descriptors that hold UNSTABLE writes before closing them.
         host.close_open_files();
@@ -736,7 +759,7 @@ fn bind(addr: SocketAddr, max_connections: usize) -> Result<TcpListener, ServeEr
 fn announce(local: SocketAddr, config: &ServerConfig) {
     let hosts = reachable_hosts(local.ip());
     let port = local.port();
-    tracing::info!(%local, workers = config.workers, "serving NFSv3, MOUNT v3, NLM v4, NSM v1 and NFSv4.1/4.2 over TCP");
+    tracing::info!(%local, workers = config.workers, "serving NFSv3, MOUNT v3, NLM v4, NSM v1 and NFSv4.1/4.2 over TCP (NLM and NSM over UDP too)");
     println!("{SERVING_PREFIX}{local} ({} workers)", config.workers);
     for e in &config.exports {
         let mode = if e.options.read_only { "ro" } else { "rw" };
@@ -877,7 +900,7 @@ fn client_url(host: &str, port: u16, path: &str) -> String {
 }
 
 /// The (program, version) pairs the portmapper took (to unregister at exit).
-fn register_portmap(offered: &[(u32, u32)], port: u16) -> Vec<(u32, u32)> {
+fn register_portmap(offered: &[portmap::Registration], port: u16) -> Vec<portmap::Registration> {
     match portmap::register(offered, port) {
         Ok(taken) => {
             tracing::info!(port, programs = ?taken, "registered with the portmapper");

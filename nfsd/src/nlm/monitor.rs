@@ -167,7 +167,7 @@ impl Monitor {
 
     /// Notes the NSM state a LOCK of `host` carried; true when it differs from an earlier
     /// one (both non-zero): the host restarted, and its SM_NOTIFY did not reach us (the
-    /// Linux `sm-notify` sends it over UDP, which granary does not serve).
+    /// notice was lost, or granary's UDP port was taken).
     pub fn rebooted(&self, host: IpAddr, name: &[u8], state: i32) -> bool {
         if state == 0 {
             return false;

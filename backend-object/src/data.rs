@@ -150,15 +150,28 @@ pub(crate) async fn make_room(inner: &Inner, file: i64, len: usize) -> Result<()
     Ok(())
 }
 
-/// [`publish`] with the file's publish lock held.
+/// [`publish`] with the file's publish lock held. A file whose last publish failed a
+/// moment ago is not tried again before its rest is over ([`Pending::may_publish`]):
+/// `Fail::Resting`, which the client hears as `Jukebox`.
+///
+/// [`Pending::may_publish`]: crate::pending::Pending::may_publish
 async fn publish_locked(inner: &Inner, file: i64) -> Result<Option<Inode>, Fail> {
     let Some(newest) = inner.pending.newest(file) else {
         return Ok(None);
     };
     let mut after = None;
     while let Some(snap) = inner.pending.snapshot(file) {
+        if !inner.pending.may_publish(file, inner.clock.monotonic()) {
+            return Err(Fail::Resting);
+        }
         let upto = snap.upto;
-        after = publish_one(inner, file, snap).await?;
+        after = match publish_one(inner, file, snap).await {
+            Ok(after) => after,
+            Err(e) => {
+                inner.pending.failed(file, inner.clock.monotonic());
+                return Err(e);
+            }
+        };
         if after.is_none() || upto >= newest {
             break;
         }

@@ -44,6 +44,9 @@ pub(crate) enum Fail {
     Raced,
     /// The operation did not finish within [`limits::OPERATION_TIMEOUT`].
     Timeout,
+    /// The file's last publish failed a moment ago: not tried again before its rest is
+    /// over (`limits::PUBLISH_RETRY_MIN`).
+    Resting,
 }
 
 impl From<FsError> for Fail {
@@ -293,7 +296,8 @@ impl Engines {
                 self.down(&self.db_down, "database", &e);
                 Err(FsError::Jukebox)
             }
-            Err(Fail::Raced) => Err(FsError::Jukebox),
+            // Said once by the failure that began the rest.
+            Err(Fail::Raced | Fail::Resting) => Err(FsError::Jukebox),
             Err(Fail::Timeout) => {
                 self.down(&self.db_down, "database or S3 store", "no answer in time");
                 Err(FsError::Jukebox)

@@ -175,6 +175,7 @@ fn describe(e: &Fail) -> String {
         Fail::Store(e) => format!("S3 store: {e}"),
         Fail::Raced => "a concurrent change".to_string(),
         Fail::Timeout => "no answer in time".to_string(),
+        Fail::Resting => "its last publish failed a moment ago".to_string(),
     }
 }
 
@@ -344,7 +345,10 @@ async fn publisher(inner: Arc<Inner>) {
             let bounded =
                 tokio::time::timeout(limits::OPERATION_TIMEOUT, data::publish(&inner, file));
             let done = bounded.await.unwrap_or(Err(Fail::Timeout));
-            if let Err(e) = done {
+            if let Err(e) = done.or_else(|e| match e {
+                Fail::Resting => Ok(None),
+                e => Err(e),
+            }) {
                 tracing::warn!(file, error = %describe(&e), "object backend: publish timer failed; data stays buffered");
             }
         }

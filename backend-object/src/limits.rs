@@ -38,6 +38,19 @@ pub const PENDING_HEAD_MAX_BYTES: usize = 64 << 20;
 /// the publish protocol).
 pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Least time between two publishes of one file after one did not commit (the store or
+/// the database failed, or the operation ran out of time); doubled after each further
+/// failure up to [`PUBLISH_RETRY_MAX`]. Meanwhile a COMMIT or FILE_SYNC WRITE of the file
+/// answers `Jukebox` at once, and the client's retry (the Linux client's NFSv4 retries
+/// start at 0.1 s) costs no upload. Half a second keeps a transient failure short.
+pub const PUBLISH_RETRY_MIN: Duration = Duration::from_millis(500);
+
+/// Longest time between two publishes of one file while they keep failing: a store that
+/// comes back is used within it, and an outage costs a few tries a minute per file.
+/// Below the Linux client's longest NFSv4 retry delay (15 s), so its next retry finds
+/// the rest over.
+pub const PUBLISH_RETRY_MAX: Duration = Duration::from_secs(8);
+
 /// UNSTABLE data older than this is published by the timer even without a COMMIT: a
 /// client that never commits (a crash of its own) still has its data reach other heads,
 /// as the Linux client's dirty-page writeback does within ~30 s; 3 s keeps another head's
@@ -143,3 +156,4 @@ const _: () = assert!(PENDING_FILE_MAX_BYTES <= OBJECT_MAX_BYTES);
 const _: () = assert!(PENDING_FILE_MAX_BYTES <= PENDING_HEAD_MAX_BYTES);
 const _: () = assert!((INLINE_MAX_BYTES as usize) < OBJECT_MAX_BYTES);
 const _: () = assert!(PUBLISH_INTERVAL.as_millis() <= PUBLISH_AGE.as_millis());
+const _: () = assert!(PUBLISH_RETRY_MIN.as_millis() <= PUBLISH_RETRY_MAX.as_millis());

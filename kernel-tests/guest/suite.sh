@@ -23,6 +23,7 @@
 #                  targets runs (defaults chosen for the suite's time, see README.md;
 #                  '.' for every group that applies)
 #      KT_HEADS_BREAK=nocto  head B's mount trusts its caches at open (heads must fail)
+#      KT_PJDFSTEST_BREAK=squash  pjdfstest runs on granary's root-squashed mounts (must fail)
 #      KT_RESTART_WIPE=1  the restart group wipes granary's state directory between the
 #                  stop and the start (restart.sh), to see the group fail
 set -u
@@ -34,10 +35,10 @@ KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 read -r -a TARGETS <<<"${KT_TARGETS:-plain granary host host-ext4 v4 v4.1 host-v4 knfsd knfsd-v4}"
 HOST_GROUPS=${KT_HOST_GROUPS:-^(copy|posix|squash|fio|writers|ownership|acl|quota|restart)$}
 HOST_EXT4_GROUPS=${KT_HOST_EXT4_GROUPS:-^(copy|posix|writers|acl|restart)$}
-V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|locks|persist)$}
+V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|locks|persist|pjdfstest)$}
 # The NFSv4 targets beside v4 run a few groups by default (README.md, "NFSv4 targets").
 HOST_V4_GROUPS=${KT_HOST_V4_GROUPS:-^(copy|writers|restart)$}
-KNFSD_V4_GROUPS=${KT_KNFSD_V4_GROUPS:-^(copy|posix)$}
+KNFSD_V4_GROUPS=${KT_KNFSD_V4_GROUPS:-^(copy|posix|pjdfstest)$}
 V41_GROUPS=${KT_V41_GROUPS:-^(copy|posix)$}
 # The object target: heads (the two-mount close-to-open checker) by default, about 90 s
 # with the engines' start; copy, posix, fio, writers and the rest with KT_OBJECT_GROUPS.
@@ -48,6 +49,8 @@ T0=${EPOCHREALTIME/./}
 # group, time limit in seconds, and "sq" for the group that runs on the root-squashed
 # exports (its reference runs as nobody, 65534, which is what root becomes there).
 # persist comes (nearly) last: it checks everything the others left on the mount.
+# pjdfstest (the POSIX suite, on the NFSv4 targets) comes after it and leaves nothing; it
+# is compared with knfsd-v4 in the same boot, not with the reference (compare_pjdfstest).
 # restart (host only) kills and restarts the server under the mounted client.
 # space (NFSv4.2's SEEK, ALLOCATE, DEALLOCATE, COPY) runs on v4, and on knfsd through
 # an NFSv4.2 mount of its export made for the group (the other targets are NFSv3 mounts
@@ -57,6 +60,7 @@ GROUPS_=(
     "plain 300" "copy 300" "doc-tree 600" "bigdir 900" "posix 300" "squash 120 sq"
     "fio 600" "stress-ng 300" "writers 300" "ownership 300" "acl 120" "quota 120"
     "erofs 300" "space 300" "locks 300" "heads 300" "persist 300" "restart 300"
+    "pjdfstest 600"
 )
 
 # runs_on TARGET GROUP: whether GROUP runs on TARGET. acl lays its files out in the
@@ -69,6 +73,8 @@ GROUPS_=(
 runs_on() {
     # plain (the mount without options on port 2049) is the plain target's only group.
     [ "$1" = plain ] || [ "$2" = plain ] && { [ "$1" = plain ] && [ "$2" = plain ]; return; }
+    # pjdfstest runs on the NFSv4 targets only, knfsd-v4's failures its reference.
+    [ "$2" = pjdfstest ] && [[ ! $1 =~ ^(v4|v4\.1|host-v4|knfsd-v4)$ ]] && return 1
     # heads (two mounts of two heads of one export) is the object target's own group.
     [ "$1" = object ] || [ "$2" = heads ] && { [ "$1" = object ] && [[ $2 =~ $OBJECT_GROUPS ]] &&
         [[ ! $2 =~ ^(erofs|restart|acl|quota|squash|space)$ ]]; return; }
@@ -110,6 +116,12 @@ setup() {
     mkdir -p /tmp/kt-src/doc
     (cd /usr/share/doc && cp -a [a-k]* perl python3.11 libxml2 libgfapi0 strace /tmp/kt-src/doc/) || return 1
     chmod -R a+rX /tmp/kt-src "$KT_STAGE"
+    selected pjdfstest || return 0
+    # pjdfstest (host-lib.sh kt_stage_pjdfstest staged it) and the user tests:tests it
+    # switches to beside nobody (guest/pjdfstest.toml).
+    install -m 755 "$KT_STAGE/pjdfstest" /usr/local/bin/pjdfstest ||
+        { echo "no pjdfstest in $KT_STAGE (kernel-tests/run.sh stages it)"; return 1; }
+    getent passwd tests >/dev/null || useradd --user-group --no-create-home --shell /usr/sbin/nologin tests
 }
 
 start_target() {
@@ -321,6 +333,66 @@ compare() {
     grep -h '^note: step' "$OUT/$t/$group.raw" 2>/dev/null | sed "s/^note: step /       $t step /"
 }
 
+# pjdfstest_results LOG: one line per test of pjdfstest's output LOG, "NAME STATUS
+# REASON": STATUS ok, FAILED or skipped, REASON (FAILED only) the message pjdfstest printed
+# under it, its lines joined with " / ". pjdfstest prints "NAME<padding> STATUS" for each
+# test, a failure's message on the lines after it (the first indented by a tab), a skip's
+# reasons likewise, and last a line "Summary: ...".
+pjdfstest_results() {
+    awk 'function flush() { if (name != "") print name, status, reason; name = "" }
+        /^[^ \t]+ +(ok|FAILED|skipped)$/ { flush(); name = $1; status = $NF; reason = ""; next }
+        /^Summary:/ { flush(); next }
+        name != "" && status == "FAILED" { l = $0; gsub(/^[ \t]+|[ \t]+$/, "", l)
+            if (l != "") reason = reason (reason == "" ? "" : " / ") l }
+        END { flush() }' "$1" 2>/dev/null
+}
+
+# check_result T NAME OK [WHY]: count check NAME of target T as passed (OK=0) or failed.
+check_result() {
+    if [ "$3" = 0 ]; then
+        PASS[$1]=$((${PASS[$1]:-0} + 1)); echo "PASS $1 $2"
+    else
+        FAIL[$1]=$((${FAIL[$1]:-0} + 1)); FAILED_NAMES[$1]+=" $2"; echo "FAIL $1 $2: $4"
+    fi
+}
+
+# compare_pjdfstest T: pjdfstest's results on target T. Check pjdfstest-ran: it ran to its
+# summary and passed something. On a granary target, check pjdfstest-vs-knfsd: every test
+# that passed on knfsd-v4 in this boot passed on T too (a test T skipped or did not reach
+# counts as failed). Each of T's failures is printed with its message; knfsd-v4's too.
+compare_pjdfstest() {
+    local t=$1 log=$OUT/$1/pjdfstest.detail/pjdfstest.log res=$OUT/$1/pjdfstest.results
+    local klog=$OUT/knfsd-v4/pjdfstest.detail/pjdfstest.log n_ok n_fail n_skip worse
+    pjdfstest_results "$log" >"$res"
+    read -r n_ok n_fail n_skip < <(awk '{ n[$2]++ } END { print n["ok"] + 0, n["FAILED"] + 0, n["skipped"] + 0 }' "$res")
+    echo "     ($t: group pjdfstest took $(cat "$OUT/$t/pjdfstest.secs" 2>/dev/null) s; pjdfstest: $n_ok passed, $n_fail failed, $n_skip skipped)"
+    if grep -q '^Summary:' "$log" 2>/dev/null && [ "$n_ok" -gt 0 ]; then
+        check_result "$t" pjdfstest-ran 0
+    else
+        check_result "$t" pjdfstest-ran 1 "pjdfstest did not run to its summary or passed nothing"
+        show "$OUT/$t/pjdfstest.out" "$t (the group's output)"
+        [ -f "$log" ] && tail -20 "$log" | sed "s/^/    $t log: /"
+    fi
+    awk '$2 == "FAILED" { n = $1; $1 = $2 = ""; sub(/^ +/, ""); print n ": " $0 }' "$res" | sed "s/^/    $t fails /"
+    [ "$t" = knfsd-v4 ] && return 0
+    if [[ " ${TARGETS[*]} " != *" knfsd-v4 "* ]] || ! runs_on knfsd-v4 pjdfstest; then
+        check_result "$t" pjdfstest-vs-knfsd 1 "knfsd-v4 did not run pjdfstest in this boot: add knfsd-v4 to KT_TARGETS (and pjdfstest to KT_KNFSD_V4_GROUPS)"
+        return 0
+    fi
+    # The tests knfsd-v4 passed that T did not pass, each with T's status.
+    worse=$(awk 'NR == FNR { if ($2 == "ok") k[$1] = 1; next } { s[$1] = $2 }
+        END { for (n in k) if (s[n] != "ok") print n, (n in s ? s[n] : "not-run") }' \
+        <(pjdfstest_results "$klog") "$res" | sort)
+    if [ -z "$worse" ] && grep -q '^Summary:' "$klog" 2>/dev/null; then
+        check_result "$t" pjdfstest-vs-knfsd 0
+    elif [ -z "$worse" ]; then
+        check_result "$t" pjdfstest-vs-knfsd 1 "knfsd-v4's pjdfstest did not run to its summary: nothing to compare with"
+    else
+        check_result "$t" pjdfstest-vs-knfsd 1 "$(wc -l <<<"$worse") tests pass on knfsd-v4 and not on $t:"
+        sed "s/^/    /" <<<"$worse"
+    fi
+}
+
 # Groups whose contexts run one at a time. erofs: the reference and knfsd's context
 # loop-mount the same images at the same places. restart: it kills a granary, which
 # another context's liveness check (alive) would take for a crash.
@@ -340,6 +412,15 @@ run_group() {
         say "group $group: reference (guest tmpfs${sq:+, as nobody}), then ${targets[*]}, one at a time"
         run_ctx ref "$group" "$limit" "$sq"
         for t in "${targets[@]}"; do run_target "$t" "$group" "$limit" "$sq"; done
+    elif [ "$group" = pjdfstest ]; then
+        say "group $group: ${targets[*]} at once (no reference: knfsd-v4 is pjdfstest's)"
+        # KT_PJDFSTEST_BREAK=squash: the granary targets run it on their root-squashed
+        # mounts, where root's chown and mknod fail (to see the comparison fail).
+        for t in "${targets[@]}"; do
+            sq=; [ "${KT_PJDFSTEST_BREAK:-}" = squash ] && [ "$t" != knfsd-v4 ] && sq=sq
+            run_target "$t" "$group" "$limit" "$sq" & pids+=($!)
+        done
+        wait "${pids[@]}"
     else
         say "group $group: reference (guest tmpfs${sq:+, as nobody}) and ${targets[*]} at once"
         run_ctx ref "$group" "$limit" "$sq" &
@@ -347,11 +428,12 @@ run_group() {
         for t in "${targets[@]}"; do run_target "$t" "$group" "$limit" "$sq" & pids+=($!); done
         wait "${pids[@]}"
     fi
-    echo "     (reference: group $group took $(cat "$OUT/ref/$group.secs" 2>/dev/null) s)"
+    [ "$group" = pjdfstest ] || echo "     (reference: group $group took $(cat "$OUT/ref/$group.secs" 2>/dev/null) s)"
     for t in "${TARGETS[@]}"; do
         runs_on "$t" "$group" || { echo "     ($t: group $group not run on this target)"; continue; }
         [ -f "$OUT/$t/$group.stuck" ] &&
             say "$t: group $group is stuck past its limit; skipping $t's remaining groups"
+        [ "$group" = pjdfstest ] && { compare_pjdfstest "$t"; continue; }
         if [ -n "${COMPARED_ON[$group]:-}" ] && [[ " ${COMPARED_ON[$group]} " != *" $t "* ]]; then
             echo "     ($t: group $group measured, not compared; took $(cat "$OUT/$t/$group.secs" 2>/dev/null) s)"
             grep -h '^note:' "$OUT/$t/$group.raw" 2>/dev/null | grep -v '^note: step' | sed "s/^/    $t /"

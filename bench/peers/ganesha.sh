@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # nfs-ganesha peer (Debian's package): NFSv3 and v4 on 127.0.0.1, NFS port 12049, MOUNT
-# port 12050.
-#   ganesha.sh install          apt-get install nfs-ganesha (+ FSALs VFS, MEM), rpcbind
+# port 12050, NLM port 12051 (its NLM needs an rpc.statd: start runs one, with its own
+# state directory, when none is registered).
+#   ganesha.sh install          apt-get install nfs-ganesha (+ FSALs VFS, MEM), rpcbind,
+#                               nfs-common (rpc.statd)
 #   ganesha.sh start [mem]      FSAL MEM export /mem (keeps only each file's first 2 MiB)
 #   ganesha.sh start dir DIR    FSAL VFS export of DIR (a tmpfs directory for real data)
-#   ganesha.sh stop             stop it (and the rpcbind it started, if nothing else uses it)
+#   ganesha.sh stop             stop it (and the rpc.statd it started, and the rpcbind it
+#                               started if nothing else uses it)
 #   ganesha.sh url              the libnfs URL of the running export
 # ganesha registers with rpcbind and will not start without it: start runs one when
 # nothing listens on port 111. GANESHA_LOG_LEVEL=NIV_DEBUG for a verbose log.
@@ -14,7 +17,8 @@ set -euo pipefail
 RUN=$PEERS_RUN/ganesha
 NFS_PORT=12049
 MNT_PORT=12050
-PACKAGES=(nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem rpcbind)
+NLM_PORT=12051
+PACKAGES=(nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem rpcbind nfs-common)
 
 # config PATH FSAL: the ganesha.conf of one export. Path and Pseudo are both the URL's
 # path: an NFSv3 MOUNT is matched against Path, and one that matches no export falls to
@@ -23,8 +27,8 @@ config() {
     cat <<CONF
 NFS_CORE_PARAM {
     Bind_addr = 127.0.0.1;
-    NFS_Port = $NFS_PORT; MNT_Port = $MNT_PORT;
-    Protocols = 3, 4; Enable_UDP = false; Enable_NLM = false; Enable_RQUOTA = false;
+    NFS_Port = $NFS_PORT; MNT_Port = $MNT_PORT; NLM_Port = $NLM_PORT;
+    Protocols = 3, 4; Enable_UDP = false; Enable_NLM = true; Enable_RQUOTA = false;
     Dbus_Name_Prefix = granarypeer;
 }
 NFS_KRB5 { Active_krb5 = false; }
@@ -65,12 +69,21 @@ start() {
     [ "${1:-mem}" = mem ] && fsal=MEM || fsal=VFS
     command -v ganesha.nfsd >/dev/null || install >/dev/null
     ! ours "$RUN/server.pid" ganesha.nfsd || die "already running; stop it first"
-    if listens $NFS_PORT || listens $MNT_PORT; then die "port $NFS_PORT or $MNT_PORT is in use"; fi
+    if listens $NFS_PORT || listens $MNT_PORT || listens $NLM_PORT; then
+        die "port $NFS_PORT, $MNT_PORT or $NLM_PORT is in use"
+    fi
     mkdir -p "$RUN/recovery"
     config "$path" "$fsal" >"$RUN/ganesha.conf"
     if ! listens 111; then
         launch "$RUN/rpcbind.pid" "$RUN/rpcbind.log" rpcbind -f
         await 5 "$RUN/rpcbind.pid" listens 111 || die "rpcbind did not start ($RUN/rpcbind.log)"
+    fi
+    # ganesha's NLM asks the host's statd to monitor each client before it grants a lock.
+    if ! rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100024' | grep -q .; then
+        mkdir -p "$RUN/statd/sm" "$RUN/statd/sm.bak"
+        launch "$RUN/statd.pid" "$RUN/statd.log" rpc.statd -F --no-notify -P "$RUN/statd"
+        await 5 "$RUN/statd.pid" sh -c "rpcinfo -p 127.0.0.1 | awk '\$1 == 100024' | grep -q ." ||
+            die "rpc.statd did not register ($RUN/statd.log)"
     fi
     : >"$RUN/ganesha.log"
     launch "$RUN/server.pid" "$RUN/stdout.log" ganesha.nfsd -F -f "$RUN/ganesha.conf" \
@@ -82,11 +95,12 @@ start() {
         die "ganesha did not start; its log: $RUN/ganesha.log"
     fi
     echo "ganesha FSAL $fsal, pid $(cat "$RUN/server.pid"), log $RUN/ganesha.log"
-    nfs_url "$path" $NFS_PORT $MNT_PORT
+    echo "$(nfs_url "$path" $NFS_PORT $MNT_PORT)&nlmport=$NLM_PORT"
 }
 
 stop() {
-    halt "$RUN/server.pid" ganesha.nfsd $NFS_PORT $MNT_PORT
+    halt "$RUN/server.pid" ganesha.nfsd $NFS_PORT $MNT_PORT $NLM_PORT
+    [ -f "$RUN/statd.pid" ] && halt "$RUN/statd.pid" rpc.statd
     [ -f "$RUN/rpcbind.pid" ] || return 0
     # Programs other than rpcbind's own (100000) still registered: someone uses it.
     if rpcinfo -p 127.0.0.1 2>/dev/null | awk 'NR > 1 && $1 != 100000' | grep -q .; then
@@ -102,6 +116,6 @@ install) install ;;
 start) shift; start "$@" ;;
 stop) stop ;;
 url) ours "$RUN/server.pid" ganesha.nfsd || die "not running"
-    nfs_url "$(cat "$RUN/export")" $NFS_PORT $MNT_PORT ;;
+    echo "$(nfs_url "$(cat "$RUN/export")" $NFS_PORT $MNT_PORT)&nlmport=$NLM_PORT" ;;
 *) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 2 ;;
 esac

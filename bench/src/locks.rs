@@ -9,15 +9,15 @@
 //!   on the same 100 bytes or on 100 bytes each; a refused LOCK (NFS4ERR_DENIED) is asked
 //!   again at once until granted: one op = one granted pair, every attempt a call.
 //! - `nlm-pair-d1`, `nlm-same-d2`, `nlm-disjoint-d2`: the same with NLM LOCK (block
-//!   false, exclusive) and UNLOCK on the NFS port (two `svid`s of one host); a refusal is
-//!   `NLM4_DENIED`.
+//!   false, exclusive) and UNLOCK (two `svid`s of one host), on the NFS port or the
+//!   target URL's `nlmport` (nfs-ganesha's NLM has a port of its own, and the peer script
+//!   runs rpc.statd for it); a refusal is `NLM4_DENIED`.
 //!
 //! Every pair checks its answers: a LOCK that is refused when nothing else can hold the
 //! range (`-d1`, `disjoint`), or an UNLOCK that fails, is an error. The limit responder
-//! answers NFSv3 calls only, so this workload does not run on it. A server that does not
-//! serve NLM on its NFS port (nfs-ganesha, whose NLM needs rpc.statd, is run with
-//! `Enable_NLM = false`) fails the NLM phases with that reason; one without NFSv4.1 fails
-//! the v4 phases.
+//! answers NFSv3 calls only, so this workload does not run on it. A server without NLM
+//! where the bench looks for it fails the NLM phases with that reason; one without
+//! NFSv4.1 fails the v4 phases.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -151,13 +151,18 @@ fn spec(info: &PhaseInfo) -> (usize, bool) {
 }
 
 async fn connect(env: &Env<'_>) -> Result<RpcConnection, String> {
-    let c = tokio::time::timeout(CONNECT_TIMEOUT, RpcConnection::connect(env.addrs.nfs)).await;
+    connect_to(env, env.addrs.nfs).await
+}
+
+/// A connection to `addr` as AUTH_SYS root.
+async fn connect_to(env: &Env<'_>, addr: std::net::SocketAddr) -> Result<RpcConnection, String> {
+    let c = tokio::time::timeout(CONNECT_TIMEOUT, RpcConnection::connect(addr)).await;
     match c {
         Ok(Ok(c)) => Ok(c
             .with_auth(&client::auth_sys(0, 0, &[]))
             .with_timeout(env.settings.op_timeout)),
-        Ok(Err(e)) => Err(format!("connect {}: {e}", env.addrs.nfs)),
-        Err(_) => Err(format!("connect {}: no answer", env.addrs.nfs)),
+        Ok(Err(e)) => Err(format!("connect {addr}: {e}")),
+        Err(_) => Err(format!("connect {addr}: no answer")),
     }
 }
 
@@ -292,7 +297,8 @@ async fn v4_pair(
     Ok(Done::calls(calls))
 }
 
-/// NLM on the NFS port, and the file created by NFSv3 CREATE at the export's root.
+/// NLM (on the NFS port, or on the port of its own the target's URL gives as `nlmport`:
+/// nfs-ganesha's), and the file created by NFSv3 CREATE at the export's root.
 async fn nlm_file(env: &Env<'_>, name: &str) -> Result<(Rc<NlmClient>, Rc<NfsFh3>), String> {
     let root = env.root().await.map_err(|e| e.to_string())?;
     let conns = env.connect(1).await;
@@ -304,7 +310,8 @@ async fn nlm_file(env: &Env<'_>, name: &str) -> Result<(Rc<NlmClient>, Rc<NfsFh3
         .await
         .map_err(|e| format!("CREATE {name}-nlm: {e}"))?;
     let host = format!("granary-bench-{}", std::process::id());
-    let client = NlmClient::new(connect(env).await?, &host);
+    let nlm = env.addrs.nlm.unwrap_or(env.addrs.nfs);
+    let client = NlmClient::new(connect_to(env, nlm).await?, &host);
     // One probe: a server without NLM on this port says so once, not 1,000 times.
     let probe = client.alock(&fh, 1, b"probe", 0, LOCK_BYTES);
     match client.lock(probe.clone(), true, false).await {
@@ -312,8 +319,8 @@ async fn nlm_file(env: &Env<'_>, name: &str) -> Result<(Rc<NlmClient>, Rc<NfsFh3
         Ok(other) => return Err(format!("NLM LOCK of a free range: {other:?}")),
         Err(e) if not_served(&e) => {
             return Err(format!(
-                "NLM v4 is not served on the NFS port ({e}); nfs-ganesha's NLM needs \
-                 rpc.statd and its own port, not run by the bench"
+                "NLM v4 is not served at {nlm} ({e}); a server whose NLM has a port of \
+                 its own gives it as nlmport= in its URL"
             ))
         }
         Err(e) => return Err(format!("NLM LOCK: {e}")),

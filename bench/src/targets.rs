@@ -141,6 +141,7 @@ impl Target {
         t.addrs = Some(ServerAddrs {
             nfs: none,
             mount: none,
+            nlm: None,
             export_path: "/".into(),
         });
         t
@@ -192,6 +193,7 @@ impl Target {
         t.addrs = Some(ServerAddrs {
             nfs: addr,
             mount: addr,
+            nlm: None,
             export_path: "/".into(),
         });
         Ok(t)

@@ -9,6 +9,8 @@ use std::net::{IpAddr, SocketAddr};
 pub struct ServerAddrs {
     pub nfs: SocketAddr,
     pub mount: SocketAddr,
+    /// Where NLM listens when not on the NFS port (`nlmport=`: nfs-ganesha's own port).
+    pub nlm: Option<SocketAddr>,
     /// The URL's path (`/` when it has none), as written: percent-escapes are not decoded.
     pub export_path: String,
 }
@@ -16,7 +18,8 @@ pub struct ServerAddrs {
 impl ServerAddrs {
     /// Finds an `nfs://HOST/PATH?...` URL anywhere in `text` (a log line, say). HOST is an
     /// IP address (`[...]` for IPv6); `nfsport` is required; `mountport` defaults to it;
-    /// `version`, if present, must be 3; other parameters are ignored.
+    /// `nlmport` (not libnfs's: granary bench's, for a server whose NLM has a port of its
+    /// own) is optional; `version`, if present, must be 3; other parameters are ignored.
     #[must_use]
     pub fn parse(text: &str) -> Option<Self> {
         let url = &text[text.find("nfs://")? + "nfs://".len()..];
@@ -29,12 +32,13 @@ impl ServerAddrs {
             .parse()
             .ok()?;
         let (path, query) = rest.split_once('?')?;
-        let (mut nfs_port, mut mount_port) = (None, None);
+        let (mut nfs_port, mut mount_port, mut nlm_port) = (None, None, None);
         for pair in query.split('&') {
             match pair.split_once('=')? {
                 ("version", v) if v != "3" => return None,
                 ("nfsport", p) => nfs_port = Some(p.parse::<u16>().ok()?),
                 ("mountport", p) => mount_port = Some(p.parse::<u16>().ok()?),
+                ("nlmport", p) => nlm_port = Some(p.parse::<u16>().ok()?),
                 _ => {}
             }
         }
@@ -42,6 +46,7 @@ impl ServerAddrs {
         Some(Self {
             nfs: SocketAddr::new(ip, nfs_port),
             mount: SocketAddr::new(ip, mount_port.unwrap_or(nfs_port)),
+            nlm: nlm_port.map(|p| SocketAddr::new(ip, p)),
             export_path: path.to_owned(),
         })
     }
@@ -67,6 +72,10 @@ mod tests {
         let addrs = ServerAddrs::parse(line).unwrap();
         assert_eq!(addrs.export_path, "/data/x");
         assert_eq!(addrs.mount.port(), 5);
+        assert_eq!(addrs.nlm, None);
+        let ganesha = ServerAddrs::parse("nfs://127.0.0.1/x?nfsport=5&mountport=6&nlmport=7")
+            .expect("a URL with nlmport");
+        assert_eq!(ganesha.nlm, Some("127.0.0.1:7".parse().unwrap()));
     }
 
     #[test]

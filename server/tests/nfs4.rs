@@ -1589,6 +1589,19 @@ async fn open_says_why_it_grants_no_delegation() {
     }
 }
 
+/// SEQUENCE and `ops` on `c`'s session, sent whole: the reply, which must have succeeded
+/// and fit 4 KiB with its RPC header (24 bytes).
+async fn ok_within_4k(c: &mut V4, ops: Vec<ArgOp>) -> Compound4Res {
+    let mut all = vec![c.sequence(false)];
+    all.extend(ops);
+    let args = Compound4Args::new(1, all);
+    let body = c.conn.call(PROGRAM, 4, 1, &args).await.expect("COMPOUND");
+    assert!(body.len() + 24 <= 4096, "a {}-byte reply body", body.len());
+    let res = <Compound4Res as xdr::Decode>::from_xdr(body).expect("a COMPOUND reply");
+    assert_eq!(res.status, Nfsstat4::Ok, "{:?}", res.results);
+    res
+}
+
 /// A session whose replies may be at most 4 KiB (RFC 8881 sections 2.10.6.4 and 18.22.3):
 /// a READ that ends the COMPOUND and asks for more is answered short, with the right
 /// bytes and `eof` false, within the size, and a READDIR that ends it lists what fits;
@@ -1630,25 +1643,12 @@ async fn reads_past_the_session_reply_size_are_short_when_last_and_refused_other
         ..Setup::default()
     };
     let mut small = V4::connect_with(&server, "client-reply-size-4k", &setup).await;
-    let compound = |c: &mut V4, ops: Vec<ArgOp>| {
-        let mut all = vec![c.sequence(false)];
-        all.extend(ops);
-        Compound4Args::new(1, all)
-    };
-
     // Last: short, eof false, the file's bytes, and the whole reply within 4 KiB.
-    let args = compound(
+    let res = ok_within_4k(
         &mut small,
         vec![ArgOp::Putfh(fh.clone()), read(1000, 50_000)],
-    );
-    let body = small
-        .conn
-        .call(PROGRAM, 4, 1, &args)
-        .await
-        .expect("COMPOUND");
-    assert!(body.len() + 24 <= 4096, "a {}-byte reply body", body.len());
-    let res = <Compound4Res as xdr::Decode>::from_xdr(body).expect("a COMPOUND reply");
-    assert_eq!(res.status, Nfsstat4::Ok, "{:?}", res.status);
+    )
+    .await;
     let ResOp::Read(Res4::Ok(ok)) = &res.results[2] else {
         panic!("READ: {:?}", res.results)
     };
@@ -1730,15 +1730,7 @@ async fn reads_past_the_session_reply_size_are_short_when_last_and_refused_other
             maxcount: 65_536,
             attr_request: mask(&[num::TYPE, num::FILEID, num::SIZE]),
         });
-        let args = compound(&mut small, vec![ArgOp::Putfh(dir.clone()), readdir]);
-        let body = small
-            .conn
-            .call(PROGRAM, 4, 1, &args)
-            .await
-            .expect("COMPOUND");
-        assert!(body.len() + 24 <= 4096, "a {}-byte reply body", body.len());
-        let res = <Compound4Res as xdr::Decode>::from_xdr(body).expect("a COMPOUND reply");
-        assert_eq!(res.status, Nfsstat4::Ok, "{:?}", res.results);
+        let res = ok_within_4k(&mut small, vec![ArgOp::Putfh(dir.clone()), readdir]).await;
         let ResOp::Readdir(Res4::Ok(ok)) = &res.results[2] else {
             panic!("READDIR: {:?}", res.results)
         };

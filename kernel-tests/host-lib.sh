@@ -62,7 +62,8 @@ kt_stage_pjdfstest() {
     cp "$bin" "$KT_STAGE/pjdfstest"
 }
 
-# kt_object_start: when KT_TARGETS names `object` (the default list does not) and one of its groups may be selected (KT_CHECKS unset or matching its default group heads, or KT_OBJECT_GROUPS
+# kt_object_start: when the targets include `object` (KT_TARGETS unset: the default
+# list does) and one of its groups may be selected (KT_CHECKS unset or matching its default group heads, or KT_OBJECT_GROUPS
 # given), start its engines, PostgreSQL and `weed mini` (scripts/object-env.sh: throwaway,
 # bound to the host's 127.0.0.1), in the background while the guest boots.
 # The guest (common.sh object_start_both) waits for $KT_STAGE/object/env, which names
@@ -70,7 +71,7 @@ kt_stage_pjdfstest() {
 # 127.0.0.1), and object/s3.keys; or finds object/failed with the start's log. Sets
 # KT_OBJECT_DIR, which makes kt_boot give the guest its NIC; kt_object_stop stops both.
 kt_object_start() {
-    [[ " ${KT_TARGETS:-} " == *" object "* ]] || return 0
+    [[ " ${KT_TARGETS:-object} " == *" object "* ]] || return 0
     [ -z "${KT_CHECKS:-}" ] || [ -n "${KT_OBJECT_GROUPS:-}" ] || [[ heads =~ $KT_CHECKS ]] || return 0
     KT_OBJECT_DIR=$(mktemp -d /tmp/granary-kt-object.XXXXXX)
     mkdir -p "$KT_STAGE/object"

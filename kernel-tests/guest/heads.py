@@ -27,9 +27,22 @@ import random
 import shutil
 import stat
 import sys
+import time
 
 SIZES = [0, 1, 4095, 4096, 4097, 65539, 1048577, 4194309]  # inline sizes to past 4 MiB
 MTIME_NS = 4102444800_123456789  # 2100-01-01, with nanoseconds
+
+
+_CHECK = [None, 0.0]
+
+
+def check(name):
+    """Ends the check running (a note of its time, which comparisons ignore), starts NAME."""
+    if _CHECK[0]:
+        print(f"note: {_CHECK[0]} took {time.monotonic() - _CHECK[1]:.1f} s")
+    _CHECK[:] = [name, time.monotonic()]
+    if name:
+        print(f"== {name}")
 
 
 def sha(blob):
@@ -127,7 +140,7 @@ def main():
     da, db = os.path.join(a, "d"), os.path.join(b, "d")
     files = {}
 
-    print("== heads-create")
+    check("heads-create")
     os.mkdir(da)
     for n in SIZES:
         files[n] = data(n, n)
@@ -141,7 +154,7 @@ def main():
     print(f"B reads link: {os.readlink(f'{db}/link')}")
 
     # B has every file's pages cached now: its next open must drop them.
-    print("== heads-rewrite")
+    check("heads-rewrite")
     big = bytearray(files[1048577])
     big[524285:524292] = b"granary"
     write(f"{da}/f.1048577", b"granary", os.O_WRONLY, at=524285)
@@ -161,7 +174,7 @@ def main():
     for n in SIZES:
         read_check(f"B reads f.{n}", f"{db}/f.{n}", files[n])
 
-    print("== heads-attrs")
+    check("heads-attrs")
     os.chmod(f"{da}/f.0", 0o600)
     os.chown(f"{da}/f.4095", 1001, 1002)
     os.utime(f"{da}/f.4096", ns=(MTIME_NS, MTIME_NS))
@@ -173,7 +186,7 @@ def main():
         mtime = " mtime 2100-01-01 with its ns" if st.st_mtime_ns == MTIME_NS else ""
         print(f"B opens {name}: {stat.filemode(st.st_mode)} {st.st_uid}:{st.st_gid}{mtime}")
 
-    print("== heads-namespace")
+    check("heads-namespace")
     os.rename(f"{da}/f.0", f"{da}/sub/moved")
     os.rename(f"{da}/f.1", f"{da}/renamed")
     os.link(f"{da}/f.4096", f"{da}/hard")
@@ -192,7 +205,7 @@ def main():
     read_check("B reads link2", f"{db}/link2", files[1])
 
     # The other way round: B (NFSv3, head B) writes, A (NFSv4.2, head A) reads.
-    print("== heads-b-to-a")
+    check("heads-b-to-a")
     from_b = data(11, 1048579)
     write(f"{db}/from-b", from_b)
     write(f"{db}/renamed", b"patched by B", os.O_WRONLY, at=4096)
@@ -206,7 +219,7 @@ def main():
 
     # One file rewritten 8 times with another size each time, read on the other side
     # after each close: every version whole, never the previous one's cached pages.
-    print("== heads-rounds")
+    check("heads-rounds")
     seen = 0
     for k in range(8):
         blob = data(100 + k, random.Random(k).randrange(1, 200000))
@@ -218,12 +231,13 @@ def main():
             print(f"round {k}: B did not read what A wrote ({'open ' + got if isinstance(got, str) else sha(got[1])})")
     print(f"B read every byte A wrote in {seen} of 8 rounds")
 
-    print("== heads-remove")
+    check("heads-remove")
     shutil.rmtree(da)
     listing("B lists heads", b)
     read_check("B opens d/renamed", f"{db}/renamed", b"")
     write(f"{a}/after", b"after the remove")
     read_check("B reads after", f"{b}/after", b"after the remove")
+    check(None)
 
 
 main()

@@ -170,7 +170,14 @@ async fn connect_to(env: &Env<'_>, addr: std::net::SocketAddr) -> Result<RpcConn
 /// at the export's root.
 async fn v4_file(env: &Env<'_>, name: &str) -> Result<(Nfs4Session, NfsFh4, Stateid4), String> {
     let conn = connect(env).await?;
-    let owner = format!("granary-bench-{}-{}", std::process::id(), env.target);
+    // One client per target and repeat, as the v4 workload's: a second repeat that came
+    // back as the same client would find its RECLAIM_COMPLETE already done.
+    let owner = format!(
+        "granary-bench-{}-{}-r{}",
+        std::process::id(),
+        env.target,
+        env.repeat
+    );
     let slots = PHASES.iter().map(|p| p.2).max().unwrap_or(1) as u32;
     let session = Nfs4Session::connect(conn, owner.as_bytes(), slots)
         .await

@@ -119,13 +119,17 @@ pub struct Context<'a> {
     pub mounted_on_fileid: u64,
 }
 
-/// Every attribute of `attr` (and `cx`) in `want` that granary reports.
+/// Every attribute of `attr` (and `cx`) in `want` that granary reports. The values that
+/// cost an allocation (bitmaps, names, the handle) are made only when `want` asks for
+/// them: every GETATTR of a Linux client comes here, and few ask for those.
 #[must_use]
 pub fn fattr(attr: &Attr, want: &Bitmap4, cx: &Context<'_>) -> Fattr {
+    use nfs4::attr::num;
     let io = u64::from(cx.max_io_bytes);
     let stat = cx.stat.unwrap_or_default();
+    let wants = |bit: u32| want.contains(bit);
     let mut f = Fattr {
-        supported_attrs: Some(supported(cx.clone_blksize.is_some())),
+        supported_attrs: wants(num::SUPPORTED_ATTRS).then(|| supported(cx.clone_blksize.is_some())),
         ftype: Some(ftype(attr.file_type)),
         fh_expire_type: Some(FH4_PERSISTENT),
         change: Some(change_of(attr)),
@@ -145,12 +149,12 @@ pub fn fattr(attr: &Attr, want: &Bitmap4, cx: &Context<'_>) -> Fattr {
         case_insensitive: Some(cx.props.case_insensitive),
         case_preserving: Some(true),
         chown_restricted: Some(true),
-        filehandle: Some(cx.fh.clone()),
+        filehandle: wants(num::FILEHANDLE).then(|| cx.fh.clone()),
         fileid: Some(attr.fileid.0),
         files_avail: Some(stat.avail_files),
         files_free: Some(stat.free_files),
         files_total: Some(stat.total_files),
-        fs_locations: Some(FsLocations::default()),
+        fs_locations: wants(num::FS_LOCATIONS).then(FsLocations::default),
         homogeneous: Some(true),
         maxfilesize: Some(cx.props.max_file_size),
         maxlink: Some(cx.props.max_links),
@@ -160,8 +164,8 @@ pub fn fattr(attr: &Attr, want: &Bitmap4, cx: &Context<'_>) -> Fattr {
         mode: Some(attr.mode & 0o7777),
         no_trunc: Some(true),
         numlinks: Some(attr.nlink),
-        owner: Some(cx.idmap.user_name(attr.uid)),
-        owner_group: Some(cx.idmap.group_name(attr.gid)),
+        owner: wants(num::OWNER).then(|| cx.idmap.user_name(attr.uid)),
+        owner_group: wants(num::OWNER_GROUP).then(|| cx.idmap.group_name(attr.gid)),
         rawdev: Some(Specdata4 {
             specdata1: attr.rdev.major,
             specdata2: attr.rdev.minor,
@@ -181,7 +185,7 @@ pub fn fattr(attr: &Attr, want: &Bitmap4, cx: &Context<'_>) -> Fattr {
         time_modify: Some(nfstime(attr.mtime)),
         time_modify_set: None,
         mounted_on_fileid: Some(cx.mounted_on_fileid),
-        suppattr_exclcreat: Some(settable()),
+        suppattr_exclcreat: wants(num::SUPPATTR_EXCLCREAT).then(settable),
         clone_blksize: cx.clone_blksize,
         change_attr_type: Some(change_type::TIME_METADATA),
         xattr_support: Some(false),

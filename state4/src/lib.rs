@@ -367,11 +367,27 @@ impl<K: Clone + Eq + Hash + LockKey> State<K> {
         now: Duration,
     ) -> Result<(Arc<Session>, Admission), Nfsstat4> {
         let session = self.session(&args.sa_sessionid)?;
+        let admission = self.admit(&session, args, now)?;
+        Ok((session, admission))
+    }
+
+    /// [`Self::sequence`] on a session the caller already looked up (the COMPOUND loop
+    /// checks the channel sizes on it first): one lookup per SEQUENCE, not two.
+    ///
+    /// # Errors
+    /// The slot errors of [`Session::admit`].
+    pub fn admit(
+        &self,
+        session: &Arc<Session>,
+        args: &SequenceArgs,
+        now: Duration,
+    ) -> Result<Admission, Nfsstat4> {
+        debug_assert_eq!(session.id, args.sa_sessionid);
         let admission = session.admit(args.sa_slotid, args.sa_sequenceid)?;
         if let Some(c) = self.inner().clients.get_mut(session.client) {
             c.renewed = now;
         }
-        Ok((session, admission))
+        Ok(admission)
     }
 
     /// DESTROY_SESSION.

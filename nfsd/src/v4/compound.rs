@@ -627,8 +627,7 @@ fn sequence(
     if sizes.reply_head + SEQUENCE_RESULT_BYTES > room {
         return Err(too_big);
     }
-    let (_, admission) = cx.s.state.sequence(sa, cx.now)?;
-    Ok(admission)
+    cx.s.state.admit(&session, sa, cx.now)
 }
 
 fn sequence_ok(session: &Session, sa: &nfs4::ops::SequenceArgs, flags: u32) -> SequenceOk {

@@ -445,6 +445,7 @@ impl Backend for ErofsBackend {
                     name: Bytes::from(e.name),
                     fileid: FileId(e.nid),
                     cookie: Cookie((block << COOKIE_INDEX_BITS) | (i as u64 + 1)),
+                    attr: None,
                 });
             }
             block += 1;

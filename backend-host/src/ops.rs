@@ -225,6 +225,7 @@ impl HostFs {
                 name: Bytes::copy_from_slice(name),
                 fileid: FileId(fileid),
                 cookie: Cookie(entry.next_entry_cookie()),
+                attr: None,
             });
         }
         self.remember(dir, &d.fd, &entries);

@@ -129,6 +129,7 @@ fn entry(cookie: u64, name: Bytes, fileid: FileId) -> DirEntry {
         name,
         fileid,
         cookie: Cookie(cookie),
+        attr: None,
     }
 }
 

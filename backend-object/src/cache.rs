@@ -3,15 +3,20 @@
 //!
 //! - **Slice maps**, by file: the `slices` rows of a file as of one `inodes.version`. A
 //!   READ reads the file's row anyway (its attributes, for the permission check and the
-//!   size), now with its `version`; the map is used only if it was read at that very
-//!   version, so a publish, a truncation or any change committed on any head (each moves
-//!   `version` in the same transaction) makes the next READ on every head read the rows
-//!   again. Names and attributes are not cached at all: checking a version costs the same
-//!   round trip as reading the row, so every call reads them, and a change committed on
-//!   head A is seen by the next call on head B.
+//!   size), with its `version`, in the same statement as the slices it needs
+//!   ([`row_and_slices`]); the map is used only if it was read at that very version, so a
+//!   publish, a truncation or any change committed on any head (each moves `version` in
+//!   the same transaction) makes the next READ on every head read the rows again. A file
+//!   with more slices than a map holds is remembered as such and read by range. Names
+//!   and attributes are not cached at all: checking a version costs the same round trip
+//!   as reading the row, so every call reads them (a READDIR page reads its entries'
+//!   with their names), and a change committed on head A is seen by the next call on
+//!   head B.
 //! - **Object bytes**, by object id and range. Objects are immutable and their ids never
 //!   reused, so bytes once fetched are that object's bytes for ever: a hit needs no
-//!   validation.
+//!   validation. A GET in flight is shared by every READ of the head that wants the same
+//!   range, and a long READ fetches its whole slice (see
+//!   [`crate::limits::WHOLE_SLICE_READ_MIN_BYTES`]).
 //!
 //! Compaction replaces a file's rows without moving `version` (the bytes it shows do not
 //! change), and garbage collection deletes the old objects a grace later; a map cached
@@ -23,19 +28,23 @@
 //! Both are bounded ([`SLICE_MAPS_MAX`], [`OBJECT_CACHE_MAX_BYTES`]) and evict first in,
 //! first out: a file read again soon after is what they are for.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::StreamExt;
 use tokio_postgres::GenericClient;
 use vfs::FsError;
 
 use crate::data::READ_PARALLEL_GETS;
 use crate::engine::{Fail, COUNTERS};
-use crate::limits::{OBJECT_CACHE_MAX_BYTES, SLICE_MAPS_MAX};
+use crate::limits::{
+    OBJECT_CACHE_MAX_BYTES, OPERATION_TIMEOUT, READ_AHEAD_MAX, SLICE_MAPS_MAX, WHOLE_SLICE_MAX,
+    WHOLE_SLICE_READ_MIN_BYTES,
+};
 use crate::meta::{self, Inode};
 use crate::Inner;
 
@@ -53,9 +62,17 @@ pub(crate) struct Slice {
 #[derive(Default)]
 pub(crate) struct Caches {
     maps: Mutex<Maps>,
+    /// Files known to have more slices than a map holds (read by range), first in first
+    /// out like the maps.
+    big: Mutex<(HashSet<i64>, VecDeque<i64>)>,
     bytes: Mutex<ObjectBytes>,
+    /// GETs in flight, by (object, start, end): a READ that wants a range being fetched
+    /// waits for that GET instead of sending another.
+    in_flight: Mutex<HashMap<(i64, u64, u64), SharedGet>>,
     map_hits: AtomicU64,
     byte_hits: AtomicU64,
+    /// Read-ahead GETs in flight ([`READ_AHEAD_MAX`] at most).
+    reading_ahead: AtomicUsize,
 }
 
 /// How often this head's caches answered instead of an engine.
@@ -66,6 +83,9 @@ pub struct CacheHits {
     /// Object ranges served from memory (one GET saved each).
     pub bytes: u64,
 }
+
+/// One GET that several READs wait for: its bytes, or `None` if it failed.
+type SharedGet = Shared<BoxFuture<'static, Option<Bytes>>>;
 
 #[derive(Default)]
 struct Maps {
@@ -100,15 +120,6 @@ impl Caches {
         }
     }
 
-    /// `file`'s slice map if it was read at `version`.
-    pub(crate) fn map(&self, file: i64, version: i64) -> Option<Arc<Vec<Slice>>> {
-        let m = locked(&self.maps);
-        match m.by_file.get(&file) {
-            Some((v, map)) if *v == version => Some(Arc::clone(map)),
-            _ => None,
-        }
-    }
-
     /// Keeps `file`'s slice map as read at `version`.
     pub(crate) fn keep_map(&self, file: i64, version: i64, map: Arc<Vec<Slice>>) {
         let mut m = locked(&self.maps);
@@ -121,6 +132,52 @@ impl Caches {
             };
             m.by_file.remove(&old);
         }
+    }
+
+    /// `file`'s slice map, of whatever version, with that version.
+    pub(crate) fn any_map(&self, file: i64) -> Option<(i64, Arc<Vec<Slice>>)> {
+        locked(&self.maps)
+            .by_file
+            .get(&file)
+            .map(|(v, map)| (*v, Arc::clone(map)))
+    }
+
+    /// Whether `file` had more slices than a map holds when this head last read them.
+    pub(crate) fn is_big(&self, file: i64) -> bool {
+        locked(&self.big).0.contains(&file)
+    }
+
+    /// Notes that `file` has more slices than a map holds (its map, if any, goes).
+    pub(crate) fn mark_big(&self, file: i64) {
+        self.drop_map(file);
+        let mut b = locked(&self.big);
+        if b.0.insert(file) {
+            b.1.push_back(file);
+        }
+        while b.0.len() > SLICE_MAPS_MAX {
+            let Some(old) = b.1.pop_front() else {
+                break;
+            };
+            b.0.remove(&old);
+        }
+    }
+
+    /// The GET of `range` of `object` in flight, or a new one `start` makes.
+    fn in_flight(
+        &self,
+        object: i64,
+        range: &Range<u64>,
+        start: impl FnOnce() -> BoxFuture<'static, Option<Bytes>>,
+    ) -> SharedGet {
+        locked(&self.in_flight)
+            .entry((object, range.start, range.end))
+            .or_insert_with(|| start().shared())
+            .clone()
+    }
+
+    /// The GET of `range` of `object` is over (its bytes, if any, are kept).
+    fn landed(&self, object: i64, range: &Range<u64>) {
+        locked(&self.in_flight).remove(&(object, range.start, range.end));
     }
 
     /// Forgets `file`'s slice map (an object it named was missing).
@@ -167,110 +224,235 @@ impl Caches {
 /// compaction merges them) is read by ranges, uncached.
 const MAP_MAX_ROWS: i64 = crate::limits::SLICE_MAP_MAX_ROWS;
 
-/// A file's row with its `version` (what a cached map is checked against).
-pub(crate) async fn get_versioned<C: GenericClient + Sync>(
-    c: &C,
-    id: i64,
-) -> Result<(Inode, i64), Fail> {
-    let sql = format!("SELECT {}, version FROM inodes WHERE id = $1", meta::COLS);
-    match c.query_opt(&sql, &[&id]).await? {
-        Some(row) => Ok((meta::inode(&row)?, row.get(13))),
-        None => Err(Fail::Fs(FsError::Stale)),
-    }
-}
+/// Columns of a `slices` row as [`slice_at`] reads them.
+const SLICE_COLS: &str = "offset_bytes, length_bytes, object, object_offset, data";
 
-fn slice_of(row: &tokio_postgres::Row) -> Slice {
+fn slice_at(row: &tokio_postgres::Row, at: usize) -> Slice {
     Slice {
-        offset: row.get(0),
-        length: row.get(1),
-        object: row.get(2),
-        object_offset: row.get(3),
-        data: row.get::<_, Option<Vec<u8>>>(4).map(Bytes::from),
+        offset: row.get(at),
+        length: row.get(at + 1),
+        object: row.get(at + 2),
+        object_offset: row.get(at + 3),
+        data: row.get::<_, Option<Vec<u8>>>(at + 4).map(Bytes::from),
     }
 }
 
-/// The slices of `file` that overlap `[start, end)`, newest last: from the map cached at
-/// `version`, else from the database (keeping the whole map when it is small enough).
-async fn slices<C: GenericClient + Sync>(
+/// What a READ of `[start, end)` of `file` needs from the database, in one statement:
+/// the file's row (attributes for the checks and the size, and its `version`) and its
+/// slices overlapping the range, newest last. The slices come from the map this head
+/// cached at that very `version` when it has one (the statement then returns the row
+/// alone), else from the rows: the whole map when the file has at most
+/// [`MAP_MAX_ROWS`] slices (kept for the next READ), only the range's when the head
+/// knows the file has more (a second statement, once, finds that out).
+pub(crate) async fn row_and_slices<C: GenericClient + Sync>(
     inner: &Inner,
     c: &C,
     file: i64,
-    version: i64,
     (start, end): (i64, i64),
-) -> Result<Vec<Slice>, Fail> {
+) -> Result<Found, Fail> {
     let overlapping = |s: &&Slice| s.offset < end && s.offset + s.length > start;
-    if let Some(map) = inner.caches.map(file, version) {
-        inner.caches.hit_map();
-        return Ok(map.iter().filter(overlapping).cloned().collect());
-    }
-    COUNTERS.transactions(1);
+    // From a whole map: the newest slice holding the byte after the range, which a
+    // sequential reader reads next.
+    let next = |map: &[Slice]| {
+        map.iter()
+            .rev()
+            .find(|s| s.offset <= end && s.offset + s.length > end)
+            .cloned()
+    };
+    let cached = inner.caches.any_map(file);
+    let whole = !inner.caches.is_big(file);
+    let cached_version = cached.as_ref().map_or(-1, |(v, _)| *v);
+    let limit = if whole { MAP_MAX_ROWS + 1 } else { i64::MAX };
+    // The slices join only when the cached map is not of the row's version; all of them
+    // (up to the limit) for a map, else those of the range.
+    let sql = format!(
+        "SELECT {}, i.version, s.{} FROM inodes i LEFT JOIN LATERAL (\
+         SELECT seq, {SLICE_COLS} FROM slices WHERE file = i.id AND i.version <> $2 \
+         AND ($5 OR (offset_bytes < $4 AND offset_bytes + length_bytes > $3)) \
+         ORDER BY seq LIMIT $6) s ON true WHERE i.id = $1 ORDER BY s.seq",
+        meta::cols_of("i"),
+        SLICE_COLS.replace(", ", ", s."),
+    );
     let rows = c
         .query(
-            "SELECT offset_bytes, length_bytes, object, object_offset, data FROM slices \
-             WHERE file = $1 ORDER BY seq LIMIT $2",
-            &[&file, &(MAP_MAX_ROWS + 1)],
+            &sql,
+            &[&file, &cached_version, &start, &end, &whole, &limit],
         )
         .await?;
-    if rows.len() as i64 <= MAP_MAX_ROWS {
-        let map: Vec<Slice> = rows.iter().map(slice_of).collect();
-        let wanted = map.iter().filter(overlapping).cloned().collect();
-        inner.caches.keep_map(file, version, Arc::new(map));
-        return Ok(wanted);
+    let Some(first) = rows.first() else {
+        return Err(Fail::Fs(FsError::Stale));
+    };
+    let row = meta::inode(first)?;
+    let version: i64 = first.get(meta::NCOLS);
+    if let Some((_, map)) = cached.filter(|(v, _)| *v == version) {
+        inner.caches.hit_map();
+        return Ok(Found {
+            row,
+            slices: map.iter().filter(overlapping).cloned().collect(),
+            next: next(&map),
+        });
     }
+    let at = meta::NCOLS + 1;
+    let got: Vec<Slice> = rows
+        .iter()
+        .filter(|r| r.get::<_, Option<i64>>(at).is_some())
+        .map(|r| slice_at(r, at))
+        .collect();
+    if !whole {
+        return Ok(Found {
+            row,
+            slices: got,
+            next: None,
+        });
+    }
+    if got.len() as i64 <= MAP_MAX_ROWS {
+        let slices = got.iter().filter(overlapping).cloned().collect();
+        let next = next(&got);
+        inner.caches.keep_map(file, version, Arc::new(got));
+        return Ok(Found { row, slices, next });
+    }
+    // More slices than a map holds: from now on this head reads this file's by range.
+    inner.caches.mark_big(file);
     COUNTERS.transactions(1);
     let rows = c
         .query(
-            "SELECT offset_bytes, length_bytes, object, object_offset, data FROM slices \
-             WHERE file = $1 AND offset_bytes < $3 AND offset_bytes + length_bytes > $2 \
-             ORDER BY seq",
+            &format!(
+                "SELECT {SLICE_COLS} FROM slices WHERE file = $1 AND offset_bytes < $3 \
+                 AND offset_bytes + length_bytes > $2 ORDER BY seq"
+            ),
             &[&file, &start, &end],
         )
         .await?;
-    Ok(rows.iter().map(slice_of).collect())
+    Ok(Found {
+        row,
+        slices: rows.iter().map(|r| slice_at(r, 0)).collect(),
+        next: None,
+    })
 }
 
-/// One GET's answer: where it lands (an index into the laid slices), the object and range.
-type Fetched = (usize, i64, Range<u64>, Result<Bytes, object_store::Error>);
+/// What [`row_and_slices`] found.
+pub(crate) struct Found {
+    /// The file's row.
+    pub row: Inode,
+    /// Its slices overlapping the range, newest last.
+    pub slices: Vec<Slice>,
+    /// The slice holding the byte after the range, when the head has the file's map.
+    pub next: Option<Slice>,
+}
 
-/// Reads `len` bytes at `offset` of `file`, whose row was read at `version`, from its
-/// published slices through the caches (see the module). GETs run
+/// After a long READ (at least [`WHOLE_SLICE_READ_MIN_BYTES`]) that ended inside the
+/// file: fetches `next`, the slice holding the byte after it, whole into the byte cache in
+/// the background, so a sequential reader's next READ finds its object there (or in
+/// flight). At most [`READ_AHEAD_MAX`] at once per head; none for a slice cached or
+/// being fetched already. Bounded by half an operation timeout, so it ends within the
+/// collector's grace like a READ (see `gc`); a failure only means the next READ fetches.
+pub(crate) fn read_ahead(inner: &Arc<Inner>, next: Option<Slice>) {
+    let Some(s) = next else { return };
+    let Some(obj) = s.object else { return };
+    let o_off = u64::try_from(s.object_offset).unwrap_or(0);
+    let span = o_off..o_off + u64::try_from(s.length).unwrap_or(0);
+    let caches = &inner.caches;
+    if span.end - span.start > WHOLE_SLICE_MAX
+        || caches.bytes(obj, &span).is_some()
+        || locked(&caches.in_flight).contains_key(&(obj, span.start, span.end))
+    {
+        return;
+    }
+    if caches.reading_ahead.fetch_add(1, Ordering::AcqRel) >= READ_AHEAD_MAX {
+        caches.reading_ahead.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let task = Arc::clone(inner);
+    inner.engines.spawn(async move {
+        let bounded = tokio::time::timeout(OPERATION_TIMEOUT / 2, fetch(&task, obj, span));
+        drop(bounded.await);
+        task.caches.reading_ahead.fetch_sub(1, Ordering::AcqRel);
+    });
+}
+
+/// The slices a read of `[start, end)` must lay, oldest first: one that newer slices
+/// hide over the whole range is left out (its bytes would cost a GET and be covered).
+fn visible(slices: Vec<Slice>, (start, end): (i64, i64)) -> Vec<Slice> {
+    // Ranges the newer slices cover, disjoint and in order.
+    let mut covered: Vec<(i64, i64)> = Vec::new();
+    let mut keep = Vec::with_capacity(slices.len());
+    for s in slices.into_iter().rev() {
+        let from = s.offset.max(start);
+        let to = (s.offset + s.length).min(end);
+        if from >= to || covered.iter().any(|&(a, b)| a <= from && to <= b) {
+            continue;
+        }
+        covered.push((from, to));
+        covered.sort_unstable();
+        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(covered.len());
+        for (a, b) in covered.drain(..) {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        covered = merged;
+        keep.push(s);
+    }
+    keep.reverse();
+    keep
+}
+
+/// One GET's answer: where it lands (an index into the laid slices) and the part of it
+/// the read wants.
+type Fetched = (usize, Range<usize>, Result<Bytes, object_store::Error>);
+
+/// Appends `len` bytes at `offset` of `file` to `out`: its published `slices` (from
+/// [`row_and_slices`]) laid over zeros through the caches (see the module). GETs run
 /// [`READ_PARALLEL_GETS`] at once.
 pub(crate) async fn read<C: GenericClient + Sync>(
     inner: &Inner,
     c: &C,
     file: i64,
-    version: i64,
-    offset: u64,
-    len: usize,
-) -> Result<Vec<u8>, Fail> {
-    match read_once(inner, c, file, version, offset, len).await {
+    slices: Vec<Slice>,
+    (offset, len): (u64, usize),
+    out: &mut BytesMut,
+) -> Result<(), Fail> {
+    let base = out.len();
+    match read_once(inner, slices, offset, len, out).await {
         Err(Fail::Store(object_store::Error::NotFound { .. })) => {
             // A map cached before a compaction named an object GC has since deleted: read
             // the rows as they are now, past the caches.
             inner.caches.drop_map(file);
+            out.truncate(base);
             COUNTERS.transactions(1);
-            crate::data::read_published(inner, c, file, offset, len).await
+            let bytes = crate::data::read_published(inner, c, file, offset, len).await?;
+            out.extend_from_slice(&bytes);
+            Ok(())
         }
-        other => other,
+        Err(e) => {
+            out.truncate(base);
+            Err(e)
+        }
+        Ok(()) => Ok(()),
     }
 }
 
-async fn read_once<C: GenericClient + Sync>(
+async fn read_once(
     inner: &Inner,
-    c: &C,
-    file: i64,
-    version: i64,
+    slices: Vec<Slice>,
     offset: u64,
     len: usize,
-) -> Result<Vec<u8>, Fail> {
-    let mut buf = vec![0u8; len];
+    out: &mut BytesMut,
+) -> Result<(), Fail> {
+    let base = out.len();
+    out.resize(base + len, 0);
     if len == 0 {
-        return Ok(buf);
+        return Ok(());
     }
     let start = i64::try_from(offset).map_err(|_| Fail::Fs(FsError::Inval))?;
     let end = start + i64::try_from(len).unwrap_or(0);
-    let slices = slices(inner, c, file, version, (start, end)).await?;
-    // Where each slice lands in `buf`, and the object range to fetch for it.
+    let slices = visible(slices, (start, end));
+    // A long READ fetches the whole slice it reads from (one GET shared by the READs
+    // in flight on it, kept in the byte cache): a sequential reader's next READs of it
+    // are then served from memory.
+    let whole_slices = len >= WHOLE_SLICE_READ_MIN_BYTES;
+    // Where each slice lands in `out`, and the object range to fetch for it.
     let mut laid: Vec<(usize, usize, Option<Bytes>)> = Vec::with_capacity(slices.len());
     let mut fetches = Vec::new();
     for s in &slices {
@@ -281,13 +463,19 @@ async fn read_once<C: GenericClient + Sync>(
         let skip = usize::try_from(from - s.offset).unwrap_or(0);
         let bytes = match (s.object, &s.data) {
             (Some(obj), _) => {
-                let first = u64::try_from(s.object_offset).unwrap_or(0) + skip as u64;
-                let range = first..first + n as u64;
+                let o_off = u64::try_from(s.object_offset).unwrap_or(0);
+                let wanted = o_off + skip as u64..o_off + (skip + n) as u64;
+                let span = o_off..o_off + u64::try_from(s.length).unwrap_or(0);
+                let (range, part) = if whole_slices && span.end - span.start <= WHOLE_SLICE_MAX {
+                    (span, skip..skip + n)
+                } else {
+                    (wanted, 0..n)
+                };
                 if let Some(hit) = inner.caches.bytes(obj, &range) {
                     inner.caches.hit_bytes();
-                    Some(hit)
+                    Some(hit.slice(part.start.min(hit.len())..part.end.min(hit.len())))
                 } else {
-                    fetches.push((laid.len(), obj, range));
+                    fetches.push((laid.len(), obj, range, part));
                     None
                 }
             }
@@ -296,25 +484,17 @@ async fn read_once<C: GenericClient + Sync>(
         };
         laid.push((at, n, bytes));
     }
-    let store = &inner.engines.store;
     let got: Vec<Fetched> = futures::stream::iter(fetches)
-        .map(|(i, obj, range)| {
-            let path = inner.engines.object_path(obj);
-            async move {
-                let got = store.get_range(&path, range.clone()).await;
-                COUNTERS.get(got.as_ref().map_or(0, Bytes::len));
-                (i, obj, range, got)
-            }
-        })
+        .map(|(i, obj, range, part)| async move { (i, part, fetch(inner, obj, range).await) })
         .buffered(READ_PARALLEL_GETS)
         .collect()
         .await;
-    for (i, obj, range, bytes) in got {
+    for (i, part, bytes) in got {
         let bytes = bytes?;
-        inner.caches.keep_bytes(obj, &range, bytes.clone());
-        laid[i].2 = Some(bytes);
+        laid[i].2 = Some(bytes.slice(part.start.min(bytes.len())..part.end.min(bytes.len())));
     }
     // In seq order, newest last: a zero slice (a truncation's mask) writes zeros.
+    let buf = &mut out[base..];
     for (at, n, bytes) in laid {
         let Some(b) = bytes else { continue };
         let n = n.min(len - at);
@@ -325,7 +505,38 @@ async fn read_once<C: GenericClient + Sync>(
             buf[at..at + k].copy_from_slice(&b[..k]);
         }
     }
-    Ok(buf)
+    Ok(())
+}
+
+/// `range` of object `obj`: one GET, shared with every READ of this head that wants the
+/// same range while it is in flight. A shared GET that failed is tried again by each
+/// waiter on its own, so each gets its own error.
+async fn fetch(inner: &Inner, obj: i64, range: Range<u64>) -> Result<Bytes, object_store::Error> {
+    let path = inner.engines.object_path(obj);
+    let store = Arc::clone(&inner.engines.store);
+    let shared = inner.caches.in_flight(obj, &range, || {
+        let (store, path, range) = (Arc::clone(&store), path.clone(), range.clone());
+        async move {
+            let got = store.get_range(&path, range).await;
+            COUNTERS.get(got.as_ref().map_or(0, Bytes::len));
+            got.ok()
+        }
+        .boxed()
+    });
+    let got = shared.await;
+    if let Some(b) = &got {
+        // Kept before the in-flight entry goes, so a READ that comes now finds one.
+        inner.caches.keep_bytes(obj, &range, b.clone());
+    }
+    inner.caches.landed(obj, &range);
+    match got {
+        Some(b) => Ok(b),
+        None => {
+            let got = store.get_range(&path, range).await;
+            COUNTERS.get(got.as_ref().map_or(0, Bytes::len));
+            got
+        }
+    }
 }
 
 #[cfg(test)]
@@ -336,15 +547,19 @@ mod tests {
     fn a_map_serves_only_its_version_and_both_stay_bounded() {
         let c = Caches::default();
         c.keep_map(1, 7, Arc::new(Vec::new()));
-        assert!(c.map(1, 7).is_some());
-        assert!(c.map(1, 8).is_none(), "another version is another map");
+        assert!(c.any_map(1).map(|(v, _)| v) == Some(7));
+        assert_ne!(
+            c.any_map(1).map(|(v, _)| v),
+            Some(8),
+            "another version is another map"
+        );
         c.drop_map(1);
-        assert!(c.map(1, 7).is_none());
+        assert!(c.any_map(1).is_none());
         for f in 0..=SLICE_MAPS_MAX as i64 {
             c.keep_map(f, 1, Arc::new(Vec::new()));
         }
-        assert!(c.map(0, 1).is_none(), "the oldest map went");
-        assert!(c.map(SLICE_MAPS_MAX as i64, 1).is_some());
+        assert!(c.any_map(0).is_none(), "the oldest map went");
+        assert!(c.any_map(SLICE_MAPS_MAX as i64).is_some());
         let piece = Bytes::from(vec![1u8; OBJECT_CACHE_MAX_BYTES / 8]);
         for o in 0..16 {
             c.keep_bytes(o, &(0..piece.len() as u64), piece.clone());

@@ -47,6 +47,9 @@ pub(crate) enum Fail {
     /// The file's last publish failed a moment ago: not tried again before its rest is
     /// over (`limits::PUBLISH_RETRY_MIN`).
     Resting,
+    /// The engines hold what this head must not serve (a schema of a version it does not
+    /// know), said for a person.
+    Refused(String),
 }
 
 impl From<FsError> for Fail {
@@ -298,6 +301,10 @@ impl Engines {
             }
             // Said once by the failure that began the rest.
             Err(Fail::Raced | Fail::Resting) => Err(FsError::Jukebox),
+            Err(Fail::Refused(why)) => {
+                tracing::error!("object backend: {why}");
+                Err(FsError::ServerFault)
+            }
             Err(Fail::Timeout) => {
                 self.down(&self.db_down, "database or S3 store", "no answer in time");
                 Err(FsError::Jukebox)

@@ -176,6 +176,7 @@ fn describe(e: &Fail) -> String {
         Fail::Raced => "a concurrent change".to_string(),
         Fail::Timeout => "no answer in time".to_string(),
         Fail::Resting => "its last publish failed a moment ago".to_string(),
+        Fail::Refused(why) => why.clone(),
     }
 }
 
@@ -514,10 +515,15 @@ impl vfs::Backend for ObjectFs {
     ) -> FsResult<ReadDone> {
         let inner = &self.inner;
         let file = to_db(id);
-        let (bytes, done) = self.run(async move {
+        let base = out.len();
+        let dst = &mut *out;
+        let done = self.run(async move {
             let c = client!(inner, 1);
-            let (row, version) = cache::get_versioned(&**c, file).await?;
-            let attr = inner.overlay(row.attr);
+            // Past any file's end when it is past i64 (the READ then answers eof).
+            let start = i64::try_from(offset_bytes).unwrap_or(i64::MAX);
+            let range = (start, start.saturating_add(i64::from(count)));
+            let found = cache::row_and_slices(inner, &**c, file, range).await?;
+            let attr = inner.overlay(found.row.attr);
             match attr.file_type {
                 FileType::Regular => {}
                 FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
@@ -526,16 +532,23 @@ impl vfs::Backend for ObjectFs {
             checks.may_read(&attr)?;
             let size = attr.size_bytes;
             if offset_bytes >= size {
-                return Ok((Vec::new(), ReadDone { attr, eof: true }));
+                return Ok(ReadDone { attr, eof: true });
             }
             let len = usize::try_from((size - offset_bytes).min(u64::from(count))).unwrap_or(0);
-            let mut bytes = cache::read(inner, &**c, file, version, offset_bytes, len).await?;
-            inner.pending.read_over(file, offset_bytes, &mut bytes);
+            cache::read(inner, &**c, file, found.slices, (offset_bytes, len), dst).await?;
+            inner
+                .pending
+                .read_over(file, offset_bytes, &mut dst[base..]);
             let eof = offset_bytes + len as u64 >= size;
-            Ok((bytes, ReadDone { attr, eof }))
-        })?;
-        out.extend_from_slice(&bytes);
-        Ok(done)
+            if !eof && len >= limits::WHOLE_SLICE_READ_MIN_BYTES {
+                cache::read_ahead(inner, found.next);
+            }
+            Ok(ReadDone { attr, eof })
+        });
+        if done.is_err() {
+            out.truncate(base);
+        }
+        done
     }
 
     fn write(
@@ -716,16 +729,21 @@ impl vfs::Backend for ObjectFs {
         checks: &dyn Checks,
     ) -> FsResult<(DirPage, Attr)> {
         let inner = &self.inner;
-        self.run(async move {
+        let (mut page, attr) = self.run(async move {
             meta::readdir(
-                &**client!(inner, 2),
+                &**client!(inner, 1),
                 to_db(dir),
                 cookie,
                 max_entries,
                 checks,
             )
             .await
-        })
+        })?;
+        // As GETATTR would answer on this head: with its buffered writes.
+        for e in &mut page.entries {
+            e.attr = e.attr.take().map(|a| inner.overlay(a));
+        }
+        Ok((page, attr))
     }
 }
 

@@ -152,6 +152,24 @@ pub const SLICE_MAP_MAX_ROWS: i64 = 256;
 /// writes the head may hold; one range is kept only if it is at most a quarter of it.
 pub const OBJECT_CACHE_MAX_BYTES: usize = 64 << 20;
 
+/// A READ of at least this many bytes fetches the whole slice it reads from (at most
+/// [`WHOLE_SLICE_MAX`]) in one GET, which the READs in flight on that slice share and the
+/// byte cache keeps: a sequential reader of 1 MiB READs then sends one 4 MiB GET per
+/// object instead of four 1 MiB GETs, and its next READs of the object are served from
+/// memory. 256 KiB: the Linux client's READs of a file read in order are 1 MiB (rsize)
+/// and its readahead's at least 128 KiB; a READ of a few KiB (random access) never
+/// fetches more than it asked for.
+pub const WHOLE_SLICE_READ_MIN_BYTES: usize = 256 << 10;
+
+/// Read-ahead GETs (the slice after a long READ, fetched whole in the background) one
+/// head runs at once: four 4 MiB objects, 16 MiB in flight, a quarter of the byte cache,
+/// enough to keep the next object of four sequential readers coming.
+pub const READ_AHEAD_MAX: usize = 4;
+
+/// Largest slice a long READ fetches whole: one object, the most a slice names.
+pub const WHOLE_SLICE_MAX: u64 = OBJECT_MAX_BYTES as u64;
+
+const _: () = assert!(WHOLE_SLICE_MAX as usize <= OBJECT_CACHE_MAX_BYTES / 4);
 const _: () = assert!(PENDING_FILE_MAX_BYTES <= OBJECT_MAX_BYTES);
 const _: () = assert!(PENDING_FILE_MAX_BYTES <= PENDING_HEAD_MAX_BYTES);
 const _: () = assert!((INLINE_MAX_BYTES as usize) < OBJECT_MAX_BYTES);

@@ -113,13 +113,18 @@ fn file_type(kind: i16) -> Result<FileType, Fail> {
 
 /// An `inodes` row selected with [`COLS`].
 pub(crate) fn inode(row: &Row) -> Result<Inode, Fail> {
-    let u32_of = |i: usize| u32::try_from(row.get::<_, i64>(i)).unwrap_or(0);
-    let size = u64::try_from(row.get::<_, i64>(6)).unwrap_or(0);
+    inode_at(row, 0)
+}
+
+/// The [`COLS`] of an `inodes` row that start at column `at` of `row`.
+fn inode_at(row: &Row, at: usize) -> Result<Inode, Fail> {
+    let u32_of = |i: usize| u32::try_from(row.get::<_, i64>(at + i)).unwrap_or(0);
+    let size = u64::try_from(row.get::<_, i64>(at + 6)).unwrap_or(0);
     Ok(Inode {
         attr: Attr {
-            file_type: file_type(row.get(1))?,
-            mode: u32::try_from(row.get::<_, i32>(2)).unwrap_or(0) & 0o7777,
-            nlink: u32::try_from(row.get::<_, i32>(5)).unwrap_or(0),
+            file_type: file_type(row.get(at + 1))?,
+            mode: u32::try_from(row.get::<_, i32>(at + 2)).unwrap_or(0) & 0o7777,
+            nlink: u32::try_from(row.get::<_, i32>(at + 5)).unwrap_or(0),
             uid: u32_of(3),
             gid: u32_of(4),
             size_bytes: size,
@@ -129,14 +134,25 @@ pub(crate) fn inode(row: &Row) -> Result<Inode, Fail> {
                 minor: u32_of(8),
             },
             fsid: 0,
-            fileid: file_id(row.get(0)),
+            fileid: file_id(row.get(at)),
             generation: 0,
-            atime: ts(row.get(9)),
-            mtime: ts(row.get(10)),
-            ctime: ts(row.get(11)),
+            atime: ts(row.get(at + 9)),
+            mtime: ts(row.get(at + 10)),
+            ctime: ts(row.get(at + 11)),
         },
-        parent: row.get::<_, Option<i64>>(12).unwrap_or(0),
+        parent: row.get::<_, Option<i64>>(at + 12).unwrap_or(0),
     })
+}
+
+/// Columns in [`COLS`]'s order.
+pub(crate) const NCOLS: usize = 13;
+
+/// [`COLS`], each qualified by the table alias `t`.
+pub(crate) fn cols_of(t: &str) -> String {
+    COLS.split(", ")
+        .map(|c| format!("{t}.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One inode, unlocked (`Stale` if it is gone).
@@ -800,10 +816,9 @@ pub(crate) async fn lookup<C: GenericClient + Sync>(
     let d = get(c, dir).await?;
     require_dir(&d)?;
     checks.may_search(&d.attr)?;
-    let sql =
-        format!(
+    let sql = format!(
         "SELECT {} FROM entries e JOIN inodes i ON i.id = e.child WHERE e.dir = $1 AND e.name = $2",
-        COLS.split(", ").map(|c| format!("i.{c}")).collect::<Vec<_>>().join(", ")
+        cols_of("i")
     );
     let row = c
         .query_opt(&sql, &[&dir, &name.as_bytes()])
@@ -825,7 +840,11 @@ pub(crate) async fn parent<C: GenericClient + Sync>(
     Ok((p, d))
 }
 
-/// READDIR: `.`, `..`, then entries in cookie order.
+/// READDIR: `.`, `..`, then entries in cookie order, each with its attributes, in one
+/// statement (the directory's row, and its entries after `cookie` joined to their
+/// inodes' rows): a READDIRPLUS reply costs one transaction per page, not one per entry,
+/// and every attribute in it is as of one snapshot. `..` comes without attributes (the
+/// caller reads them: once per listing).
 pub(crate) async fn readdir<C: GenericClient + Sync>(
     c: &C,
     dir: i64,
@@ -836,7 +855,36 @@ pub(crate) async fn readdir<C: GenericClient + Sync>(
     if max_entries == 0 {
         return Err(Fail::Fs(FsError::TooSmall));
     }
-    let d = get(c, dir).await?;
+    let after =
+        i64::try_from(cookie.0.max(DOTDOT_COOKIE)).map_err(|_| Fail::Fs(FsError::BadCookie))?;
+    let dots = [DOT_COOKIE, DOTDOT_COOKIE]
+        .iter()
+        .filter(|&&c_no| c_no > cookie.0)
+        .count()
+        .min(max_entries);
+    let want = (max_entries - dots).min(crate::limits::READDIR_MAX_ENTRIES);
+    // The directory's columns, then the entry's name and cookie, then the child's columns
+    // (NULL after them when the directory has no entries past the cookie). One more entry
+    // than wanted says whether the listing goes on.
+    let sql = format!(
+        "SELECT {}, e.name, e.cookie, {} FROM inodes d LEFT JOIN LATERAL (\
+         SELECT en.name, en.cookie, {} FROM entries en JOIN inodes ch ON ch.id = en.child \
+         WHERE en.dir = d.id AND en.cookie > $2 ORDER BY en.cookie LIMIT $3) e ON true \
+         WHERE d.id = $1 ORDER BY e.cookie",
+        cols_of("d"),
+        cols_of("e"),
+        cols_of("ch"),
+    );
+    let rows = c
+        .query(
+            &sql,
+            &[&dir, &after, &(i64::try_from(want).unwrap_or(0) + 1)],
+        )
+        .await?;
+    let Some(first) = rows.first() else {
+        return Err(Fail::Fs(FsError::Stale));
+    };
+    let d = inode(first)?;
     require_dir(&d)?;
     checks.may_list(&d.attr)?;
     let mut entries = Vec::new();
@@ -846,26 +894,23 @@ pub(crate) async fn readdir<C: GenericClient + Sync>(
                 name: Bytes::from_static(name.as_bytes()),
                 fileid: file_id(id),
                 cookie: Cookie(c_no),
+                attr: (c_no == DOT_COOKIE).then(|| d.attr.clone()),
             });
         }
     }
-    let after =
-        i64::try_from(cookie.0.max(DOTDOT_COOKIE)).map_err(|_| Fail::Fs(FsError::BadCookie))?;
-    let want = (max_entries - entries.len()).min(crate::limits::READDIR_MAX_ENTRIES);
-    let rows = c
-        .query(
-            "SELECT name, child, cookie FROM entries WHERE dir = $1 AND cookie > $2 \
-             ORDER BY cookie LIMIT $3",
-            &[&dir, &after, &(i64::try_from(want).unwrap_or(0) + 1)],
-        )
-        .await?;
-    let more = rows.len() > want;
-    for row in rows.iter().take(want) {
-        let name: Vec<u8> = row.get(0);
+    let listed: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.get::<_, Option<Vec<u8>>>(NCOLS).is_some())
+        .collect();
+    let more = listed.len() > want;
+    for row in listed.into_iter().take(want) {
+        let name: Vec<u8> = row.get(NCOLS);
+        let child = inode_at(row, NCOLS + 2)?;
         entries.push(DirEntry {
             name: Bytes::from(name),
-            fileid: file_id(row.get(1)),
-            cookie: Cookie(u64::try_from(row.get::<_, i64>(2)).unwrap_or(0)),
+            fileid: child.attr.fileid,
+            cookie: Cookie(u64::try_from(row.get::<_, i64>(NCOLS + 1)).unwrap_or(0)),
+            attr: Some(child.attr),
         });
     }
     // With `.`/`..` filling the page, the query still fetched one row (LIMIT 1): `more`.

@@ -119,12 +119,9 @@ pub(crate) async fn format(client: &mut Client, now_ns: i64) -> Result<bool, Fai
             return Ok(false);
         }
         if version != SCHEMA_VERSION {
-            tracing::error!(
-                version,
-                supported = SCHEMA_VERSION,
-                "object backend: the database's schema is of another version"
-            );
-            return Err(Fail::Fs(vfs::FsError::ServerFault));
+            let why = unknown_version(version);
+            tracing::error!("object backend: {why}");
+            return Err(Fail::Refused(why));
         }
         tx.commit().await?;
         return Ok(false);
@@ -150,6 +147,24 @@ pub(crate) async fn format(client: &mut Client, now_ns: i64) -> Result<bool, Fai
     .await?;
     tx.commit().await?;
     Ok(true)
+}
+
+/// Why a head refuses a database whose schema is of `version`, for a person: what it
+/// means and what to do.
+fn unknown_version(version: i32) -> String {
+    if version > SCHEMA_VERSION {
+        format!(
+            "the database's schema is version {version}, newer than this granary knows \
+             (1 to {SCHEMA_VERSION}): a newer granary formatted or migrated it; run that \
+             version on this head too, or name another database"
+        )
+    } else {
+        format!(
+            "the database's schema is version {version}, which no granary writes (this one \
+             knows 1 to {SCHEMA_VERSION}): name the right database, or a new one for \
+             `granary format`"
+        )
+    }
 }
 
 /// What every head reads once at start.

@@ -529,6 +529,14 @@ fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
 
     sql(&config, "UPDATE granary_meta SET schema_version = 3");
     let refused = ObjectFs::open(&config, Arc::new(SystemClock::new()));
-    assert!(refused.is_err(), "a newer schema is refused");
+    // Said for a person (not "server fault"): which version, and what to do.
+    let why = refused.err().expect("a newer schema is refused");
+    assert!(
+        why.contains("version 3") && why.contains("newer than this granary knows"),
+        "{why}"
+    );
+    let why = granary_backend_object::format(&config, Arc::new(SystemClock::new()))
+        .expect_err("granary format refuses it too");
+    assert!(why.contains("version 3"), "{why}");
     assert_eq!(query_i64(&config, version), 3, "and left alone");
 }

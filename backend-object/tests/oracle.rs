@@ -5,7 +5,7 @@
 //! The object side also runs rounds of compaction now and then, which must change
 //! nothing a client sees. `GRANARY_ORACLE_SEED=N` replays one sequence.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -298,7 +298,7 @@ impl Run<'_> {
                 let what = format!("readdir {d:?}");
                 let m = list(mem, d.mem);
                 let o = list(obj, d.obj);
-                let none = |_: &BTreeSet<Vec<u8>>| Vec::new();
+                let none = |_: &BTreeMap<Vec<u8>, Seen>| Vec::new();
                 if let Some((m, o)) = self.same(&what, m, o, none, none) {
                     assert_eq!(m, o, "{}", self.trail());
                 }
@@ -322,14 +322,19 @@ impl Run<'_> {
     }
 }
 
-/// A directory's names, through as many READDIR pages as it takes.
-fn list(fs: &dyn Backend, dir: FileId) -> FsResult<BTreeSet<Vec<u8>>> {
-    let mut names = BTreeSet::new();
+/// A directory's names and what each names, through as many READDIR pages as it takes:
+/// the attributes the listing carried (the object backend's), else GETATTR's (mem's).
+fn list(fs: &dyn Backend, dir: FileId) -> FsResult<BTreeMap<Vec<u8>, Seen>> {
+    let mut names = BTreeMap::new();
     let mut cookie = Cookie::START;
     loop {
         let (page, _) = fs.readdir(dir, cookie, 3, &ROOT)?;
         for e in &page.entries {
-            names.insert(e.name.to_vec());
+            let attr = match &e.attr {
+                Some(a) => a.clone(),
+                None => fs.getattr(e.fileid)?,
+            };
+            names.insert(e.name.to_vec(), seen(&attr));
             cookie = e.cookie;
         }
         if page.eof {

@@ -516,8 +516,12 @@ fn readdirplus(s: &NfsState, ctx: &CallContext, a: ReaddirplusArgs) -> Readdirpl
         a.cookie,
         a.cookieverf,
         |entry, export| {
-            // An entry removed since the listing was read is skipped, not an error.
-            let attr = export.getattr(entry.fileid).ok()?;
+            // Attributes the backend read with the listing need no GETATTR; an entry
+            // removed since the listing was read is skipped, not an error.
+            let attr = match &entry.attr {
+                Some(a) => a.clone(),
+                None => export.getattr(entry.fileid).ok()?,
+            };
             let handle = s.handle(export, &attr);
             let size = entryplus3_size(entry.name.len(), true, Some(handle.0.len()));
             Some((size, (attr, handle)))

@@ -249,7 +249,9 @@ pub trait Backend: Send + Sync + 'static {
     fn link(&self, id: FileId, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Linked>;
 
     /// Lists up to `max_entries` entries after `cookie` (including `.` and `..`), after
-    /// `checks.may_list(dir)`; also returns the directory's attributes.
+    /// `checks.may_list(dir)`; also returns the directory's attributes. A backend that
+    /// reads entries' attributes with the names may return them in [`crate::DirEntry::attr`]
+    /// (as fresh as a GETATTR at the time of the listing would be).
     fn readdir(
         &self,
         dir: FileId,

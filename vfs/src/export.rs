@@ -448,9 +448,12 @@ impl Export {
         cookie: Cookie,
         max_entries: usize,
     ) -> FsResult<(DirPage, Attr)> {
-        let (page, attr) = self
-            .backend
-            .readdir(dir, cookie, max_entries, &Caller::new(cred))?;
+        let (mut page, attr) =
+            self.backend
+                .readdir(dir, cookie, max_entries, &Caller::new(cred))?;
+        for e in &mut page.entries {
+            e.attr = e.attr.take().map(|a| self.own(a));
+        }
         Ok((page, self.own(attr)))
     }
 

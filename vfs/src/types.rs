@@ -366,6 +366,10 @@ pub struct DirEntry {
     pub fileid: FileId,
     /// Resumes the listing after this entry.
     pub cookie: Cookie,
+    /// The entry's attributes, when the backend read them with the listing (the object
+    /// backend: names and attributes in one query), so READDIRPLUS asks no GETATTR for
+    /// it; `None` when it did not (the caller then asks [`crate::Backend::getattr`]).
+    pub attr: Option<Attr>,
 }
 
 /// A page of a directory listing.

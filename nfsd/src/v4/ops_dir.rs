@@ -308,7 +308,12 @@ fn entry_attrs(
     entry: &vfs::DirEntry,
     mask: &Bitmap4,
 ) -> Result<nfs4::types::Fattr4, Nfsstat4> {
-    let attr = match export.getattr(entry.fileid) {
+    let got = match &entry.attr {
+        // Read with the listing (the object backend): no GETATTR.
+        Some(a) => Ok(a.clone()),
+        None => export.getattr(entry.fileid),
+    };
+    let attr = match got {
         Ok(a) => a,
         Err(e) if mask.contains(nfs4::attr::num::RDATTR_ERROR) => {
             let f = nfs4::attr::Fattr {

@@ -1,0 +1,219 @@
+//! What a listing and a READ cost the engines, counted by [`engine_counters`] (this
+//! process's): one test in a binary of its own, so no other test's requests are counted.
+//! Needs the engines as `engines.rs` does (`scripts/object-env.sh start DIR`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use granary_backend_object::{engine_counters, EngineCounters, ObjectFs, TestEngines};
+use vfs::{Backend, Cookie, SetAttr, Stability};
+
+mod common;
+
+use common::{create, head, name, read, ROOT};
+
+/// What happened between two readings: (transactions, GETs, GET bytes).
+fn spent(before: EngineCounters, after: EngineCounters) -> (u64, u64, u64) {
+    (
+        after.db_transactions - before.db_transactions,
+        after.s3_gets - before.s3_gets,
+        after.s3_get_bytes - before.s3_get_bytes,
+    )
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ seed.wrapping_mul(31))
+        .collect()
+}
+
+/// A READDIR page is one statement, and the attributes it carries are what GETATTR
+/// answers on the same head (buffered writes included); `..` has none.
+fn listing(fs: &ObjectFs) {
+    let d = fs
+        .mkdir(fs.root(), &name("d"), &SetAttr::default(), &ROOT)
+        .unwrap()
+        .attr
+        .fileid;
+    let mut files = Vec::new();
+    for i in 0..300u32 {
+        let f = create(fs, d, &format!("f{i:03}"));
+        if i % 3 == 0 {
+            let data = pattern(10 + i as usize, 1);
+            fs.write(f, 0, &data, Stability::FileSync, &ROOT).unwrap();
+        }
+        if i % 5 == 0 {
+            let mode = SetAttr {
+                mode: Some(0o600),
+                ..SetAttr::default()
+            };
+            fs.setattr(f, &mode, None, &ROOT).unwrap();
+        }
+        files.push(f);
+    }
+    // Buffered on this head only: the listing shows the size as GETATTR does.
+    fs.write(files[1], 0, &[7; 5000], Stability::Unstable, &ROOT)
+        .unwrap();
+    let before = engine_counters();
+    let (page, dir) = fs.readdir(d, Cookie::START, 1000, &ROOT).unwrap();
+    let (tx, gets, _) = spent(before, engine_counters());
+    // The head's ctime-floor write (once a second, after changes) may fall in between.
+    assert!(
+        (1..=2).contains(&tx),
+        "one listing page cost {tx} transactions"
+    );
+    assert_eq!(gets, 0);
+    assert!(page.eof);
+    assert_eq!(page.entries.len(), 302);
+    assert_eq!(dir.fileid, d);
+    for e in &page.entries {
+        if e.name.as_ref() == b".." {
+            assert_eq!(e.attr, None, "`..` comes without attributes");
+            continue;
+        }
+        let attr = e
+            .attr
+            .as_ref()
+            .expect("every other entry has its attributes");
+        assert_eq!(*attr, fs.getattr(e.fileid).unwrap(), "{:?}", e.name);
+    }
+    assert_eq!(
+        page.entries[3].attr.as_ref().map(|a| a.size_bytes),
+        Some(5000)
+    );
+    // Pages of 100: one statement each, and the same entries.
+    let before = engine_counters();
+    let mut paged = Vec::new();
+    let mut cookie = Cookie::START;
+    let mut pages = 0;
+    loop {
+        let (p, _) = fs.readdir(d, cookie, 100, &ROOT).unwrap();
+        pages += 1;
+        cookie = p.entries.last().map_or(cookie, |e| e.cookie);
+        paged.extend(p.entries);
+        if p.eof {
+            break;
+        }
+    }
+    let (tx, _, _) = spent(before, engine_counters());
+    assert_eq!(pages, 4);
+    assert!(
+        (pages..=pages + 1).contains(&tx),
+        "{pages} pages cost {tx} transactions"
+    );
+    assert_eq!(paged, page.entries);
+    // Published now, so no publish timer runs during the READs measured next.
+    fs.commit(files[1], 0, 0).unwrap();
+}
+
+/// 4 KiB READs of a file of more slices than a map holds: one statement and one GET of
+/// 4 KiB each (the slices newer ones hide cost none), the right bytes.
+fn random_reads(fs: &ObjectFs) {
+    let f = create(fs, fs.root(), "rand");
+    let size = 8 << 20;
+    let mut expect = pattern(size, 2);
+    for (i, chunk) in expect.chunks(1 << 20).enumerate() {
+        fs.write(f, (i << 20) as u64, chunk, Stability::Unstable, &ROOT)
+            .unwrap();
+    }
+    fs.commit(f, 0, 0).unwrap();
+    // 300 pages overwritten, each its own slice: more than a map keeps (256).
+    for i in 0..300usize {
+        let at = (i * 7 % 2048) * 4096;
+        let page = vec![i as u8; 4096];
+        fs.write(f, at as u64, &page, Stability::Unstable, &ROOT)
+            .unwrap();
+        expect[at..at + 4096].copy_from_slice(&page);
+    }
+    fs.commit(f, 0, 0).unwrap();
+    assert!(fs.slice_counts(f).unwrap().0 > 256);
+    // The first READ finds the file too big for a map (a second statement, once).
+    assert!(read(fs, f, 0, 4096).unwrap() == expect[..4096]);
+    let reads = 64;
+    let mut tx = 0;
+    for i in 1..=reads {
+        // Pages not read before (none cached): each one's own GET.
+        let at = (i * 389 % 2048) * 4096;
+        let before = engine_counters();
+        let got = read(fs, f, at as u64, 4096).unwrap();
+        let (t, gets, bytes) = spent(before, engine_counters());
+        assert!(got == expect[at..at + 4096], "bytes at {at}");
+        assert_eq!((gets, bytes), (1, 4096), "a 4 KiB READ at {at}");
+        tx += t;
+    }
+    // One each, and the ctime-floor write after the commit at most.
+    assert!(
+        tx <= reads as u64 + 1,
+        "{reads} READs cost {tx} transactions"
+    );
+}
+
+/// 1 MiB READs of a file of two 4 MiB objects, eight at once on a head with cold
+/// caches: one GET per object (the READs on one object share it), the right bytes; and
+/// one at a time: the second object is fetched ahead of its READs.
+fn sequential_reads(config: &granary_backend_object::ObjectConfig, fs: &ObjectFs) {
+    let f = create(fs, fs.root(), "seq");
+    let expect = pattern(8 << 20, 3);
+    for (i, chunk) in expect.chunks(1 << 20).enumerate() {
+        fs.write(f, (i << 20) as u64, chunk, Stability::Unstable, &ROOT)
+            .unwrap();
+    }
+    fs.commit(f, 0, 0).unwrap();
+    assert_eq!(fs.slice_counts(f).unwrap().1, 2, "two objects");
+    let cold = Arc::new(head(config));
+    let before = engine_counters();
+    let got: Vec<Vec<u8>> = std::thread::scope(|s| {
+        let readers: Vec<_> = (0..8u64)
+            .map(|i| {
+                let cold = Arc::clone(&cold);
+                s.spawn(move || read(&cold, f, i << 20, 1 << 20).unwrap())
+            })
+            .collect();
+        readers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let (tx, gets, bytes) = spent(before, engine_counters());
+    for (i, g) in got.iter().enumerate() {
+        assert!(*g == expect[i << 20..(i + 1) << 20], "MiB {i}");
+    }
+    assert_eq!((gets, bytes), (2, 8 << 20), "one GET per object");
+    assert!((8..=9).contains(&tx), "8 READs cost {tx} transactions");
+
+    // One reader, one READ at a time, on another cold head: the READ of the first
+    // object's last MiB fetches the second object ahead, so its READs send no GET.
+    let reader = head(config);
+    let before = engine_counters();
+    for i in 0..4usize {
+        let got = read(&reader, f, (i << 20) as u64, 1 << 20).unwrap();
+        assert!(got == expect[i << 20..(i + 1) << 20], "MiB {i}");
+    }
+    let started = Instant::now();
+    while spent(before, engine_counters()).1 < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no GET of the second object after reading the first"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for i in 4..8usize {
+        let got = read(&reader, f, (i << 20) as u64, 1 << 20).unwrap();
+        assert!(got == expect[i << 20..(i + 1) << 20], "MiB {i}");
+    }
+    let (_, gets, bytes) = spent(before, engine_counters());
+    assert_eq!(
+        (gets, bytes),
+        (2, 8 << 20),
+        "the second object was read ahead"
+    );
+}
+
+#[test]
+fn a_listing_page_is_one_statement_and_a_read_one_statement_and_the_gets_it_needs() {
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let config = env.fresh("costs");
+    let fs = head(&config);
+    listing(&fs);
+    random_reads(&fs);
+    sequential_reads(&config, &fs);
+}

@@ -92,7 +92,7 @@ impl Fixtures {
         );
         let text = format!(
             "handle_key = {key:?}\n[[export]]\npath = \"/\"\nbackend = \"object\"\n\
-             postgres = {:?}\nstore = {store:?}\n",
+             squash = \"none\"\npostgres = {:?}\nstore = {store:?}\n",
             config.postgres
         );
         let mut head_configs = Vec::new();

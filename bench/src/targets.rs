@@ -372,14 +372,9 @@ impl Target {
             let port = free_port()?;
             let at = SocketAddr::from(([127, 0, 0, 1], port));
             let (config, at_text) = (config.to_string_lossy(), at.to_string());
-            let args = [
-                "--squash",
-                "none",
-                "--config",
-                &config,
-                "--metrics",
-                &at_text,
-            ];
+            // The heads' configs set `squash = "none"` (serve refuses --squash with
+            // --config).
+            let args = ["--config", &config, "--metrics", &at_text];
             let p = ServeProcess::start(bin, &args)?;
             servers.push(p);
             metrics.push(at);

@@ -664,3 +664,132 @@ fn a_create_costs_one_transaction_and_no_s3_request_and_a_big_write_one_put() {
         assert_eq!(d("s3_get_bytes", &written, &read), (64 << 10) as f64);
     });
 }
+
+/// The Linux NFSv4.2 client's writeback through a head, on granary's NFSv4.1 client:
+/// OPEN, UNSTABLE WRITEs of 1 MiB with the open stateid on 8 session slots at once and
+/// out of order (NFS4ERR_DELAY sent again, as Linux does), the COMMIT of close, CLOSE.
+/// The COMMIT answers in bounded time, the other head reads every byte, and the head
+/// uploaded about the file's size (its `granary_object_s3_put_bytes_total`).
+#[test]
+fn a_v4_clients_writeback_through_a_head_commits_in_bounded_time() {
+    use nfs4::ops::{ArgOp, CloseArgs, CommitArgs, StableHow4, WriteArgs};
+    use nfs4::Nfsstat4;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let fs = env.fresh("srv-v4wb");
+    let dir = scratch("srv-v4wb");
+    let key = dir.join("handle.key");
+    let port = common::metrics::free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let a = head_config(&dir, "a", &fs, &key);
+    let a = Server::start(&["--config", a.to_str().unwrap(), "--metrics", &metrics]);
+    let b = head_config(&dir, "b", &fs, &key);
+    let b = Server::start(&["--config", b.to_str().unwrap()]);
+    let data = Arc::new(pattern((12 << 20) + 4097));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = engine_counters(port);
+    let close = rt.block_on(async {
+        let conn = client::RpcConnection::connect(a.addr)
+            .await
+            .unwrap()
+            .with_auth(&client::auth_sys(0, 0, &[]))
+            .with_timeout(Duration::from_secs(60));
+        let s = Arc::new(
+            client::v4::Nfs4Session::connect(conn, b"linux-like", 8)
+                .await
+                .expect("a session of 8 slots"),
+        );
+        let (fh, sid) = s.open(0, &[], b"f", b"owner").await.expect("OPEN");
+        // Each window of 8 WRITEs arrives last first.
+        let mut order: Vec<usize> = (0..data.len()).step_by(1 << 20).collect();
+        for window in order.chunks_mut(8) {
+            window.reverse();
+        }
+        let order = Arc::new(order);
+        let next = Arc::new(AtomicUsize::new(0));
+        let call = |s: Arc<client::v4::Nfs4Session>, slot: u32, ops: Vec<ArgOp>| async move {
+            let start = Instant::now();
+            loop {
+                let (status, r) = s.compound(slot, ops.clone()).await.expect("SEQUENCE");
+                match status {
+                    Nfsstat4::Ok => return,
+                    Nfsstat4::Delay if start.elapsed() < Duration::from_secs(30) => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    other => panic!("{other:?} after {:?}: {r:?}", start.elapsed()),
+                }
+            }
+        };
+        let mut writers = Vec::new();
+        for slot in 1..8u32 {
+            let (s, fh, data, order, next) = (
+                Arc::clone(&s),
+                fh.clone(),
+                Arc::clone(&data),
+                Arc::clone(&order),
+                Arc::clone(&next),
+            );
+            writers.push(tokio::spawn(async move {
+                while let Some(&at) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let end = (at + (1 << 20)).min(data.len());
+                    let write = ArgOp::Write(WriteArgs {
+                        stateid: sid,
+                        offset: at as u64,
+                        stable: StableHow4::Unstable,
+                        data: bytes::Bytes::copy_from_slice(&data[at..end]),
+                    });
+                    call(Arc::clone(&s), slot, vec![ArgOp::Putfh(fh.clone()), write]).await;
+                }
+            }));
+        }
+        for w in writers {
+            w.await.unwrap();
+        }
+        let start = Instant::now();
+        let commit = ArgOp::Commit(CommitArgs {
+            offset: 0,
+            count: 0,
+        });
+        call(Arc::clone(&s), 0, vec![ArgOp::Putfh(fh.clone()), commit]).await;
+        let close = start.elapsed();
+        let done = ArgOp::Close(CloseArgs {
+            seqid: 0,
+            open_stateid: sid,
+        });
+        call(Arc::clone(&s), 0, vec![ArgOp::Putfh(fh), done]).await;
+        close
+    });
+    let after = engine_counters(port);
+    let uploaded = after["s3_put_bytes"] - before["s3_put_bytes"];
+    eprintln!(
+        "v4 writeback: {} bytes, close's COMMIT {close:?}, {uploaded} bytes in {} PUTs",
+        data.len(),
+        after["s3_puts"] - before["s3_puts"]
+    );
+    assert!(
+        close < Duration::from_secs(20),
+        "the COMMIT of close took {close:?}"
+    );
+    assert!(
+        (data.len() as f64..=1.25 * data.len() as f64).contains(&uploaded),
+        "{uploaded} bytes uploaded for {} written",
+        data.len()
+    );
+    rt.block_on(async {
+        let c = connect(&b).await;
+        let root = c.mount("/").await.expect("MNT / on head B");
+        let (fh, _) = c.lookup_ok(&root, "f").await.expect("f on head B");
+        assert!(
+            c.read_all(&fh).await.unwrap() == *data,
+            "head B reads every byte"
+        );
+    });
+}

@@ -100,7 +100,13 @@ s3_start() {
     # shellcheck disable=SC1091
     . "$dir/s3.ports"
     mkdir -p "$dir/s3"
-    setsid "$weed" mini -dir="$dir/s3" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+    # weed takes AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from its environment as an
+    # identity of its own: inherited from another env's file (scripts/test-all.sh exports
+    # its engines' for the cargo tests, then the guest's object target starts its own),
+    # they clash with this server's key of the same name and every signed request gets
+    # 403 SignatureDoesNotMatch. So weed starts without them.
+    env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN \
+        setsid "$weed" mini -dir="$dir/s3" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
         -master.telemetry=false -admin.ui=false -webdav=false \
         -master.port="$master" -volume.port="$volume" -filer.port="$filer" \
         -s3.port="$s3" -s3.port.iceberg=0 -s3.port.lance="$lance" -admin.port="$admin" -s3.config="$dir/s3.json" -bucket=granary \

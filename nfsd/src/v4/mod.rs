@@ -123,11 +123,6 @@ impl OpStats {
         self.errors[Self::slot(op)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts one result of a COMPOUND.
-    pub fn record_one(&self, r: &nfs4::ResOp) {
-        self.record(r.opnum(), r.status().is_ok());
-    }
-
     /// Counts a READ COMPOUND tried on a network worker: answered there, or sent to the
     /// blocking pool.
     pub fn record_worker_read(&self, answered: bool) {

@@ -455,11 +455,7 @@ impl Dispatcher {
     /// words only, so it costs nothing to ask before running the call.
     #[must_use]
     pub fn reply_bound(&self, record: &[u8]) -> usize {
-        let word = |i: usize| {
-            record
-                .get(i * 4..i * 4 + 4)
-                .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-        };
+        let word = |i| crate::msg::header_word(record, i);
         let body = match (word(3), word(4), word(5)) {
             (Some(program), Some(version), Some(procedure)) => self
                 .find(program, version)

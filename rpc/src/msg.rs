@@ -187,6 +187,16 @@ impl CallHeader {
     }
 }
 
+/// Word `i` of a message's header (0 xid, 1 message type; for a call 2 RPC version,
+/// 3 program, 4 version, 5 procedure), read without decoding the message: `None` past
+/// its end.
+#[must_use]
+pub fn header_word(message: &[u8], i: usize) -> Option<u32> {
+    message
+        .get(i * 4..i * 4 + 4)
+        .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+}
+
 /// Encodes the start of an accepted reply (verifier AUTH_NONE) and its accept status.
 pub fn encode_accepted(e: &mut Encoder, xid: u32, stat: AcceptStat) {
     e.u32(xid);

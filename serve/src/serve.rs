@@ -154,7 +154,7 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
             .offered()
             .filter(|(program, _)| crate::udp::UDP_PROGRAMS.contains(program))
             .map(|(program, version)| (program, version, portmap::Transport::Udp));
-        offered.extend(over_udp.collect::<Vec<_>>());
+        offered.extend(over_udp);
     }
     let registered = if config.portmap {
         register_portmap(&offered, local.port())
@@ -899,7 +899,8 @@ fn client_url(host: &str, port: u16, path: &str) -> String {
     format!("nfs://{host}{path}?version=3&nfsport={port}&mountport={port}&auto-traverse-mounts=0")
 }
 
-/// The (program, version) pairs the portmapper took (to unregister at exit).
+/// The registrations (program, version, transport) the portmapper took (to unregister at
+/// exit).
 fn register_portmap(offered: &[portmap::Registration], port: u16) -> Vec<portmap::Registration> {
     match portmap::register(offered, port) {
         Ok(taken) => {

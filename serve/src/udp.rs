@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
-use rpc::msg::{encode_accepted, AcceptStat, MSG_CALL};
+use rpc::msg::{encode_accepted, header_word, AcceptStat, MSG_CALL};
 use rpc::ratelog::Kind;
 use rpc::Dispatcher;
 use tokio::sync::watch;
@@ -78,10 +78,7 @@ fn serve(socket: &UdpSocket, dispatcher: &Dispatcher, stop: &watch::Receiver<boo
 /// The reply datagram to one call datagram, or `None` for one that gets no reply (not a
 /// call, too short, or a reply too large for a datagram).
 pub fn answer(dispatcher: &Dispatcher, call: Bytes, peer: SocketAddr) -> Option<Bytes> {
-    let word = |i: usize| {
-        call.get(i * 4..i * 4 + 4)
-            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-    };
+    let word = |i| header_word(&call, i);
     let (xid, mtype, program) = (word(0)?, word(1)?, word(3)?);
     if mtype != MSG_CALL {
         return None;

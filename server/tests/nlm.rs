@@ -89,11 +89,7 @@ struct Host {
 
 /// Whether `record` calls NLM GRANTED (program and procedure at words 3 and 5).
 fn is_granted_call(record: &[u8]) -> bool {
-    let word = |i: usize| {
-        record
-            .get(i * 4..i * 4 + 4)
-            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-    };
+    let word = |i| rpc::msg::header_word(record, i);
     word(3) == Some(NLM) && word(5) == Some(Proc::Granted as u32)
 }
 

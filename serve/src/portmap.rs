@@ -91,8 +91,14 @@ pub fn register(offered: &[Registration], port: u16) -> Result<Vec<Registration>
 /// When the portmapper is gone or refuses.
 pub fn unregister(offered: &[Registration]) -> Result<(), PortmapError> {
     let mut conn = connect()?;
-    for &registration in offered {
-        call(&mut conn, PMAPPROC_UNSET, registration, 0)?;
+    // UNSET removes a program version's registrations on every transport: once each.
+    for (i, &registration @ (program, version, _)) in offered.iter().enumerate() {
+        if !offered[..i]
+            .iter()
+            .any(|&(p, v, _)| (p, v) == (program, version))
+        {
+            call(&mut conn, PMAPPROC_UNSET, registration, 0)?;
+        }
     }
     Ok(())
 }

@@ -180,6 +180,14 @@ async fn publish_locked(inner: &Inner, file: i64) -> Result<Option<Inode>, Fail>
 }
 
 /// Uploads one snapshot (unless inline) and commits its rows; `None` if the file went.
+///
+/// A truncation on this head that committed while the object uploaded cut the file
+/// ([`Pending::cut`], read once the row is locked, so after that truncation's commit):
+/// bytes of the snapshot at or past the cut are not committed, since they were written
+/// before the truncation and it removed them. (The object keeps them, unnamed past the
+/// rows' ends; one no row names at all is swept as an orphan.)
+///
+/// [`Pending::cut`]: crate::pending::Pending::cut
 async fn publish_one(inner: &Inner, file: i64, snap: Snapshot) -> Result<Option<Inode>, Fail> {
     let end = snap.extents.iter().map(|e| e.end()).max().unwrap_or(0);
     let inline = end <= INLINE_MAX_BYTES;
@@ -188,32 +196,45 @@ async fn publish_one(inner: &Inner, file: i64, snap: Snapshot) -> Result<Option<
     } else {
         Some(upload(inner, concatenate(&snap.extents)).await?)
     };
-    let end_i = i64::try_from(end).map_err(|_| Fail::Fs(FsError::FBig))?;
     let done = transaction!(inner.engines.pool, |tx| {
         let c: &tokio_postgres::Transaction<'_> = &tx;
-        meta::lock(c, &[file]).await?;
+        let locked = meta::lock(c, &[file]).await?;
+        let cut = inner.pending.cut(file).unwrap_or(u64::MAX);
         let mut object_offset = 0i64;
+        let mut kept_end = None;
         for e in &snap.extents {
             let offset = i64::try_from(e.offset).map_err(|_| Fail::Fs(FsError::FBig))?;
-            let length = i64::try_from(e.data.len()).unwrap_or(0);
-            let data = inline.then_some(&e.data[..]);
-            c.execute(
-                "INSERT INTO slices (file, seq, offset_bytes, length_bytes, object, \
-                 object_offset, data) VALUES ($1, nextval('granary_slice_seq'), $2, $3, $4, $5, $6)",
-                &[&file, &offset, &length, &object, &object_offset, &data],
-            )
-            .await?;
+            let whole = i64::try_from(e.data.len()).unwrap_or(0);
+            let kept = e.end().min(cut).saturating_sub(e.offset);
+            let length = i64::try_from(kept).unwrap_or(0);
+            if length > 0 {
+                let kept = usize::try_from(kept)
+                    .unwrap_or(usize::MAX)
+                    .min(e.data.len());
+                let data = inline.then(|| &e.data[..kept]);
+                c.execute(
+                    "INSERT INTO slices (file, seq, offset_bytes, length_bytes, object, \
+                     object_offset, data) VALUES ($1, nextval('granary_slice_seq'), $2, $3, $4, $5, $6)",
+                    &[&file, &offset, &length, &object, &object_offset, &data],
+                )
+                .await?;
+                kept_end = kept_end.max(Some(offset + length));
+            }
             if !inline {
-                object_offset += length;
+                object_offset += whole;
             }
         }
+        let Some(end) = kept_end else {
+            // Everything it took was truncated away: nothing changes.
+            return Ok(locked.of(file)?.clone());
+        };
         let sql = format!(
             "UPDATE inodes SET size_bytes = GREATEST(size_bytes, $2), \
              mtime_ns = GREATEST($3, ctime_ns + 1), ctime_ns = GREATEST($3, ctime_ns + 1), \
              version = version + 1 WHERE id = $1 RETURNING {}",
             meta::COLS
         );
-        let row = c.query_one(&sql, &[&file, &end_i, &snap.stamp_ns]).await?;
+        let row = c.query_one(&sql, &[&file, &end, &snap.stamp_ns]).await?;
         meta::inode(&row)
     });
     match done {

@@ -463,17 +463,14 @@ impl vfs::Backend for ObjectFs {
         let inner = &self.inner;
         let file = to_db(id);
         let now = inner.now_ns();
-        if let Some(size) = set.size_bytes {
-            // Buffered bytes past the new end are gone with it; the rest publish first, so
-            // the rows the truncation masks are all there is.
-            inner.pending.truncate(file, size);
-        }
         self.run(async move {
-            if set.size_bytes.is_some() {
-                data::publish(inner, file).await?;
-            }
             let (mut change, _) = transaction!(inner.engines.pool, |tx| {
-                meta::setattr(&*tx, file, set, guard, checks, now).await
+                let done = meta::setattr(&*tx, file, set, guard, checks, now).await?;
+                if let (_, Some(size)) = done {
+                    // Before the commit, under the row's lock (see `truncated`).
+                    truncated(inner, file, size);
+                }
+                Ok(done)
             })?;
             // This head's clients see the size its buffered writes make.
             change.after = inner.overlay(change.after);
@@ -759,14 +756,13 @@ impl ObjectFs {
         let now = inner.now_ns();
         let made = self.run(async move {
             transaction!(inner.engines.pool, |tx| {
-                meta::make(&*tx, to_db(dir), name, what, checks, now).await
+                let made = meta::make(&*tx, to_db(dir), name, what, checks, now).await?;
+                if let Some(size) = made.truncated_to {
+                    truncated(inner, to_db(made.created.attr.fileid), size);
+                }
+                Ok(made)
             })
         })?;
-        if let Some(size) = made.truncated_to {
-            inner
-                .pending
-                .truncate(to_db(made.created.attr.fileid), size);
-        }
         let mut created = made.created;
         created.attr = inner.overlay(created.attr);
         Ok(created)
@@ -791,6 +787,17 @@ impl ObjectFs {
         }
         Ok(removed.dir)
     }
+}
+
+/// A truncation of `file` to `size` is about to commit: the buffered writes it cuts go,
+/// and so do the bytes a publish in progress took there (`Pending::cut`). Called in the
+/// truncating transaction, once it holds the file's row and its checks passed, before its
+/// commit: a refused truncation drops nothing, and a publish of this head, whose
+/// transaction reads the cut once it holds the row, commits after the truncation and
+/// none of the bytes it removed. (Should that commit then fail, the client is told
+/// JUKEBOX and sends the truncation again; the bytes past the size are gone already.)
+fn truncated(inner: &Inner, file: i64, size: u64) {
+    inner.pending.truncate(file, size);
 }
 
 /// WRITE's checks on file `id`: a regular file the caller may write. Clears set-id bits

@@ -52,6 +52,10 @@ struct FileBuf {
     sealed: u64,
     /// Bytes of those extents.
     sealed_bytes: usize,
+    /// The least size a truncation on this head cut the file to since the publish in
+    /// progress took its snapshot: that publish commits none of its bytes at or past it
+    /// ([`Pending::cut`]).
+    cut: Option<u64>,
     /// When the oldest extent arrived (the injected clock's monotonic time).
     since: Duration,
     /// The ctime the clients were told for the last write (ns), kept by the publish.
@@ -235,12 +239,16 @@ impl Pending {
         }
     }
 
-    /// Drops buffered bytes of `file` at or past `size` (a truncation).
+    /// Drops buffered bytes of `file` at or past `size` (a truncation), and the bytes a
+    /// publish in progress took there ([`Pending::cut`]). Called by the truncating
+    /// transaction after it holds the file's row and before it commits: a publish's
+    /// transaction, which locks the row before it reads the cut, then sees it.
     pub(crate) fn truncate(&self, file: i64, size: u64) {
         let mut s = self.state();
         let Some(f) = s.files.get_mut(&file) else {
             return;
         };
+        f.cut = Some(f.cut.map_or(size, |c| c.min(size)));
         let before = f.bytes;
         f.extents.retain_mut(|e| {
             if e.end() > size {
@@ -252,6 +260,13 @@ impl Pending {
         f.recount();
         let dropped = before - f.bytes;
         s.total -= dropped;
+    }
+
+    /// Where a truncation on this head cut `file` since the publish in progress took its
+    /// snapshot: its extents' bytes at or past this are gone with the truncation and must
+    /// not be committed (they would come back past the new end).
+    pub(crate) fn cut(&self, file: i64) -> Option<u64> {
+        self.state().files.get(&file)?.cut
     }
 
     /// Forgets `file` (its last link went).
@@ -304,6 +319,7 @@ impl Pending {
         let extents = f.extents[..taken].to_vec();
         let upto = extents.last()?.seq;
         f.sealed = upto;
+        f.cut = None;
         f.sealed_bytes = extents.iter().map(|e| e.data.len()).sum();
         Some(Snapshot {
             extents,
@@ -503,6 +519,31 @@ mod tests {
         p.release(1, snap.upto);
         p.add(1, 0, b"y", t, 0).unwrap();
         assert!(p.may_publish(1, t), "a commit ends the rest");
+    }
+
+    #[test]
+    fn a_truncation_cuts_what_a_publish_in_progress_took_until_the_next_snapshot() {
+        let p = Pending::default();
+        let t = Duration::ZERO;
+        p.add(1, 0, b"abcdef", t, 0).unwrap();
+        let snap = p.snapshot(1).unwrap();
+        assert_eq!(p.cut(1), None);
+        p.truncate(1, 4);
+        p.truncate(1, 2);
+        p.truncate(1, 5);
+        assert_eq!(p.cut(1), Some(2), "the least size since the snapshot");
+        let mut buf = [9u8; 6];
+        p.read_over(1, 0, &mut buf);
+        assert_eq!(&buf, b"ab\x09\x09\x09\x09");
+        p.release(1, snap.upto);
+        p.add(1, 2, b"cd", t, 0).unwrap();
+        let next = p.snapshot(1).unwrap();
+        assert_eq!(
+            p.cut(1),
+            None,
+            "a new snapshot takes what is left after the cut"
+        );
+        assert_eq!(next.extents[0].data, b"cd");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use granary_backend_object::{engine_counters, limits, ObjectFs, TestEngines};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use vfs::{Backend, FileId, FsError, FsResult, Stability};
+use vfs::{Backend, CreateMode, FileId, FsError, FsResult, SetAttr, Stability};
 
 mod common;
 
@@ -212,11 +212,15 @@ fn a_linux_clients_writeback_commits_in_bounded_time_and_uploads_what_it_wrote()
 
 /// A TCP proxy in front of the S3 server that can be cut: while down it closes every
 /// connection it holds and every new one at once (the head's requests fail fast, as they
-/// did in CI), while up it forwards both ways.
+/// did in CI), while up it forwards both ways. While held, it keeps what the head sends
+/// (an upload stays in flight, neither failed nor stored) until it is let go.
 struct Cut {
     port: u16,
     up: Arc<AtomicBool>,
     open: Arc<Mutex<Vec<TcpStream>>>,
+    hold: Arc<AtomicBool>,
+    /// Pieces of requests the hold kept back so far.
+    held: Arc<AtomicU64>,
 }
 
 impl Cut {
@@ -225,7 +229,10 @@ impl Cut {
         let port = listener.local_addr().unwrap().port();
         let up = Arc::new(AtomicBool::new(true));
         let open = Arc::new(Mutex::new(Vec::new()));
+        let hold = Arc::new(AtomicBool::new(false));
+        let held = Arc::new(AtomicU64::new(0));
         let (up2, open2) = (Arc::clone(&up), Arc::clone(&open));
+        let (hold2, held2) = (Arc::clone(&hold), Arc::clone(&held));
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
@@ -236,16 +243,23 @@ impl Cut {
                 let Ok(server) = TcpStream::connect(&to) else {
                     continue;
                 };
-                let mut held = open2.lock().unwrap();
-                held.push(conn.try_clone().unwrap());
-                held.push(server.try_clone().unwrap());
-                for (mut from, mut to) in [
-                    (conn.try_clone().unwrap(), server.try_clone().unwrap()),
-                    (server, conn),
+                let mut kept = open2.lock().unwrap();
+                kept.push(conn.try_clone().unwrap());
+                kept.push(server.try_clone().unwrap());
+                for (mut from, mut to, upstream) in [
+                    (conn.try_clone().unwrap(), server.try_clone().unwrap(), true),
+                    (server, conn, false),
                 ] {
+                    let (hold, held) = (Arc::clone(&hold2), Arc::clone(&held2));
                     std::thread::spawn(move || {
                         let mut buf = vec![0u8; 64 << 10];
                         while let Ok(n) = from.read(&mut buf) {
+                            if upstream && hold.load(Ordering::SeqCst) {
+                                held.fetch_add(1, Ordering::SeqCst);
+                                while hold.load(Ordering::SeqCst) {
+                                    std::thread::sleep(Duration::from_millis(5));
+                                }
+                            }
                             if n == 0 || to.write_all(&buf[..n]).is_err() {
                                 break;
                             }
@@ -255,7 +269,26 @@ impl Cut {
                 }
             }
         });
-        Cut { port, up, open }
+        Cut {
+            port,
+            up,
+            open,
+            hold,
+            held,
+        }
+    }
+
+    /// A configuration of `env`'s engines whose store is reached through a new proxy.
+    fn in_front_of(env: &TestEngines, tag: &str) -> (Cut, granary_backend_object::ObjectConfig) {
+        let mut config = env.fresh(tag);
+        let endpoint = config
+            .store
+            .endpoint
+            .clone()
+            .expect("the test S3 server's endpoint");
+        let cut = Cut::start(endpoint.trim_start_matches("http://").to_string());
+        config.store.endpoint = Some(format!("http://127.0.0.1:{}", cut.port));
+        (cut, config)
     }
 
     fn set_up(&self, up: bool) {
@@ -266,6 +299,27 @@ impl Cut {
             }
         }
     }
+
+    /// Holds what the head sends from now on, until [`Cut::release`].
+    fn hold(&self) {
+        self.hold.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits until the hold keeps a request back (an upload is in flight).
+    fn wait_held(&self) {
+        let start = Instant::now();
+        while self.held.load(Ordering::SeqCst) == 0 {
+            assert!(
+                start.elapsed() < limits::OPERATION_TIMEOUT / 2,
+                "no upload reached the store"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn release(&self) {
+        self.hold.store(false, Ordering::SeqCst);
+    }
 }
 
 #[test]
@@ -274,14 +328,7 @@ fn a_close_retried_through_an_s3_outage_uploads_its_file_once_the_store_is_back(
     let Some(env) = TestEngines::from_env() else {
         return;
     };
-    let mut config = env.fresh("s3cut");
-    let endpoint = config
-        .store
-        .endpoint
-        .clone()
-        .expect("the test S3 server's endpoint");
-    let cut = Cut::start(endpoint.trim_start_matches("http://").to_string());
-    config.store.endpoint = Some(format!("http://127.0.0.1:{}", cut.port));
+    let (cut, config) = Cut::in_front_of(&env, "s3cut");
     let fs = head(&config);
     let file = create(&fs, fs.root(), "f.4097");
     // The heads group's first file past the inline size: its close is one FILE_SYNC WRITE.
@@ -339,5 +386,181 @@ fn a_close_retried_through_an_s3_outage_uploads_its_file_once_the_store_is_back(
         tried as usize <= sent * data.len(),
         "{tried} bytes tried during the outage for {sent} WRITEs of {} bytes",
         data.len()
+    );
+}
+
+fn bytes(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ seed.wrapping_mul(37))
+        .collect()
+}
+
+fn size_of(fs: &ObjectFs, file: FileId) -> u64 {
+    fs.getattr(file).expect("GETATTR").size_bytes
+}
+
+fn resize(size: u64) -> SetAttr {
+    SetAttr {
+        size_bytes: Some(size),
+        ..SetAttr::default()
+    }
+}
+
+/// Races one truncation with a publish of the same head deterministically: the publish
+/// (a COMMIT) has taken its snapshot and its upload is held in the proxy when the
+/// truncation runs; the upload is let go once the truncation answered (or after 2 s, if
+/// it waits for the publish). Returns the truncation's answer.
+fn truncate_while_uploading<T: Send>(
+    fs: &ObjectFs,
+    cut: &Cut,
+    file: FileId,
+    truncate: impl FnOnce() -> FsResult<T> + Send,
+) -> FsResult<T> {
+    cut.hold();
+    std::thread::scope(|s| {
+        let commit = s.spawn(|| fs.commit(file, 0, 0));
+        cut.wait_held();
+        let truncation = s.spawn(truncate);
+        let start = Instant::now();
+        while !truncation.is_finished() && start.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        cut.release();
+        commit.join().unwrap().expect("the COMMIT");
+        truncation.join().unwrap()
+    })
+}
+
+/// A truncation on a head while a publish of the same file on that head uploads (COMMIT
+/// or the timer took the file's buffered writes, and their rows are not committed yet):
+/// the publish commits none of the bytes the truncation removed, whichever way it comes
+/// (CREATE UNCHECKED with a size, as an NFSv3 create over a file or an NFSv4 OPEN with
+/// size 0; SETATTR of the size), a later extension reads zeros there, another head reads
+/// the same, and a truncation refused (a guard that does not match) drops none of the
+/// buffered writes.
+#[test]
+fn a_truncation_while_a_publish_uploads_keeps_none_of_the_bytes_it_removed() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let (cut, config) = Cut::in_front_of(&env, "trunc-race");
+    let fs = head(&config);
+    let mut direct = config.clone();
+    direct.store.endpoint = env.config.store.endpoint.clone();
+    let other = head(&direct);
+    let root = fs.root();
+    let file = create(&fs, root, "f");
+    let old = bytes(64 << 10, 1);
+
+    // CREATE UNCHECKED of size 0 over the file while its 64 KiB upload is held.
+    fs.write(file, 0, &old, Stability::Unstable, &ROOT).unwrap();
+    let made = truncate_while_uploading(&fs, &cut, file, || {
+        fs.create(
+            root,
+            &common::name("f"),
+            &CreateMode::Unchecked(resize(0)),
+            &ROOT,
+        )
+    })
+    .expect("CREATE over the file");
+    assert_eq!(made.attr.fileid, file);
+    assert_eq!(made.attr.size_bytes, 0);
+    assert_eq!(
+        size_of(&fs, file),
+        0,
+        "the publish brought back truncated bytes"
+    );
+    assert_eq!(size_of(&other, file), 0, "on the other head");
+    assert_eq!(read(&other, file, 0, 1 << 20).unwrap(), b"");
+
+    // SETATTR of the size to 1000 while the next upload is held; then an extension.
+    fs.write(file, 0, &old, Stability::Unstable, &ROOT).unwrap();
+    truncate_while_uploading(&fs, &cut, file, || {
+        fs.setattr(file, &resize(1000), None, &ROOT)
+    })
+    .expect("SETATTR of the size");
+    assert_eq!(size_of(&fs, file), 1000);
+    assert_eq!(size_of(&other, file), 1000);
+    fs.setattr(file, &resize(3000), None, &ROOT).unwrap();
+    let mut want = old[..1000].to_vec();
+    want.resize(3000, 0);
+    for (head, fs) in [("this", &fs), ("the other", &other)] {
+        assert!(
+            read(fs, file, 0, 1 << 20).unwrap() == want,
+            "{head} head: the bytes past the cut came back on extension"
+        );
+    }
+
+    // A truncation refused (its guard is not the file's ctime) drops no buffered write.
+    let new = bytes(8192, 2);
+    fs.write(file, 0, &new, Stability::Unstable, &ROOT).unwrap();
+    let stale_guard = Some(gtime::Timestamp::from_nanos(1));
+    assert_eq!(
+        fs.setattr(file, &resize(0), stale_guard, &ROOT).map(|_| ()),
+        Err(FsError::NotSync)
+    );
+    fs.commit(file, 0, 0).unwrap();
+    assert!(
+        read(&other, file, 0, 1 << 20).unwrap() == new,
+        "a refused truncation dropped buffered writes"
+    );
+    let audit = fs.audit().unwrap();
+    assert!(audit.missing.is_empty(), "{audit:?}");
+}
+
+/// A truncation on head B while head A's publish of the same file uploads: B cannot cut
+/// what A holds unpublished (other heads see data once it is published), so A's publish
+/// lands after the truncation, as a client's own write-back cache flushed late would; but
+/// none of the bytes B's truncation removed comes back (they read as zeros), and both
+/// heads read the same bytes and size once A's COMMIT answered.
+#[test]
+fn a_truncation_on_one_head_while_another_publishes_brings_nothing_back() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let (cut, config) = Cut::in_front_of(&env, "trunc-heads");
+    let a = head(&config);
+    let mut direct = config.clone();
+    direct.store.endpoint = env.config.store.endpoint.clone();
+    let b = head(&direct);
+    let file = create(&a, a.root(), "f");
+    let old = bytes(2 << 20, 3);
+    a.write(file, 0, &old, Stability::Unstable, &ROOT).unwrap();
+    a.commit(file, 0, 0).unwrap();
+    let at = 3 << 19;
+    let late = bytes(64 << 10, 4);
+    a.write(file, at, &late, Stability::Unstable, &ROOT)
+        .unwrap();
+    let cut_to = 100_000;
+    truncate_while_uploading(&a, &cut, file, || {
+        let r = b.setattr(file, &resize(cut_to), None, &ROOT);
+        assert_eq!(
+            size_of(&b, file),
+            cut_to,
+            "B's truncation is seen on B at once"
+        );
+        r
+    })
+    .expect("SETATTR on B");
+    let end = at + late.len() as u64;
+    let mut want = old[..cut_to as usize].to_vec();
+    want.resize(at as usize, 0);
+    want.extend_from_slice(&late);
+    for (name, fs) in [("A", &a), ("B", &b)] {
+        assert_eq!(size_of(fs, file), end, "head {name}");
+        let mut got = Vec::new();
+        for from in (0..end).step_by(1 << 20) {
+            got.extend(read(fs, file, from, 1 << 20).unwrap());
+        }
+        assert!(
+            got == want,
+            "head {name} reads bytes the truncation removed"
+        );
+    }
+    assert_eq!(
+        a.getattr(file).unwrap().ctime,
+        b.getattr(file).unwrap().ctime
     );
 }

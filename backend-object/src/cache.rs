@@ -14,9 +14,12 @@
 //!   head B.
 //! - **Object bytes**, by object id and range. Objects are immutable and their ids never
 //!   reused, so bytes once fetched are that object's bytes for ever: a hit needs no
-//!   validation. A GET in flight is shared by every READ of the head that wants the same
-//!   range, and a long READ fetches its whole slice (see
-//!   [`crate::limits::WHOLE_SLICE_READ_MIN_BYTES`]).
+//!   validation. A GET in flight is shared by every READ of the head that wants the
+//!   same range. A long READ, or one of a sequential stream ([`Caches::sequential`]:
+//!   READs that touch one another, in whatever order they arrive), fetches the whole
+//!   object it reads from (the part of it the file's map names, see
+//!   [`crate::limits::WHOLE_SLICE_READ_MIN_BYTES`]) and reads the objects of the next
+//!   [`READ_AHEAD_BYTES`] ahead, so a sequential reader costs about one GET per object.
 //!
 //! Compaction replaces a file's rows without moving `version` (the bytes it shows do not
 //! change), and garbage collection deletes the old objects a grace later; a map cached
@@ -42,8 +45,8 @@ use vfs::FsError;
 use crate::data::READ_PARALLEL_GETS;
 use crate::engine::{Fail, COUNTERS};
 use crate::limits::{
-    OBJECT_CACHE_MAX_BYTES, OPERATION_TIMEOUT, READ_AHEAD_MAX, SLICE_MAPS_MAX, WHOLE_SLICE_MAX,
-    WHOLE_SLICE_READ_MIN_BYTES,
+    OBJECT_CACHE_MAX_BYTES, OPERATION_TIMEOUT, READ_AHEAD_BYTES, READ_AHEAD_MAX, SLICE_MAPS_MAX,
+    STREAM_FILES_MAX, STREAM_MIN_TOUCHING, STREAM_WINDOW_READS, WHOLE_SLICE_MAX,
 };
 use crate::meta::{self, Inode};
 use crate::Inner;
@@ -73,6 +76,24 @@ pub(crate) struct Caches {
     byte_hits: AtomicU64,
     /// Read-ahead GETs in flight ([`READ_AHEAD_MAX`] at most).
     reading_ahead: AtomicUsize,
+    /// Each file's last READs, to tell a sequential stream from random access.
+    streams: Mutex<Streams>,
+}
+
+/// The last READs of files (at most [`STREAM_FILES_MAX`], first in first out).
+#[derive(Default)]
+struct Streams {
+    by_file: HashMap<i64, Stream>,
+    order: VecDeque<i64>,
+}
+
+/// One file's last [`STREAM_WINDOW_READS`] READs, a ring: `[start, end)` and whether it
+/// touches another READ of the ring (one started where it ended or ended where it
+/// started, whichever came first).
+#[derive(Default)]
+struct Stream {
+    recent: [(u64, u64, bool); STREAM_WINDOW_READS],
+    next: usize,
 }
 
 /// How often this head's caches answered instead of an engine.
@@ -120,6 +141,37 @@ impl Caches {
         }
     }
 
+    /// Notes a READ of `[start, end)` of `file` and says whether it belongs to a
+    /// sequential stream: at least [`STREAM_MIN_TOUCHING`] of the file's last
+    /// [`STREAM_WINDOW_READS`] READs (this one included) touch another of them (start
+    /// where it ended or end where it started). The READs of a stream nearly all do, in
+    /// whatever order a client's window of them arrives; random READs almost never do.
+    pub(crate) fn sequential(&self, file: i64, start: u64, end: u64) -> bool {
+        let mut st = locked(&self.streams);
+        let Streams { by_file, order } = &mut *st;
+        let s = by_file.entry(file).or_insert_with(|| {
+            order.push_back(file);
+            Stream::default()
+        });
+        let mut touches = false;
+        for r in &mut s.recent {
+            if r.0 < r.1 && (r.1 == start || r.0 == end) {
+                r.2 = true;
+                touches = true;
+            }
+        }
+        s.recent[s.next] = (start, end, touches);
+        s.next = (s.next + 1) % STREAM_WINDOW_READS;
+        let streaming = s.recent.iter().filter(|r| r.2).count() >= STREAM_MIN_TOUCHING;
+        while by_file.len() > STREAM_FILES_MAX {
+            let Some(old) = order.pop_front() else {
+                break;
+            };
+            by_file.remove(&old);
+        }
+        streaming
+    }
+
     /// Keeps `file`'s slice map as read at `version`.
     pub(crate) fn keep_map(&self, file: i64, version: i64, map: Arc<Vec<Slice>>) {
         let mut m = locked(&self.maps);
@@ -162,17 +214,28 @@ impl Caches {
         }
     }
 
-    /// The GET of `range` of `object` in flight, or a new one `start` makes.
+    /// The GET of `range` of `object` in flight, or its bytes if one landed meanwhile
+    /// (`Err`), or a new GET `start` makes. A GET keeps its bytes before it leaves the
+    /// in-flight map, so under that map's lock one or the other is found: two READs never
+    /// send the same GET.
     fn in_flight(
         &self,
         object: i64,
         range: &Range<u64>,
         start: impl FnOnce() -> BoxFuture<'static, Option<Bytes>>,
-    ) -> SharedGet {
-        locked(&self.in_flight)
-            .entry((object, range.start, range.end))
+    ) -> Result<SharedGet, Bytes> {
+        let mut flying = locked(&self.in_flight);
+        let key = (object, range.start, range.end);
+        if let Some(get) = flying.get(&key) {
+            return Ok(get.clone());
+        }
+        if let Some(hit) = self.bytes(object, range) {
+            return Err(hit);
+        }
+        Ok(flying
+            .entry(key)
             .or_insert_with(|| start().shared())
-            .clone()
+            .clone())
     }
 
     /// The GET of `range` of `object` is over (its bytes, if any, are kept).
@@ -251,14 +314,6 @@ pub(crate) async fn row_and_slices<C: GenericClient + Sync>(
     (start, end): (i64, i64),
 ) -> Result<Found, Fail> {
     let overlapping = |s: &&Slice| s.offset < end && s.offset + s.length > start;
-    // From a whole map: the newest slice holding the byte after the range, which a
-    // sequential reader reads next.
-    let next = |map: &[Slice]| {
-        map.iter()
-            .rev()
-            .find(|s| s.offset <= end && s.offset + s.length > end)
-            .cloned()
-    };
     let cached = inner.caches.any_map(file);
     let whole = !inner.caches.is_big(file);
     let cached_version = cached.as_ref().map_or(-1, |(v, _)| *v);
@@ -289,7 +344,7 @@ pub(crate) async fn row_and_slices<C: GenericClient + Sync>(
         return Ok(Found {
             row,
             slices: map.iter().filter(overlapping).cloned().collect(),
-            next: next(&map),
+            map: Some(map),
         });
     }
     let at = meta::NCOLS + 1;
@@ -302,14 +357,18 @@ pub(crate) async fn row_and_slices<C: GenericClient + Sync>(
         return Ok(Found {
             row,
             slices: got,
-            next: None,
+            map: None,
         });
     }
     if got.len() as i64 <= MAP_MAX_ROWS {
         let slices = got.iter().filter(overlapping).cloned().collect();
-        let next = next(&got);
-        inner.caches.keep_map(file, version, Arc::new(got));
-        return Ok(Found { row, slices, next });
+        let map = Arc::new(got);
+        inner.caches.keep_map(file, version, Arc::clone(&map));
+        return Ok(Found {
+            row,
+            slices,
+            map: Some(map),
+        });
     }
     // More slices than a map holds: from now on this head reads this file's by range.
     inner.caches.mark_big(file);
@@ -326,7 +385,7 @@ pub(crate) async fn row_and_slices<C: GenericClient + Sync>(
     Ok(Found {
         row,
         slices: rows.iter().map(|r| slice_at(r, 0)).collect(),
-        next: None,
+        map: None,
     })
 }
 
@@ -336,38 +395,83 @@ pub(crate) struct Found {
     pub row: Inode,
     /// Its slices overlapping the range, newest last.
     pub slices: Vec<Slice>,
-    /// The slice holding the byte after the range, when the head has the file's map.
-    pub next: Option<Slice>,
+    /// All its slices (the map of the row's `version`), when the file has no more than
+    /// a map holds: what tells a READ which part of an object the file uses, and which
+    /// objects come next.
+    pub map: Option<Arc<Vec<Slice>>>,
 }
 
-/// After a long READ (at least [`WHOLE_SLICE_READ_MIN_BYTES`]) that ended inside the
-/// file: fetches `next`, the slice holding the byte after it, whole into the byte cache in
-/// the background, so a sequential reader's next READ finds its object there (or in
-/// flight). At most [`READ_AHEAD_MAX`] at once per head; none for a slice cached or
-/// being fetched already. Bounded by half an operation timeout, so it ends within the
-/// collector's grace like a READ (see `gc`); a failure only means the next READ fetches.
-pub(crate) fn read_ahead(inner: &Arc<Inner>, next: Option<Slice>) {
-    let Some(s) = next else { return };
-    let Some(obj) = s.object else { return };
-    let o_off = u64::try_from(s.object_offset).unwrap_or(0);
-    let span = o_off..o_off + u64::try_from(s.length).unwrap_or(0);
-    let caches = &inner.caches;
-    if span.end - span.start > WHOLE_SLICE_MAX
-        || caches.bytes(obj, &span).is_some()
-        || locked(&caches.in_flight).contains_key(&(obj, span.start, span.end))
-    {
-        return;
+/// The part of `object` that the rows of `map` name (an object holds the extents of one
+/// publish or one compaction of one file, so a file's whole map names every part of it
+/// still used), if it is no larger than [`WHOLE_SLICE_MAX`].
+fn object_span(map: &[Slice], object: i64) -> Option<Range<u64>> {
+    let (from, to) = map
+        .iter()
+        .filter(|s| s.object == Some(object))
+        .map(|s| (s.object_offset, s.object_offset + s.length))
+        .fold(None, |acc: Option<(i64, i64)>, (a, b)| {
+            Some(acc.map_or((a, b), |(x, y)| (x.min(a), y.max(b))))
+        })?;
+    let span = u64::try_from(from).ok()?..u64::try_from(to).ok()?;
+    (span.end - span.start <= WHOLE_SLICE_MAX).then_some(span)
+}
+
+/// The whole-object (or, without a map, whole-slice) range a long READ of slice `s`
+/// fetches, if not larger than [`WHOLE_SLICE_MAX`].
+fn whole_range(map: Option<&[Slice]>, s: &Slice) -> Option<Range<u64>> {
+    let obj = s.object?;
+    if let Some(span) = map.and_then(|m| object_span(m, obj)) {
+        return Some(span);
     }
-    if caches.reading_ahead.fetch_add(1, Ordering::AcqRel) >= READ_AHEAD_MAX {
-        caches.reading_ahead.fetch_sub(1, Ordering::AcqRel);
-        return;
+    let o_off = u64::try_from(s.object_offset).ok()?;
+    let span = o_off..o_off + u64::try_from(s.length).ok()?;
+    (span.end - span.start <= WHOLE_SLICE_MAX).then_some(span)
+}
+
+/// After a long or streaming READ that ended at `end`, inside the file: fetches the
+/// objects holding the file's next [`READ_AHEAD_BYTES`] (the ranges the file's `map`
+/// names) whole into the byte cache in the background, in offset order, so that a
+/// sequential reader's next READs find them there or in flight, whatever order its READs
+/// arrive in. At most [`READ_AHEAD_MAX`] GETs at once per head; none for an object cached
+/// or being fetched already. Without a map (a file of more slices than a map holds)
+/// nothing is read ahead. Each is bounded by half an operation timeout, so it ends within
+/// the collector's grace like a READ (see `gc`); a failure only means the next READ
+/// fetches.
+pub(crate) fn read_ahead(inner: &Arc<Inner>, map: Option<&[Slice]>, end: i64) {
+    let Some(map) = map else { return };
+    let until = end.saturating_add(READ_AHEAD_BYTES);
+    let mut ahead: Vec<&Slice> = map
+        .iter()
+        .filter(|s| s.object.is_some() && s.offset + s.length > end && s.offset < until)
+        .collect();
+    ahead.sort_by_key(|s| s.offset.max(end));
+    let mut seen = Vec::new();
+    for s in ahead {
+        let Some(obj) = s.object else { continue };
+        if seen.contains(&obj) {
+            continue;
+        }
+        seen.push(obj);
+        let Some(span) = object_span(map, obj) else {
+            continue;
+        };
+        let caches = &inner.caches;
+        if caches.bytes(obj, &span).is_some()
+            || locked(&caches.in_flight).contains_key(&(obj, span.start, span.end))
+        {
+            continue;
+        }
+        if caches.reading_ahead.fetch_add(1, Ordering::AcqRel) >= READ_AHEAD_MAX {
+            caches.reading_ahead.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let task = Arc::clone(inner);
+        inner.engines.spawn(async move {
+            let bounded = tokio::time::timeout(OPERATION_TIMEOUT / 2, fetch(&task, obj, span));
+            drop(bounded.await);
+            task.caches.reading_ahead.fetch_sub(1, Ordering::AcqRel);
+        });
     }
-    let task = Arc::clone(inner);
-    inner.engines.spawn(async move {
-        let bounded = tokio::time::timeout(OPERATION_TIMEOUT / 2, fetch(&task, obj, span));
-        drop(bounded.await);
-        task.caches.reading_ahead.fetch_sub(1, Ordering::AcqRel);
-    });
 }
 
 /// The slices a read of `[start, end)` must lay, oldest first: one that newer slices
@@ -402,19 +506,22 @@ fn visible(slices: Vec<Slice>, (start, end): (i64, i64)) -> Vec<Slice> {
 /// the read wants.
 type Fetched = (usize, Range<usize>, Result<Bytes, object_store::Error>);
 
-/// Appends `len` bytes at `offset` of `file` to `out`: its published `slices` (from
-/// [`row_and_slices`]) laid over zeros through the caches (see the module). GETs run
-/// [`READ_PARALLEL_GETS`] at once.
+/// Appends `len` bytes at `offset` of `file` to `out`: its published slices (`found`,
+/// from [`row_and_slices`]) laid over zeros through the caches (see the module). A
+/// `long` READ (a long one, or one of a sequential stream, [`Caches::sequential`])
+/// fetches whole objects. GETs run [`READ_PARALLEL_GETS`] at once.
 pub(crate) async fn read<C: GenericClient + Sync>(
     inner: &Inner,
     c: &C,
     file: i64,
-    slices: Vec<Slice>,
+    found: &Found,
+    long: bool,
     (offset, len): (u64, usize),
     out: &mut BytesMut,
 ) -> Result<(), Fail> {
     let base = out.len();
-    match read_once(inner, slices, offset, len, out).await {
+    let whole = long.then(|| found.map.as_deref().map(Vec::as_slice));
+    match read_once(inner, found.slices.clone(), whole, (offset, len), out).await {
         Err(Fail::Store(object_store::Error::NotFound { .. })) => {
             // A map cached before a compaction named an object GC has since deleted: read
             // the rows as they are now, past the caches.
@@ -433,11 +540,13 @@ pub(crate) async fn read<C: GenericClient + Sync>(
     }
 }
 
+/// [`read`] once. `whole`: fetch whole objects (`Some`), as the file's map (if any) names
+/// them, else only what the READ wants.
 async fn read_once(
     inner: &Inner,
     slices: Vec<Slice>,
-    offset: u64,
-    len: usize,
+    whole: Option<Option<&[Slice]>>,
+    (offset, len): (u64, usize),
     out: &mut BytesMut,
 ) -> Result<(), Fail> {
     let base = out.len();
@@ -448,10 +557,9 @@ async fn read_once(
     let start = i64::try_from(offset).map_err(|_| Fail::Fs(FsError::Inval))?;
     let end = start + i64::try_from(len).unwrap_or(0);
     let slices = visible(slices, (start, end));
-    // A long READ fetches the whole slice it reads from (one GET shared by the READs
-    // in flight on it, kept in the byte cache): a sequential reader's next READs of it
-    // are then served from memory.
-    let whole_slices = len >= WHOLE_SLICE_READ_MIN_BYTES;
+    // A long READ fetches the whole object it reads from (one GET shared by the READs in
+    // flight on it, kept in the byte cache): a sequential reader's next READs of it are
+    // then served from memory, in whatever order they come.
     // Where each slice lands in `out`, and the object range to fetch for it.
     let mut laid: Vec<(usize, usize, Option<Bytes>)> = Vec::with_capacity(slices.len());
     let mut fetches = Vec::new();
@@ -465,11 +573,12 @@ async fn read_once(
             (Some(obj), _) => {
                 let o_off = u64::try_from(s.object_offset).unwrap_or(0);
                 let wanted = o_off + skip as u64..o_off + (skip + n) as u64;
-                let span = o_off..o_off + u64::try_from(s.length).unwrap_or(0);
-                let (range, part) = if whole_slices && span.end - span.start <= WHOLE_SLICE_MAX {
-                    (span, skip..skip + n)
-                } else {
-                    (wanted, 0..n)
+                let (range, part) = match whole.and_then(|map| whole_range(map, s)) {
+                    Some(span) => {
+                        let first = usize::try_from(wanted.start - span.start).unwrap_or(0);
+                        (span, first..first + n)
+                    }
+                    None => (wanted, 0..n),
                 };
                 if let Some(hit) = inner.caches.bytes(obj, &range) {
                     inner.caches.hit_bytes();
@@ -514,7 +623,7 @@ async fn read_once(
 async fn fetch(inner: &Inner, obj: i64, range: Range<u64>) -> Result<Bytes, object_store::Error> {
     let path = inner.engines.object_path(obj);
     let store = Arc::clone(&inner.engines.store);
-    let shared = inner.caches.in_flight(obj, &range, || {
+    let flying = inner.caches.in_flight(obj, &range, || {
         let (store, path, range) = (Arc::clone(&store), path.clone(), range.clone());
         async move {
             let got = store.get_range(&path, range).await;
@@ -523,6 +632,14 @@ async fn fetch(inner: &Inner, obj: i64, range: Range<u64>) -> Result<Bytes, obje
         }
         .boxed()
     });
+    let shared = match flying {
+        Ok(get) => get,
+        Err(hit) => {
+            // Another READ's fetch (or the read-ahead) landed since this one looked.
+            inner.caches.hit_bytes();
+            return Ok(hit);
+        }
+    };
     let got = shared.await;
     if let Some(b) = &got {
         // Kept before the in-flight entry goes, so a READ that comes now finds one.

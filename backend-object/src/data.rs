@@ -6,24 +6,31 @@
 //! starts from zeros and lays the slices it overlaps over them in order, then the head's
 //! own buffered writes.
 //!
-//! **Publish protocol** (one file): take a snapshot of its buffered extents; if they all
-//! end within [`INLINE_MAX_BYTES`] they become inline rows, else one object (named by a
-//! fresh id from the database's sequence, so no two heads ever write the same key and no
-//! conditional PUT is needed) is uploaded *first*; then one transaction locks the inode,
-//! inserts one slice row per extent and moves size, mtime and ctime; the write or COMMIT
-//! is answered after that commit. A crash between the upload and the commit leaves an
-//! object no row names (an orphan, swept later); never a row naming a missing object.
+//! **Publish protocol** (one file): the buffered extents are sealed in groups of one
+//! object's worth, oldest first; a group whose extents all end within
+//! [`crate::limits::INLINE_MAX_BYTES`] becomes inline rows, any other one object (named by
+//! a fresh id from the database's sequence, so no two heads ever write the same key and
+//! no conditional PUT is needed) that is uploaded *first*: as soon as the file's open
+//! data fills it (several at once, in the background), or by the publish itself. Then,
+//! group by group in the order sealed, one transaction locks the inode, inserts one slice
+//! row per extent and moves size, mtime and ctime; the write or COMMIT is answered after
+//! the last commit. A crash between an upload and its commit leaves an object no row
+//! names (an orphan, swept later); never a row naming a missing object. An upload older
+//! than [`UPLOAD_FRESH`] when its group commits is done again, so the sweep can never have
+//! taken it.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use object_store::PutPayload;
 use tokio_postgres::GenericClient;
 use vfs::FsError;
 
 use crate::engine::{transaction, Fail, COUNTERS};
-use crate::limits::{INLINE_MAX_BYTES, OBJECT_MAX_BYTES};
+use crate::limits::{OBJECT_MAX_BYTES, OPERATION_TIMEOUT, UPLOAD_FRESH};
 use crate::meta::{self, Inode};
-use crate::pending::Snapshot;
+use crate::pending::Group;
 use crate::Inner;
 
 /// GETs one read runs at once.
@@ -129,77 +136,139 @@ pub(crate) async fn read_published<C: GenericClient + Sync>(
 }
 
 /// Publishes `file`'s buffered writes (see the module's protocol): everything buffered
-/// when it gets the file's publish lock, one object at a time. Returns the file's row
-/// after the last commit, or `None` when nothing was buffered (or the file went).
-pub(crate) async fn publish(inner: &Inner, file: i64) -> Result<Option<Inode>, Fail> {
+/// when it gets the file's publish lock, one object at a time, in the order sealed. The
+/// open data's uploads start first, beside those started before, so the last objects of
+/// a COMMIT upload together. Returns the file's row after the last commit, or `None`
+/// when nothing was buffered (or the file went).
+pub(crate) async fn publish(inner: &Arc<Inner>, file: i64) -> Result<Option<Inode>, Fail> {
     let lock = inner.pending.publish_lock(file);
     let _one_at_a_time = lock.lock().await;
-    publish_locked(inner, file).await
+    while start_upload(inner, file, None) {}
+    publish_locked(inner, file, true).await
 }
 
-/// Makes room for a write of `len` bytes to `file`, whose open data was full: waits for
-/// the publish in progress, then publishes only if the file is still full. (Every writer
-/// that found it full waits here; publishing whatever the others wrote meanwhile would
-/// upload objects smaller than one object's worth.)
-pub(crate) async fn make_room(inner: &Inner, file: i64, len: usize) -> Result<(), Fail> {
+/// Makes room for a write of `len` bytes to `file`, whose open data was full: seals the
+/// open data and starts its upload if the file and the head have room for one more
+/// (the writer goes on at once); else waits for the publish in progress and, if the file
+/// is still full, commits its oldest sealed object (waiting for its upload:
+/// back-pressure). (Every writer that found it full comes here; sealing or publishing
+/// whatever the others wrote meanwhile would make objects smaller than one object's
+/// worth, so each checks again.)
+pub(crate) async fn make_room(inner: &Arc<Inner>, file: i64, len: usize) -> Result<(), Fail> {
+    if start_upload(inner, file, Some(len)) {
+        return Ok(());
+    }
     let lock = inner.pending.publish_lock(file);
     let _one_at_a_time = lock.lock().await;
-    if !inner.pending.fits(file, len) {
-        publish_locked(inner, file).await?;
+    if !inner.pending.fits(file, len) && !start_upload(inner, file, Some(len)) {
+        publish_locked(inner, file, false).await?;
     }
     Ok(())
 }
 
-/// [`publish`] with the file's publish lock held. A file whose last publish failed a
-/// moment ago is not tried again before its rest is over ([`Pending::may_publish`]):
-/// `Fail::Resting`, which the client hears as `Jukebox`.
+/// Seals `file`'s oldest open object's worth and starts its upload in the background (see
+/// [`Pending::seal_for_upload`] for when it does); true if it did. The upload is bounded
+/// by [`OPERATION_TIMEOUT`] like a publish; a failure rests the file, and the group's
+/// publish uploads it again.
+///
+/// [`Pending::seal_for_upload`]: crate::pending::Pending::seal_for_upload
+fn start_upload(inner: &Arc<Inner>, file: i64, full: Option<usize>) -> bool {
+    let now = inner.clock.monotonic();
+    let task = Arc::clone(inner);
+    let started = inner.pending.seal_for_upload(file, full, now, move |snap| {
+        async move {
+            let body = concatenate(&snap.extents);
+            let done = tokio::time::timeout(OPERATION_TIMEOUT, upload(&task, body)).await;
+            task.pending.upload_over();
+            match done.unwrap_or(Err(Fail::Timeout)) {
+                Ok(id) => Some((id, task.clock.monotonic())),
+                Err(e) => {
+                    let error = crate::describe(&e);
+                    tracing::warn!(file, %error, "object backend: an upload failed; its data stays buffered");
+                    task.pending.upload_failed(file, task.clock.monotonic());
+                    None
+                }
+            }
+        }
+        .boxed()
+        .shared()
+    });
+    let Some(upload) = started else {
+        return false;
+    };
+    inner.engines.spawn(async move {
+        upload.await;
+    });
+    true
+}
+
+/// Commits `file`'s sealed groups in order (sealing its open data one object at a time
+/// once they are done), each after its object is stored: all that was buffered when it
+/// began, or with `all` false only the oldest. Holds the file's publish lock. A file
+/// whose last publish failed a moment ago is not tried again before its rest is over
+/// ([`Pending::may_publish`]): `Fail::Resting`, which the client hears as `Jukebox`.
 ///
 /// [`Pending::may_publish`]: crate::pending::Pending::may_publish
-async fn publish_locked(inner: &Inner, file: i64) -> Result<Option<Inode>, Fail> {
+async fn publish_locked(inner: &Inner, file: i64, all: bool) -> Result<Option<Inode>, Fail> {
     let Some(newest) = inner.pending.newest(file) else {
         return Ok(None);
     };
     let mut after = None;
-    while let Some(snap) = inner.pending.snapshot(file) {
+    while let Some(group) = inner.pending.oldest(file) {
         if !inner.pending.may_publish(file, inner.clock.monotonic()) {
             return Err(Fail::Resting);
         }
-        let upto = snap.upto;
-        after = match publish_one(inner, file, snap).await {
+        let upto = group.snap.upto;
+        after = match publish_one(inner, file, group).await {
             Ok(after) => after,
             Err(e) => {
                 inner.pending.failed(file, inner.clock.monotonic());
                 return Err(e);
             }
         };
-        if after.is_none() || upto >= newest {
+        if after.is_none() || upto >= newest || !all {
             break;
         }
     }
     Ok(after)
 }
 
-/// Uploads one snapshot (unless inline) and commits its rows; `None` if the file went.
+/// The object holding `group`: the one its upload stored, if that upload succeeded
+/// within [`UPLOAD_FRESH`] (an older one may be swept as an orphan before the rows
+/// commit), else one uploaded now.
+async fn stored(inner: &Inner, group: &Group) -> Result<i64, Fail> {
+    if let Some(started) = group.upload.clone() {
+        if let Some((id, at)) = started.await {
+            if inner.clock.monotonic().saturating_sub(at) < UPLOAD_FRESH {
+                return Ok(id);
+            }
+        }
+    }
+    upload(inner, concatenate(&group.snap.extents)).await
+}
+
+/// Commits one group's rows, after its object is stored (unless inline); `None` if the
+/// file went.
 ///
-/// A truncation on this head that committed while the object uploaded cut the file
+/// A truncation on this head that committed since the group was sealed cut the file
 /// ([`Pending::cut`], read once the row is locked, so after that truncation's commit):
-/// bytes of the snapshot at or past the cut are not committed, since they were written
+/// bytes of the group at or past the cut are not committed, since they were written
 /// before the truncation and it removed them. (The object keeps them, unnamed past the
 /// rows' ends; one no row names at all is swept as an orphan.)
 ///
 /// [`Pending::cut`]: crate::pending::Pending::cut
-async fn publish_one(inner: &Inner, file: i64, snap: Snapshot) -> Result<Option<Inode>, Fail> {
-    let end = snap.extents.iter().map(|e| e.end()).max().unwrap_or(0);
-    let inline = end <= INLINE_MAX_BYTES;
+async fn publish_one(inner: &Inner, file: i64, group: Group) -> Result<Option<Inode>, Fail> {
+    let snap = &group.snap;
+    let inline = snap.inline();
     let object = if inline {
         None
     } else {
-        Some(upload(inner, concatenate(&snap.extents)).await?)
+        Some(stored(inner, &group).await?)
     };
     let done = transaction!(inner.engines.pool, |tx| {
         let c: &tokio_postgres::Transaction<'_> = &tx;
         let locked = meta::lock(c, &[file]).await?;
-        let cut = inner.pending.cut(file).unwrap_or(u64::MAX);
+        let cut = inner.pending.cut(file, snap.upto).unwrap_or(u64::MAX);
         let mut object_offset = 0i64;
         let mut kept_end = None;
         for e in &snap.extents {

@@ -520,7 +520,7 @@ impl vfs::Backend for ObjectFs {
             let start = i64::try_from(offset_bytes).unwrap_or(i64::MAX);
             let range = (start, start.saturating_add(i64::from(count)));
             let found = cache::row_and_slices(inner, &**c, file, range).await?;
-            let attr = inner.overlay(found.row.attr);
+            let attr = inner.overlay(found.row.attr.clone());
             match attr.file_type {
                 FileType::Regular => {}
                 FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
@@ -532,14 +532,20 @@ impl vfs::Backend for ObjectFs {
                 return Ok(ReadDone { attr, eof: true });
             }
             let len = usize::try_from((size - offset_bytes).min(u64::from(count))).unwrap_or(0);
-            cache::read(inner, &**c, file, found.slices, (offset_bytes, len), dst).await?;
+            let end = offset_bytes + len as u64;
+            let streaming = inner.caches.sequential(file, offset_bytes, end);
+            let long = streaming || len >= limits::WHOLE_SLICE_READ_MIN_BYTES;
+            let eof = end >= size;
+            if !eof && long {
+                // Started first, so the next objects come while this READ waits for its
+                // own (which the read-ahead may share).
+                let map = found.map.as_deref().map(Vec::as_slice);
+                cache::read_ahead(inner, map, i64::try_from(end).unwrap_or(i64::MAX));
+            }
+            cache::read(inner, &**c, file, &found, long, (offset_bytes, len), dst).await?;
             inner
                 .pending
                 .read_over(file, offset_bytes, &mut dst[base..]);
-            let eof = offset_bytes + len as u64 >= size;
-            if !eof && len >= limits::WHOLE_SLICE_READ_MIN_BYTES {
-                cache::read_ahead(inner, found.next);
-            }
             Ok(ReadDone { attr, eof })
         });
         if done.is_err() {

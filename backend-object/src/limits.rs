@@ -14,12 +14,33 @@ pub const INLINE_MAX_BYTES: u64 = 4096;
 /// must fetch for a read of a few KiB.
 pub const OBJECT_MAX_BYTES: usize = 4 << 20;
 
-/// UNSTABLE data one file may hold open in a head before a write publishes it first (the
-/// writer then waits for the upload: back-pressure). One object's worth, so one publish
-/// is one PUT. Besides it, the file holds what a publish took and is uploading (at most
-/// one object's worth): a sequential writer fills the next object while the last one
-/// uploads, so a file holds at most twice this.
+/// UNSTABLE data one file may hold open (not yet sealed for a publish) in a head. One
+/// object's worth: a file whose open data fills it seals it as one object and starts
+/// its upload at once ([`UPLOADS_PER_FILE`]); past that, a write publishes the oldest
+/// sealed object first (the writer waits for its upload: back-pressure). So a file holds
+/// at most this plus [`UPLOADS_PER_FILE`] objects.
 pub const PENDING_FILE_MAX_BYTES: usize = OBJECT_MAX_BYTES;
+
+/// Objects of one file sealed and uploading (or uploaded, their rows not yet committed)
+/// at once before its publish. Three: with the object being filled that is 16 MiB per
+/// file, the window of 1 MiB WRITEs a sequential writer keeps in flight (the bench's 16;
+/// the Linux client's writeback sends about as much), so the writer never waits while
+/// the store takes its objects three at a time: a PUT of 4 MiB took ~44 ms here, and
+/// three at once keep the store's throughput while one file is written.
+pub const UPLOADS_PER_FILE: usize = 3;
+
+/// Uploads started before their publish one head runs at once, over all files: two
+/// files' worth, 24 MiB in flight, well within [`PENDING_HEAD_MAX_BYTES`]; past it a
+/// full file publishes as before (upload, then commit).
+pub const UPLOADS_PER_HEAD: usize = 2 * UPLOADS_PER_FILE;
+
+/// Longest time between an upload started before its publish and that publish's commit
+/// of it: an older one is uploaded again (a new object; the old one is an orphan the
+/// sweep finds). The collector's grace counts on a publish committing within one
+/// [`OPERATION_TIMEOUT`] of its upload (see `gc`); the commit's transaction begins within
+/// this and ends within one operation timeout after, so 5 s + 10 s stays under
+/// [`GC_MIN_GRACE`] (20 s).
+pub const UPLOAD_FRESH: Duration = Duration::from_secs(5);
 
 /// Times a WRITE that finds its file's open data full publishes it and tries again before
 /// it answers `Jukebox`. Other writers of the file may fill it again while one publish
@@ -137,6 +158,10 @@ pub const GC_ROUND_TIMEOUT: Duration = Duration::from_secs(120);
 
 const _: () = assert!(GC_MIN_GRACE.as_secs() >= 2 * OPERATION_TIMEOUT.as_secs());
 const _: () = assert!(GC_GRACE.as_secs() >= GC_MIN_GRACE.as_secs());
+const _: () =
+    assert!(UPLOAD_FRESH.as_secs() + OPERATION_TIMEOUT.as_secs() < GC_MIN_GRACE.as_secs());
+const _: () =
+    assert!(PENDING_FILE_MAX_BYTES + UPLOADS_PER_HEAD * OBJECT_MAX_BYTES <= PENDING_HEAD_MAX_BYTES);
 
 /// Files whose slice map (their `slices` rows at one `inodes.version`) a head keeps: a
 /// few KiB each, so a few MiB in all; enough for the files a busy client reads again.
@@ -152,24 +177,53 @@ pub const SLICE_MAP_MAX_ROWS: i64 = 256;
 /// writes the head may hold; one range is kept only if it is at most a quarter of it.
 pub const OBJECT_CACHE_MAX_BYTES: usize = 64 << 20;
 
-/// A READ of at least this many bytes fetches the whole slice it reads from (at most
-/// [`WHOLE_SLICE_MAX`]) in one GET, which the READs in flight on that slice share and the
-/// byte cache keeps: a sequential reader of 1 MiB READs then sends one 4 MiB GET per
-/// object instead of four 1 MiB GETs, and its next READs of the object are served from
-/// memory. 256 KiB: the Linux client's READs of a file read in order are 1 MiB (rsize)
-/// and its readahead's at least 128 KiB; a READ of a few KiB (random access) never
-/// fetches more than it asked for.
+/// A READ of at least this many bytes fetches the whole object it reads from (the part of
+/// it the file's slice map names, at most [`WHOLE_SLICE_MAX`]; without a map, the whole
+/// slice) in one GET, which the READs in flight on that object share and the byte cache
+/// keeps: a sequential reader of 1 MiB READs then sends one 4 MiB GET per object instead
+/// of one per READ, in whatever order its READs arrive (an object holds the extents of
+/// one publish, which a writer's out-of-order WRITEs make several slices). 256 KiB: the
+/// Linux client's READs of a file read in order are 1 MiB (rsize) and its readahead's at
+/// least 128 KiB; a READ of a few KiB (random access) fetches only what it asked for,
+/// unless it belongs to a sequential stream ([`STREAM_MIN_TOUCHING`]).
 pub const WHOLE_SLICE_READ_MIN_BYTES: usize = 256 << 10;
 
-/// Read-ahead GETs (the slice after a long READ, fetched whole in the background) one
-/// head runs at once: four 4 MiB objects, 16 MiB in flight, a quarter of the byte cache,
-/// enough to keep the next object of four sequential readers coming.
+/// Read-ahead GETs (whole objects after a long or streaming READ, fetched in the
+/// background) one head runs at once: four 4 MiB objects, 16 MiB in flight, a quarter of
+/// the byte cache, enough to keep the next objects of a few sequential readers coming.
 pub const READ_AHEAD_MAX: usize = 4;
 
-/// Largest slice a long READ fetches whole: one object, the most a slice names.
+/// How far past a long or streaming READ the head reads ahead: the objects holding the
+/// next 8 MiB, two objects. A client keeps a window of READs in flight (the bench 16 MiB,
+/// the Linux client its readahead), whose own READs fetch the objects they fall in; two
+/// more objects keep the store busy while the next window's READs are on their way, and
+/// leave the byte cache room for three such readers' windows.
+pub const READ_AHEAD_BYTES: i64 = 2 * OBJECT_MAX_BYTES as i64;
+
+/// Largest object range a long READ fetches whole: one object, the most a slice names.
 pub const WHOLE_SLICE_MAX: u64 = OBJECT_MAX_BYTES as u64;
 
+/// READs of a file the stream detector remembers: a client's window of READs in flight
+/// (the bench's 16, the Linux client's 16 RPC slots of its default), so a READ that
+/// arrives before those just before it still finds one it touches.
+pub const STREAM_WINDOW_READS: usize = 16;
+
+/// Of a file's last [`STREAM_WINDOW_READS`] READs, how many must touch another of them
+/// (start where it ended, or end where it started) before a short READ is taken as part
+/// of a sequential stream and fetches whole objects. Six of sixteen: a random 4 KiB READ
+/// touches one of 16 others in a file of N pages with a chance of about 32/N, so in a
+/// file of 8 MiB about half a READ of the sixteen does on average and six almost never
+/// (a chance of about 1e-5), while a stream's READs nearly all touch, even when eight at
+/// once arrive in any order; its first five or so READs fetch by range.
+pub const STREAM_MIN_TOUCHING: usize = 6;
+
+/// Files whose last READs the stream detector remembers (first in first out): 16 pairs
+/// of offsets each, about 400 KiB in all.
+pub const STREAM_FILES_MAX: usize = 1024;
+
 const _: () = assert!(WHOLE_SLICE_MAX as usize <= OBJECT_CACHE_MAX_BYTES / 4);
+const _: () = assert!(READ_AHEAD_MAX * OBJECT_MAX_BYTES <= OBJECT_CACHE_MAX_BYTES / 4);
+const _: () = assert!(STREAM_MIN_TOUCHING <= STREAM_WINDOW_READS);
 const _: () = assert!(PENDING_FILE_MAX_BYTES <= OBJECT_MAX_BYTES);
 const _: () = assert!(PENDING_FILE_MAX_BYTES <= PENDING_HEAD_MAX_BYTES);
 const _: () = assert!((INLINE_MAX_BYTES as usize) < OBJECT_MAX_BYTES);

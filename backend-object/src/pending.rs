@@ -7,25 +7,33 @@
 //! writes); other heads see them once published, which is close-to-open for clients that
 //! COMMIT on close, as the Linux client does.
 //!
-//! Each extent has a sequence number; a publish takes a snapshot of the oldest extents,
-//! at most [`OBJECT_MAX_BYTES`] of them, up to one number and, once their rows committed,
-//! releases exactly those. Writes that arrive while it uploads are buffered for the next
-//! publish (a sequential writer fills the next object while the last one uploads, so its
-//! throughput is the store's PUT throughput, not PUT and fill one after the other). An
-//! extent a publish took is never extended afterwards.
+//! Each extent has a sequence number; a publish commits the oldest extents in groups of
+//! at most [`OBJECT_MAX_BYTES`] (one object each), sealed up to one number, in the order
+//! they were sealed, and once a group's rows committed releases exactly its extents. A
+//! file whose open data fills an object seals it at once and its upload starts (an
+//! [`Upload`], at most [`UPLOADS_PER_FILE`] groups per file and [`UPLOADS_PER_HEAD`]
+//! uploads per head), before any COMMIT: a sequential writer's objects upload while it
+//! fills the next ones, several at a time, and the publish that commits them (COMMIT,
+//! FILE_SYNC, the timer, or a writer that needs the room) finds them stored. Sealed
+//! extents are never changed by a later write.
 //!
-//! A file's extents never overlap: a write drops the bytes it covers from older extents,
-//! so a range sent again (a WRITE the client retries after JUKEBOX) replaces its bytes
-//! instead of adding a copy to hold and upload. A publish that fails rests the file
-//! (`may_publish`, `failed`) before the next try.
+//! A file's open (unsealed) extents never overlap: a write drops the bytes it covers from
+//! older open extents, so a range sent again (a WRITE the client retries after JUKEBOX)
+//! replaces its bytes instead of adding a copy to hold and upload. A newer extent may
+//! cover a sealed one; reads lay extents oldest first and the groups commit before the
+//! newer extents, so the newer bytes win in both. A publish or an upload that fails rests
+//! the file (`may_publish`, `failed`, `upload_failed`) before the next try.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::{BoxFuture, Shared};
+
 use crate::limits::{
     OBJECT_MAX_BYTES, PENDING_FILE_MAX_BYTES, PENDING_HEAD_MAX_BYTES, PUBLISH_RETRY_MAX,
-    PUBLISH_RETRY_MIN,
+    PUBLISH_RETRY_MIN, UPLOADS_PER_FILE, UPLOADS_PER_HEAD,
 };
 
 /// One buffered write (consecutive writes merged).
@@ -43,19 +51,17 @@ impl Extent {
 }
 
 /// One file's buffered writes.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct FileBuf {
     extents: Vec<Extent>,
     bytes: usize,
-    /// Extents up to this sequence number belong to a publish in progress (or one that
-    /// failed: the next publish takes them first).
+    /// Extents up to this sequence number are sealed in `groups` (or were, and went
+    /// with them).
     sealed: u64,
     /// Bytes of those extents.
     sealed_bytes: usize,
-    /// The least size a truncation on this head cut the file to since the publish in
-    /// progress took its snapshot: that publish commits none of its bytes at or past it
-    /// ([`Pending::cut`]).
-    cut: Option<u64>,
+    /// Sealed groups not yet committed, oldest first: the order they commit in.
+    groups: VecDeque<Group>,
     /// When the oldest extent arrived (the injected clock's monotonic time).
     since: Duration,
     /// The ctime the clients were told for the last write (ns), kept by the publish.
@@ -64,6 +70,10 @@ struct FileBuf {
     /// other is tried ([`Pending::may_publish`]).
     tries: u32,
     rest_until: Duration,
+    /// A publish or an upload of the file failed since the last commit: no upload starts
+    /// before its publish until one commits (a client resending its data meanwhile must
+    /// not seal a copy per try, each to be uploaded once the store is back).
+    failing: bool,
 }
 
 impl FileBuf {
@@ -78,16 +88,17 @@ impl FileBuf {
         self.sealed_bytes = taken;
     }
 
-    /// Drops the bytes of `[from, to)` from every extent (the caller adds newer ones
+    /// Drops the bytes of `[from, to)` from every open extent (the caller adds newer ones
     /// there). An extent cut in two keeps its front; its back becomes an extent of its own
-    /// with a new sequence number (from `next_seq`), after the others: extents never
-    /// overlap, so their order decides nothing but what a publish takes first. (Should the
-    /// cut extent belong to a publish in progress, that publish still commits the old
-    /// bytes, and the back is published again after it: correct, and rare.)
+    /// with a new sequence number (from `next_seq`), after the others: open extents never
+    /// overlap, so their order decides nothing but what a publish takes first. Sealed
+    /// extents stay whole: their group commits them before the newer bytes, which then
+    /// win, and reads lay them in the same order.
     fn uncover(&mut self, from: u64, to: u64, next_seq: &mut u64) {
         let mut backs = Vec::new();
+        let sealed = self.sealed;
         self.extents.retain_mut(|e| {
-            if e.end() <= from || e.offset >= to {
+            if e.end() <= from || e.offset >= to || e.seq <= sealed {
                 return true;
             }
             if e.offset < from && e.end() > to {
@@ -118,11 +129,70 @@ impl FileBuf {
     }
 }
 
-/// What a publish takes.
+impl FileBuf {
+    /// Seals the oldest open extents, at most one object's worth (always at least one
+    /// extent, and no open extent is larger), as the newest group, with the upload
+    /// `upload` starts for it (if any); `None` if no extent is open.
+    fn seal(&mut self, upload: impl FnOnce(&Arc<Snapshot>) -> Option<Upload>) -> Option<()> {
+        let sealed = self.sealed;
+        // Extents are in sequence order, so the sealed ones come first.
+        let first = self.extents.iter().position(|e| e.seq > sealed)?;
+        let mut bytes = 0;
+        let taken = self.extents[first..]
+            .iter()
+            .enumerate()
+            .take_while(|(i, e)| {
+                bytes += e.data.len();
+                *i == 0 || bytes <= OBJECT_MAX_BYTES
+            })
+            .count();
+        let extents = self.extents[first..first + taken].to_vec();
+        let upto = extents.last()?.seq;
+        self.sealed = upto;
+        let snap = Arc::new(Snapshot {
+            extents,
+            upto,
+            stamp_ns: self.stamp_ns,
+        });
+        let upload = upload(&snap);
+        self.groups.push_back(Group {
+            snap,
+            upload,
+            cut: None,
+        });
+        self.recount();
+        Some(())
+    }
+}
+
+/// What one group of a publish commits: one object's worth of a file's oldest extents.
+#[derive(Debug)]
 pub(crate) struct Snapshot {
     pub extents: Vec<Extent>,
     pub upto: u64,
     pub stamp_ns: i64,
+}
+
+impl Snapshot {
+    /// Whether its extents all end within [`crate::limits::INLINE_MAX_BYTES`] (inline
+    /// rows, no object).
+    pub(crate) fn inline(&self) -> bool {
+        let end = self.extents.iter().map(Extent::end).max().unwrap_or(0);
+        end <= crate::limits::INLINE_MAX_BYTES
+    }
+}
+
+/// An upload a group started before its publish: the object's id and when it was stored
+/// (the injected clock's monotonic time), or `None` if it failed.
+pub(crate) type Upload = Shared<BoxFuture<'static, Option<(i64, Duration)>>>;
+
+/// A sealed group: its extents, its upload if one was started, and the least size a
+/// truncation cut the file to since it was sealed ([`Pending::cut`]).
+#[derive(Clone)]
+pub(crate) struct Group {
+    pub snap: Arc<Snapshot>,
+    pub upload: Option<Upload>,
+    cut: Option<u64>,
 }
 
 /// Why a write could not be buffered.
@@ -147,6 +217,9 @@ pub(crate) struct Pending {
     state: Mutex<State>,
     /// One publish per file at a time.
     publishing: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<()>>>>,
+    /// Uploads started before their publish and not yet over ([`UPLOADS_PER_HEAD`] at
+    /// most).
+    uploading: AtomicUsize,
 }
 
 impl Pending {
@@ -239,34 +312,38 @@ impl Pending {
         }
     }
 
-    /// Drops buffered bytes of `file` at or past `size` (a truncation), and the bytes a
-    /// publish in progress took there ([`Pending::cut`]). Called by the truncating
-    /// transaction after it holds the file's row and before it commits: a publish's
-    /// transaction, which locks the row before it reads the cut, then sees it.
+    /// Drops buffered bytes of `file` at or past `size` (a truncation), and the bytes the
+    /// groups sealed before it hold there ([`Pending::cut`]), one of which a publish may
+    /// be committing now. Called by the truncating transaction after it holds the file's
+    /// row and before it commits: a publish's transaction, which locks the row before it
+    /// reads the cut, then sees it.
     pub(crate) fn truncate(&self, file: i64, size: u64) {
         let mut s = self.state();
         let Some(f) = s.files.get_mut(&file) else {
             return;
         };
-        f.cut = Some(f.cut.map_or(size, |c| c.min(size)));
+        for g in &mut f.groups {
+            g.cut = Some(g.cut.map_or(size, |c| c.min(size)));
+        }
         let before = f.bytes;
-        f.extents.retain_mut(|e| {
-            if e.end() > size {
-                e.data
-                    .truncate(usize::try_from(size.saturating_sub(e.offset)).unwrap_or(0));
-            }
-            !e.data.is_empty()
-        });
+        f.extents.retain_mut(|e| cut(e, size));
         f.recount();
         let dropped = before - f.bytes;
         s.total -= dropped;
     }
 
-    /// Where a truncation on this head cut `file` since the publish in progress took its
-    /// snapshot: its extents' bytes at or past this are gone with the truncation and must
-    /// not be committed (they would come back past the new end).
-    pub(crate) fn cut(&self, file: i64) -> Option<u64> {
-        self.state().files.get(&file)?.cut
+    /// Where a truncation on this head cut `file` since the group sealed up to `upto` was
+    /// sealed: its extents' bytes at or past this are gone with the truncation and must
+    /// not be committed (they would come back past the new end). Groups sealed after the
+    /// truncation have no cut: their bytes were written after it.
+    pub(crate) fn cut(&self, file: i64, upto: u64) -> Option<u64> {
+        let s = self.state();
+        s.files
+            .get(&file)?
+            .groups
+            .iter()
+            .find(|g| g.snap.upto == upto)?
+            .cut
     }
 
     /// Forgets `file` (its last link went).
@@ -293,39 +370,89 @@ impl Pending {
         open + len <= PENDING_FILE_MAX_BYTES
     }
 
-    /// The sequence number of `file`'s newest buffered write, if any.
+    /// The sequence number of `file`'s newest buffered write or sealed group, if any.
     pub(crate) fn newest(&self, file: i64) -> Option<u64> {
         let s = self.state();
-        Some(s.files.get(&file)?.extents.last()?.seq)
+        let f = s.files.get(&file)?;
+        let open = f.extents.last().map(|e| e.seq);
+        open.max(f.groups.back().map(|g| g.snap.upto))
     }
 
-    /// Takes what a publish of `file` will write (nothing if none is buffered): the
-    /// oldest extents, at most [`OBJECT_MAX_BYTES`] of them (one object; always at least
-    /// one extent, and no open extent is larger), so that data a failed publish took comes
-    /// first and newer writes stay newer.
-    pub(crate) fn snapshot(&self, file: i64) -> Option<Snapshot> {
+    /// The oldest sealed group of `file`, the next a publish commits, or a new group of
+    /// its oldest open extents (no upload started); `None` if nothing is buffered. A group
+    /// whose publish failed is taken again first, so newer writes stay newer.
+    pub(crate) fn oldest(&self, file: i64) -> Option<Group> {
         let mut s = self.state();
         let f = s.files.get_mut(&file)?;
-        let mut bytes = 0;
-        let taken = f
-            .extents
-            .iter()
-            .enumerate()
-            .take_while(|(i, e)| {
-                bytes += e.data.len();
-                *i == 0 || bytes <= OBJECT_MAX_BYTES
-            })
-            .count();
-        let extents = f.extents[..taken].to_vec();
-        let upto = extents.last()?.seq;
-        f.sealed = upto;
-        f.cut = None;
-        f.sealed_bytes = extents.iter().map(|e| e.data.len()).sum();
-        Some(Snapshot {
-            extents,
-            upto,
-            stamp_ns: f.stamp_ns,
-        })
+        if f.groups.is_empty() {
+            f.seal(|_| None)?;
+        }
+        f.groups.front().cloned()
+    }
+
+    /// Seals `file`'s oldest open extents (one object's worth) as a group and starts its
+    /// upload with `start`, which the caller then drives; `None` if nothing is sealed.
+    /// With `full = Some(len)` (a write of `len` bytes found the file full) only if such a
+    /// write still does not fit and the file holds fewer than [`UPLOADS_PER_FILE`] groups;
+    /// with `None` (a publish is about to commit everything) whatever is open, if a group
+    /// is sealed already (else the publish uploads the first itself). Either way
+    /// never after a failed publish or upload of the file until a publish commits, nor
+    /// past [`UPLOADS_PER_HEAD`] uploads on this head, nor for data that would be inline
+    /// rows.
+    pub(crate) fn seal_for_upload(
+        &self,
+        file: i64,
+        full: Option<usize>,
+        now: Duration,
+        start: impl FnOnce(Arc<Snapshot>) -> Upload,
+    ) -> Option<Upload> {
+        let mut s = self.state();
+        let f = s.files.get_mut(&file)?;
+        match full {
+            Some(len) => {
+                let open = f.bytes - f.sealed_bytes;
+                if open + len <= PENDING_FILE_MAX_BYTES || f.groups.len() >= UPLOADS_PER_FILE {
+                    return None;
+                }
+            }
+            // The publish uploads its first group itself, at once; only the ones after
+            // it are worth starting beside it.
+            None if f.groups.is_empty() => return None,
+            None => {}
+        }
+        if f.failing
+            || now < f.rest_until
+            || self.uploading.load(Ordering::Acquire) >= UPLOADS_PER_HEAD
+        {
+            return None;
+        }
+        let mut started = None;
+        f.seal(|snap| {
+            if snap.inline() {
+                return None;
+            }
+            self.uploading.fetch_add(1, Ordering::AcqRel);
+            let upload = start(Arc::clone(snap));
+            started = Some(upload.clone());
+            Some(upload)
+        })?;
+        started
+    }
+
+    /// An upload [`Pending::seal_for_upload`] started is over.
+    pub(crate) fn upload_over(&self) {
+        self.uploading.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// An upload started before its publish failed at `now`: the file rests as after a
+    /// failed publish (its publish uploads the group again once the rest is over).
+    pub(crate) fn upload_failed(&self, file: i64, now: Duration) {
+        let mut s = self.state();
+        if let Some(f) = s.files.get_mut(&file) {
+            f.tries = f.tries.saturating_add(1);
+            f.rest_until = f.rest_until.max(now + backoff(f.tries - 1));
+            f.failing = true;
+        }
     }
 
     /// Whether a publish of `file` may be tried at `now`; if so, it is counted as tried,
@@ -352,6 +479,7 @@ impl Pending {
         let mut s = self.state();
         if let Some(f) = s.files.get_mut(&file) {
             f.rest_until = now + backoff(f.tries.saturating_sub(1));
+            f.failing = true;
         }
     }
 
@@ -363,7 +491,9 @@ impl Pending {
         };
         f.tries = 0;
         f.rest_until = Duration::ZERO;
+        f.failing = false;
         let before = f.bytes;
+        f.groups.retain(|g| g.snap.upto > upto);
         f.extents.retain(|e| e.seq > upto);
         f.recount();
         let released = before - f.bytes;
@@ -399,6 +529,15 @@ impl Pending {
     }
 }
 
+/// Cuts `e` at `size`; false if nothing of it is left.
+fn cut(e: &mut Extent, size: u64) -> bool {
+    if e.end() > size {
+        e.data
+            .truncate(usize::try_from(size.saturating_sub(e.offset)).unwrap_or(0));
+    }
+    !e.data.is_empty()
+}
+
 /// The rest after `tries` publishes that did not commit.
 fn backoff(tries: u32) -> Duration {
     PUBLISH_RETRY_MIN
@@ -416,7 +555,7 @@ mod tests {
         let t = Duration::ZERO;
         p.add(1, 0, b"abc", t, 5).unwrap();
         p.add(1, 3, b"def", t, 6).unwrap();
-        let snap = p.snapshot(1).unwrap();
+        let snap = p.oldest(1).unwrap().snap;
         assert_eq!(snap.extents.len(), 1);
         assert_eq!(snap.extents[0].data, b"abcdef");
         p.add(1, 6, b"g", t, 7).unwrap();
@@ -440,7 +579,7 @@ mod tests {
         let at = |i: usize| (i * mib.len()) as u64;
         assert_eq!(p.add(1, at(objects), &mib, t, 0), Err(Full::File));
         // A publish took the first object's worth: the next one fills while it uploads.
-        let first = p.snapshot(1).unwrap();
+        let first = p.oldest(1).unwrap().snap;
         assert_eq!(first.extents.len(), 1, "consecutive writes merged");
         for i in objects..2 * objects {
             p.add(1, at(i), &mib, t, 0).unwrap();
@@ -449,7 +588,7 @@ mod tests {
         assert_eq!(p.total_bytes(), 2 * PENDING_FILE_MAX_BYTES);
         // That publish failed (no release): the next snapshot takes the same data first,
         // and no more than one object.
-        let again = p.snapshot(1).unwrap();
+        let again = p.oldest(1).unwrap().snap;
         assert_eq!(again.upto, first.upto);
         assert_eq!(again.extents[0].offset, 0);
         let taken: usize = again.extents.iter().map(|e| e.data.len()).sum();
@@ -458,7 +597,7 @@ mod tests {
         assert_eq!(p.total_bytes(), PENDING_FILE_MAX_BYTES);
         // The rest is the second object, newest last; still full of open data.
         assert_eq!(p.add(1, at(2 * objects), &mib, t, 0), Err(Full::File));
-        let second = p.snapshot(1).unwrap();
+        let second = p.oldest(1).unwrap().snap;
         assert_eq!(second.extents[0].offset, at(objects));
         assert_eq!(p.newest(1), Some(second.upto));
         p.release(1, second.upto);
@@ -485,17 +624,101 @@ mod tests {
         let mut buf = [0u8; 16];
         p.read_over(1, 0, &mut buf);
         assert_eq!(&buf, b"aaaBBaaaDDDDDccc");
-        // What a publish took is cut too: a failed publish's next try takes the new bytes
-        // once, beside what is left of the old.
-        let taken = p.snapshot(1).unwrap();
+        // What a publish took stays whole, and the newer bytes are read over it; the
+        // group commits first, then the newer bytes, once each.
+        let taken = p.oldest(1).unwrap().snap;
         p.add(1, 0, b"eeeeeeeeeeeeeeee", t, 0).unwrap();
-        assert_eq!(p.total_bytes(), 16);
-        let again = p.snapshot(1).unwrap();
-        assert!(again.upto > taken.upto);
-        let bytes: usize = again.extents.iter().map(|e| e.data.len()).sum();
-        assert_eq!(bytes, 16);
+        assert_eq!(p.total_bytes(), 32);
+        p.read_over(1, 0, &mut buf);
+        assert_eq!(&buf, b"eeeeeeeeeeeeeeee");
+        let again = p.oldest(1).unwrap().snap;
+        assert_eq!(
+            again.upto, taken.upto,
+            "a failed publish takes the same group"
+        );
         p.release(1, again.upto);
+        assert_eq!(p.total_bytes(), 16);
+        let newer = p.oldest(1).unwrap().snap;
+        assert!(newer.upto > taken.upto);
+        assert_eq!(newer.extents.len(), 1);
+        assert_eq!(newer.extents[0].data, b"eeeeeeeeeeeeeeee");
+        p.release(1, newer.upto);
         assert_eq!(p.total_bytes(), 0);
+    }
+
+    #[test]
+    fn a_full_file_seals_an_object_and_starts_its_upload_up_to_the_bounds() {
+        use futures::FutureExt;
+        let p = Pending::default();
+        let t = Duration::ZERO;
+        let mib = vec![7u8; 1 << 20];
+        let per_object = OBJECT_MAX_BYTES / mib.len();
+        let started = |snap: Arc<Snapshot>| -> Upload {
+            let id = i64::try_from(snap.upto).unwrap();
+            futures::future::ready(Some((id, Duration::ZERO)))
+                .boxed()
+                .shared()
+        };
+        let mut at = 0u64;
+        for _ in 0..per_object {
+            p.add(1, at, &mib, t, 0).unwrap();
+            at += mib.len() as u64;
+        }
+        // Not full yet for a write that fits: nothing sealed.
+        assert!(p.seal_for_upload(1, Some(0), t, started).is_none());
+        for g in 0..UPLOADS_PER_FILE {
+            assert_eq!(p.add(1, at, &mib, t, 0), Err(Full::File));
+            let up = p.seal_for_upload(1, Some(mib.len()), t, started);
+            assert!(up.is_some(), "group {g} starts its upload");
+            for _ in 0..per_object {
+                p.add(1, at, &mib, t, 0).unwrap();
+                at += mib.len() as u64;
+            }
+        }
+        assert_eq!(p.uploading.load(Ordering::Acquire), UPLOADS_PER_FILE);
+        // The file's groups are all uploading: the writer must publish the oldest.
+        assert!(p.seal_for_upload(1, Some(mib.len()), t, started).is_none());
+        let oldest = p.oldest(1).unwrap();
+        assert_eq!(oldest.snap.extents[0].offset, 0);
+        assert!(oldest.upload.is_some());
+        // Committed: room for another group.
+        p.add(1, 0, b"new", t, 0).unwrap_err();
+        p.release(1, oldest.snap.upto);
+        p.upload_over();
+        p.add(1, 0, b"new", t, 0).unwrap_err();
+        let up = p.seal_for_upload(1, Some(3), t, started);
+        assert!(up.is_some(), "room for another group");
+        // A write over a sealed range: the group keeps its bytes, reads see the new ones.
+        let sealed_at = OBJECT_MAX_BYTES as u64;
+        p.add(1, sealed_at, b"new", t, 0).unwrap();
+        let mut buf = [0u8; 4];
+        p.read_over(1, sealed_at, &mut buf);
+        assert_eq!(&buf, b"new\x07");
+        let second = p.oldest(1).unwrap().snap;
+        assert_eq!(second.extents[0].offset, sealed_at);
+        assert_eq!(second.extents[0].data[..3], [7, 7, 7]);
+        // Inline data is never uploaded; a resting file starts no upload.
+        p.add(2, 0, b"small", t, 0).unwrap();
+        p.oldest(2).unwrap();
+        p.add(2, 5, b"more", t, 0).unwrap();
+        assert!(p.seal_for_upload(2, None, t, started).is_none());
+        assert_eq!(p.uploading.load(Ordering::Acquire), UPLOADS_PER_FILE);
+        p.add(3, 0, &mib, t, 0).unwrap();
+        p.oldest(3).unwrap();
+        p.add(3, 1 << 20, &mib, t, 0).unwrap();
+        p.upload_failed(3, t);
+        assert!(p.seal_for_upload(3, None, t, started).is_none());
+        // Nor after the rest, until a publish commits: a client resending meanwhile
+        // must not seal a copy per try.
+        assert!(p
+            .seal_for_upload(3, None, t + PUBLISH_RETRY_MAX, started)
+            .is_none());
+        let failed = p.oldest(3).unwrap().snap;
+        p.release(3, failed.upto);
+        p.add(3, 0, &mib, t, 0).unwrap();
+        p.oldest(3).unwrap();
+        p.add(3, 1 << 20, &mib, t, 0).unwrap();
+        assert!(p.seal_for_upload(3, None, t, started).is_some());
     }
 
     #[test]
@@ -515,35 +738,70 @@ mod tests {
             assert!(p.may_publish(1, t + PUBLISH_RETRY_MAX));
         }
         assert!(!p.may_publish(1, t + PUBLISH_RETRY_MAX));
-        let snap = p.snapshot(1).unwrap();
+        let snap = p.oldest(1).unwrap().snap;
         p.release(1, snap.upto);
         p.add(1, 0, b"y", t, 0).unwrap();
         assert!(p.may_publish(1, t), "a commit ends the rest");
     }
 
     #[test]
-    fn a_truncation_cuts_what_a_publish_in_progress_took_until_the_next_snapshot() {
+    fn a_truncation_cuts_what_the_groups_sealed_before_it_took() {
         let p = Pending::default();
         let t = Duration::ZERO;
         p.add(1, 0, b"abcdef", t, 0).unwrap();
-        let snap = p.snapshot(1).unwrap();
-        assert_eq!(p.cut(1), None);
+        let snap = p.oldest(1).unwrap().snap;
+        assert_eq!(p.cut(1, snap.upto), None);
         p.truncate(1, 4);
         p.truncate(1, 2);
         p.truncate(1, 5);
-        assert_eq!(p.cut(1), Some(2), "the least size since the snapshot");
+        assert_eq!(
+            p.cut(1, snap.upto),
+            Some(2),
+            "the least size since the seal"
+        );
         let mut buf = [9u8; 6];
         p.read_over(1, 0, &mut buf);
         assert_eq!(&buf, b"ab\x09\x09\x09\x09");
-        p.release(1, snap.upto);
         p.add(1, 2, b"cd", t, 0).unwrap();
-        let next = p.snapshot(1).unwrap();
-        assert_eq!(
-            p.cut(1),
-            None,
-            "a new snapshot takes what is left after the cut"
-        );
+        // Sealed after the truncation: its bytes were written after it.
+        p.release(1, snap.upto);
+        let next = p.oldest(1).unwrap().snap;
+        assert_eq!(p.cut(1, next.upto), None);
         assert_eq!(next.extents[0].data, b"cd");
+    }
+
+    #[test]
+    fn a_truncation_cuts_every_group_sealed_before_it_and_keeps_their_uploads() {
+        use futures::FutureExt;
+        let p = Pending::default();
+        let t = Duration::ZERO;
+        let stored = |_| {
+            futures::future::ready(Some((7, Duration::ZERO)))
+                .boxed()
+                .shared()
+        };
+        p.add(1, 0, &[1u8; 8192], t, 0).unwrap();
+        assert!(
+            p.seal_for_upload(1, None, t, stored).is_none(),
+            "a publish uploads its first group itself"
+        );
+        let first = p.oldest(1).unwrap().snap;
+        p.add(1, 8192, &[2u8; 8192], t, 0).unwrap();
+        assert!(p.seal_for_upload(1, None, t, stored).is_some());
+        p.add(1, 16384, &[3u8; 100], t, 0).unwrap();
+        p.truncate(1, 12288);
+        assert_eq!(p.cut(1, first.upto), Some(12288));
+        p.release(1, first.upto);
+        let g = p.oldest(1).unwrap();
+        assert!(g.upload.is_some(), "the object stays; its rows are clipped");
+        assert_eq!(p.cut(1, g.snap.upto), Some(12288));
+        assert_eq!(p.newest(1), Some(g.snap.upto));
+        let mut buf = [9u8; 2];
+        p.read_over(1, 12287, &mut buf);
+        assert_eq!(buf, [2, 9]);
+        p.release(1, g.snap.upto);
+        assert!(p.oldest(1).is_none());
+        assert_eq!(p.total_bytes(), 0);
     }
 
     #[test]

@@ -1,12 +1,14 @@
-//! What a listing and a READ cost the engines, counted by [`engine_counters`] (this
-//! process's): one test in a binary of its own, so no other test's requests are counted.
+//! What a listing, READs and a streamed write cost the engines, counted by
+//! [`engine_counters`] (this process's): one test in a binary of its own, so no other
+//! test's requests are counted.
 //! Needs the engines as `engines.rs` does (`scripts/object-env.sh start DIR`).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use granary_backend_object::{engine_counters, EngineCounters, ObjectFs, TestEngines};
-use vfs::{Backend, Cookie, SetAttr, Stability};
+use vfs::{Backend, Cookie, FileId, SetAttr, Stability};
 
 mod common;
 
@@ -206,6 +208,162 @@ fn sequential_reads(config: &granary_backend_object::ObjectConfig, fs: &ObjectFs
     );
 }
 
+/// READs of `len` bytes covering `f` (of `size` bytes), `threads` at once, taken in
+/// `order` (indices of the READs): each checked against `expect`.
+fn read_in_order(
+    fs: &ObjectFs,
+    f: FileId,
+    expect: &[u8],
+    len: usize,
+    order: &[usize],
+    threads: usize,
+) {
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let at = i * len;
+                    let got = read(fs, f, at as u64, len as u32).unwrap();
+                    assert!(got == expect[at..at + len], "READ {i} of {len} bytes");
+                }
+            });
+        }
+    });
+}
+
+/// `0..n` shuffled within windows of `window` (a fixed shuffle: each window reversed in
+/// halves and interleaved), as READs in flight complete and are sent out of order.
+fn out_of_order(n: usize, window: usize) -> Vec<usize> {
+    let mut order = Vec::with_capacity(n);
+    for w in (0..n).step_by(window) {
+        let end = (w + window).min(n);
+        let mid = w + (end - w) / 2;
+        let (back, front): (Vec<usize>, Vec<usize>) =
+            ((mid..end).collect(), (w..mid).rev().collect());
+        for k in 0..back.len().max(front.len()) {
+            order.extend(back.get(k));
+            order.extend(front.get(k));
+        }
+    }
+    order
+}
+
+/// A file written as a client's writeback writes it (1 MiB UNSTABLE WRITEs out of order
+/// within each object, so each object holds four slices), read back on cold heads:
+/// 1 MiB READs sixteen at once, out of order, cost one GET per object; 64 KiB READs of a
+/// stream, eight at once, out of order, one GET per object and the few ranged GETs of
+/// its first READs; random 4 KiB READs one small GET each.
+fn out_of_order_reads(config: &granary_backend_object::ObjectConfig, fs: &ObjectFs) {
+    let f = create(fs, fs.root(), "ooo");
+    let objects = 4;
+    let size = objects << 22;
+    let expect = pattern(size, 4);
+    for o in 0..objects {
+        for m in [0, 2, 1, 3] {
+            let at = (o * 4 + m) << 20;
+            let chunk = &expect[at..at + (1 << 20)];
+            fs.write(f, at as u64, chunk, Stability::Unstable, &ROOT)
+                .unwrap();
+        }
+    }
+    fs.commit(f, 0, 0).unwrap();
+    let (slices, objs) = fs.slice_counts(f).unwrap();
+    assert_eq!(objs, objects as u64);
+    assert_eq!(slices, 4 * objects as u64, "four slices per object");
+
+    let cold = head(config);
+    let before = engine_counters();
+    read_in_order(&cold, f, &expect, 1 << 20, &out_of_order(16, 16), 16);
+    let (tx, gets, bytes) = spent(before, engine_counters());
+    eprintln!("16 READs of 1 MiB out of order: {tx} transactions, {gets} GETs of {bytes} bytes");
+    assert_eq!(
+        (gets, bytes),
+        (objects as u64, size as u64),
+        "one GET per object"
+    );
+    drop(cold);
+
+    let cold = head(config);
+    let before = engine_counters();
+    let reads = size >> 16;
+    read_in_order(&cold, f, &expect, 1 << 16, &out_of_order(reads, 16), 8);
+    let (_, gets, bytes) = spent(before, engine_counters());
+    eprintln!("{reads} READs of 64 KiB out of order: {gets} GETs of {bytes} bytes");
+    assert!(
+        gets <= objects as u64 + 8 && bytes <= (size + (8 << 16)) as u64,
+        "a stream of 64 KiB READs cost {gets} GETs of {bytes} bytes"
+    );
+    drop(cold);
+
+    let cold = head(config);
+    let before = engine_counters();
+    for i in 1..=64usize {
+        let at = (i * 389 % (size / 4096)) * 4096;
+        let got = read(&cold, f, at as u64, 4096).unwrap();
+        assert!(got == expect[at..at + 4096], "bytes at {at}");
+    }
+    let (_, gets, bytes) = spent(before, engine_counters());
+    assert_eq!((gets, bytes), (64, 64 * 4096), "random 4 KiB READs");
+}
+
+/// 16 MiB of 1 MiB UNSTABLE WRITEs in order: each object the file fills starts its
+/// upload at once, before any COMMIT, and no row is committed until the COMMIT (another
+/// head sees an empty file); the COMMIT uploads only the last object and commits the
+/// rows; each byte is uploaded once, one PUT per object.
+fn streamed_write(config: &granary_backend_object::ObjectConfig, fs: &ObjectFs) {
+    let f = create(fs, fs.root(), "stream");
+    let objects = 4u64;
+    let size = (objects as usize) << 22;
+    let expect = pattern(size, 5);
+    let other = head(config);
+    let before = engine_counters();
+    let started = Instant::now();
+    for (i, chunk) in expect.chunks(1 << 20).enumerate() {
+        fs.write(f, (i << 20) as u64, chunk, Stability::Unstable, &ROOT)
+            .unwrap();
+    }
+    // Well before the publish timer would publish the file on its own.
+    assert!(
+        started.elapsed() < granary_backend_object::limits::PUBLISH_AGE / 2,
+        "16 buffered WRITEs took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        other.getattr(f).unwrap().size_bytes,
+        0,
+        "no row before COMMIT"
+    );
+    while engine_counters().s3_puts - before.s3_puts < objects - 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the full objects did not upload before the COMMIT"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let uploaded = engine_counters();
+    fs.commit(f, 0, 0).unwrap();
+    let after = engine_counters();
+    eprintln!(
+        "16 MiB streamed: {} PUTs before the COMMIT, {} in all, {} bytes",
+        uploaded.s3_puts - before.s3_puts,
+        after.s3_puts - before.s3_puts,
+        after.s3_put_bytes - before.s3_put_bytes
+    );
+    assert_eq!(
+        (
+            after.s3_puts - before.s3_puts,
+            after.s3_put_bytes - before.s3_put_bytes
+        ),
+        (objects, size as u64),
+        "one PUT per object, each byte once"
+    );
+    assert_eq!(fs.slice_counts(f).unwrap().1, objects);
+    assert!(read(&other, f, 0, 1 << 20).unwrap() == expect[..1 << 20]);
+    let last = size - (1 << 20);
+    assert!(read(&other, f, last as u64, 1 << 20).unwrap() == expect[last..]);
+}
+
 #[test]
 fn a_listing_page_is_one_statement_and_a_read_one_statement_and_the_gets_it_needs() {
     let Some(env) = TestEngines::from_env() else {
@@ -216,4 +374,6 @@ fn a_listing_page_is_one_statement_and_a_read_one_statement_and_the_gets_it_need
     listing(&fs);
     random_reads(&fs);
     sequential_reads(&config, &fs);
+    out_of_order_reads(&config, &fs);
+    streamed_write(&config, &fs);
 }

@@ -42,9 +42,9 @@ pub struct ObjectFixture {
     pub head_configs: Vec<PathBuf>,
 }
 
-/// Heads the object suite may start at once: one for the one-head target, two for the
-/// two-head target.
-pub const OBJECT_HEADS: usize = 3;
+/// Heads the object suite may start: one for the one-head target, two for the two-head
+/// target, and the last for the `baseline` target (`--baseline-bin`).
+pub const OBJECT_HEADS: usize = 4;
 
 /// The EROFS image and, where the kernel allowed it, its loop mount.
 pub struct Erofs {

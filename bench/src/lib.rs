@@ -134,6 +134,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     granary_bin: Option<PathBuf>,
 
+    /// Object suite: also run one head of this other granary binary (target `baseline`,
+    /// on the same file system), to compare two builds in one run.
+    #[arg(long, value_name = "PATH")]
+    baseline_bin: Option<PathBuf>,
+
     /// Directory of the peer scripts (default: the repository's bench/peers).
     #[arg(long, value_name = "DIR")]
     peers_dir: Option<PathBuf>,
@@ -512,6 +517,15 @@ fn build_targets(
         let version = format!("{} ({build} build)", env!("CARGO_PKG_VERSION"));
         if s.suite == Suite::Object {
             out.extend(object_targets(&bin, &version, fixtures));
+            if let Some(old) = &args.baseline_bin {
+                let at = crate::fixtures::OBJECT_HEADS - 1;
+                let name = format!("{} (baseline build)", old.display());
+                let mut t = Target::object("baseline", old.clone(), at, 1, name);
+                if let Some(f) = fixtures {
+                    t = t.with_fixtures(Arc::clone(f));
+                }
+                out.insert(1, t);
+            }
         } else {
             let mut g = Target::granary(bin, version);
             if let Some(f) = fixtures {

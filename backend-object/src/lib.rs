@@ -464,8 +464,10 @@ impl vfs::Backend for ObjectFs {
         let file = to_db(id);
         let now = inner.now_ns();
         self.run(async move {
+            // A guard is the ctime this head's clients were told: with its buffered writes.
+            let told = inner.pending.overlay(file).map(|(_, stamp)| stamp);
             let (mut change, _) = transaction!(inner.engines.pool, |tx| {
-                let done = meta::setattr(&*tx, file, set, guard, checks, now).await?;
+                let done = meta::setattr(&*tx, file, set, guard, told, checks, now).await?;
                 if let (_, Some(size)) = done {
                     // Before the commit, under the row's lock (see `truncated`).
                     truncated(inner, file, size);
@@ -828,7 +830,7 @@ async fn check_write(
         ..SetAttr::default()
     };
     let (change, _) = transaction!(inner.engines.pool, |tx| {
-        meta::setattr(&*tx, file, &set, None, &vfs::Trusted::ROOT, now).await
+        meta::setattr(&*tx, file, &set, None, None, &vfs::Trusted::ROOT, now).await
     })?;
     Ok(inner.overlay(change.after))
 }

@@ -750,18 +750,25 @@ pub(crate) async fn link<C: GenericClient + Sync>(
 }
 
 /// SETATTR. Returns the change and, when the size moved, the new size.
+///
+/// A `guard` (NFSv3's sattrguard3) is compared with the ctime of the row locked here, so
+/// a change committed through any head since the client read it answers `NotSync`; or,
+/// when this head holds buffered writes of the file, with the ctime their last WRITE
+/// told the client (`told`, ns), if later: what this head's GETATTR answers.
 pub(crate) async fn setattr<C: GenericClient + Sync>(
     c: &C,
     id: i64,
     set: &SetAttr,
     guard: Option<Timestamp>,
+    told: Option<i64>,
     checks: &dyn Checks,
     now: i64,
 ) -> Result<(Change, Option<u64>), Fail> {
     let locked = lock(c, &[id]).await?;
     let f = locked.of(id)?;
     let set = checks.setattr_rules(&f.attr, set)?;
-    if guard.is_some_and(|g| g != f.attr.ctime) {
+    let ctime = told.map_or(f.attr.ctime, |t| f.attr.ctime.max(ts(t)));
+    if guard.is_some_and(|g| g != ctime) {
         return Err(Fail::Fs(FsError::NotSync));
     }
     if set.size_bytes.is_some() {

@@ -793,3 +793,79 @@ fn a_v4_clients_writeback_through_a_head_commits_in_bounded_time() {
         );
     });
 }
+
+/// SETATTR with a ctime guard (sattrguard3) through two heads: the guard is compared
+/// with the ctime every head answers at that moment, so a change committed through head B
+/// makes head A's guard of the ctime before it NFS3ERR_NOT_SYNC (and changes nothing),
+/// a guard of the ctime read after it goes through, and so does a guard of the ctime
+/// head A told its client after an UNSTABLE WRITE it still holds; ctime only goes
+/// forward, whichever head is asked.
+#[test]
+fn a_guarded_setattr_compares_the_ctime_each_head_answers() {
+    use nfs3::nfs::{Nfsstat3, Nfstime3, Sattr3, SattrGuard3, SetattrArgs};
+    let _serial = one_at_a_time();
+    let Some((a, b, _dir)) = two_heads("srv-guard") else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let at = |t: Nfstime3| (t.seconds, t.nseconds);
+    rt.block_on(async {
+        let ca = connect(&a).await;
+        let cb = connect(&b).await;
+        let root = ca.mount("/").await.expect("MNT / on head A");
+        cb.mount("/").await.expect("MNT / on head B");
+        let fh = ca.create_file(&root, "g", 0o644).await.unwrap();
+        let chmod = |mode: u32, guard: Option<Nfstime3>| SetattrArgs {
+            object: fh.clone(),
+            new_attributes: Sattr3 {
+                mode: Some(mode),
+                ..Sattr3::default()
+            },
+            guard: SattrGuard3(guard),
+        };
+        let c0 = ca.getattr_ok(&fh).await.unwrap().ctime;
+        let r = cb.setattr(&chmod(0o600, None)).await.unwrap();
+        assert_eq!(r.status(), Nfsstat3::Ok, "chmod on B");
+        let c1 = ca.getattr_ok(&fh).await.unwrap().ctime;
+        assert!(at(c1) > at(c0), "B's change moved the ctime A answers");
+        assert_eq!(at(cb.getattr_ok(&fh).await.unwrap().ctime), at(c1));
+        let r = ca.setattr(&chmod(0o644, Some(c0))).await.unwrap();
+        assert_eq!(
+            r.status(),
+            Nfsstat3::NotSync,
+            "A's guard predates B's change"
+        );
+        assert_eq!(ca.getattr_ok(&fh).await.unwrap().mode & 0o7777, 0o600);
+        let r = ca.setattr(&chmod(0o640, Some(c1))).await.unwrap();
+        assert_eq!(r.status(), Nfsstat3::Ok, "the guard A answered");
+        let c2 = cb.getattr_ok(&fh).await.unwrap().ctime;
+        assert!(at(c2) > at(c1));
+        let r = cb.setattr(&chmod(0o600, Some(c1))).await.unwrap();
+        assert_eq!(
+            r.status(),
+            Nfsstat3::NotSync,
+            "B's guard predates A's change"
+        );
+
+        // An UNSTABLE WRITE head A holds: its client's guard is the ctime A tells it.
+        write_unstable(&ca, &fh, 0, &pattern(100)).await;
+        let told = ca.getattr_ok(&fh).await.unwrap().ctime;
+        assert!(at(told) > at(c2), "the WRITE moved the ctime A answers");
+        let r = ca.setattr(&chmod(0o604, Some(told))).await.unwrap();
+        assert_eq!(
+            r.status(),
+            Nfsstat3::Ok,
+            "the guard A told its client after a WRITE"
+        );
+        let c3 = ca.getattr_ok(&fh).await.unwrap().ctime;
+        assert!(at(c3) > at(told));
+        commit_until_ok(&ca, &fh, Duration::from_secs(10)).await;
+        let c4 = cb.getattr_ok(&fh).await.unwrap();
+        assert!(at(c4.ctime) > at(c3), "the publish moved the ctime on");
+        assert_eq!((c4.size, c4.mode & 0o7777), (100, 0o604));
+        assert_eq!(at(ca.getattr_ok(&fh).await.unwrap().ctime), at(c4.ctime));
+    });
+}

@@ -101,6 +101,20 @@ if ! rustup run nightly rustc --version >/dev/null 2>&1; then
     rustup toolchain install nightly --profile minimal >target/nightly-install.log 2>&1 &
     nightly_install=$!
 fi
+# Two builds that no phase before theirs needs start now at the lowest CPU priority (nice
+# 19), so that they take only the CPU the phases leave idle: the release build of granary
+# for the guest suite and the fuzz targets' build (nightly, AddressSanitizer; after the
+# toolchain). Most test binaries of `cargo test` wait on leases, grace periods, timers
+# and child processes, and cargo's own builds have serial stretches; before, these two
+# builds ran at the fuzzing phase, where they cost 255 s (the fuzz build beside the
+# release build) of CI's run. Each is waited for before the phase that needs it.
+nice -n 19 cargo build --release -p granary --quiet >target/release-build.log 2>&1 &
+release_build=$!
+(
+    while [ -n "$nightly_install" ] && kill -0 "$nightly_install" 2>/dev/null; do sleep 1; done
+    exec nice -n 19 scripts/fuzz.sh --build
+) >target/fuzz-build.log 2>&1 &
+fuzz_build=$!
 
 # The server binary links none of the benchmark's crates (issue 26): they come with the
 # `lab` feature only (`granary bench`, `granary lab`). The object backend's engines'
@@ -166,15 +180,13 @@ phase "loom model checks (range lock, open-file cache, timer groups, multigrain 
     env RUSTFLAGS="--cfg loom --cfg crossbeam_loom" CARGO_PROFILE_RELEASE_LTO=false \
     CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo test --quiet --release \
     -p granary-sync -p granary-time -p granary-locks --lib --target-dir target/loom-sync loom
-# The guest suite runs a release build of granary. It compiles while the fuzzer runs
-# (each fuzz target keeps one core busy for its time), and the suite's own build step
-# (which honours CARGO_TARGET_DIR) then finds it done.
-cargo build --release -p granary --quiet >target/release-build.log 2>&1 &
-release_build=$!
 wait_job "$nightly_install" target/nightly-install.log "rustup toolchain install nightly"
+phase "fuzz targets' build (started at the beginning, nice 19; scripts/fuzz.sh --build)" \
+    wait_job "$fuzz_build" target/fuzz-build.log "scripts/fuzz.sh --build"
 phase "fuzzing: every cargo-fuzz target for ${FUZZ_SECONDS:-15} s from the committed seeds (scripts/fuzz.sh)" \
     env FUZZ_SECONDS="${FUZZ_SECONDS:-15}" scripts/fuzz.sh
-phase "release build for the guest suite (started with the fuzzing)" \
+# The guest suite's own build step (which honours CARGO_TARGET_DIR) then finds it done.
+phase "release build for the guest suite (started at the beginning, nice 19)" \
     wait_job "$release_build" target/release-build.log "cargo build --release -p granary"
 # The lean binary says how to get the subcommands it leaves out.
 phase "granary bench in the lean build names the lab feature" \

@@ -39,11 +39,10 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::StreamExt;
-use tokio_postgres::GenericClient;
 use vfs::FsError;
 
 use crate::data::READ_PARALLEL_GETS;
-use crate::engine::{Fail, COUNTERS};
+use crate::engine::{Fail, Sql, COUNTERS};
 use crate::limits::{
     OBJECT_CACHE_MAX_BYTES, OPERATION_TIMEOUT, READ_AHEAD_BYTES, READ_AHEAD_MAX, SLICE_MAPS_MAX,
     STREAM_FILES_MAX, STREAM_MIN_TOUCHING, STREAM_WINDOW_READS, WHOLE_SLICE_MAX,
@@ -307,7 +306,7 @@ fn slice_at(row: &tokio_postgres::Row, at: usize) -> Slice {
 /// alone), else from the rows: the whole map when the file has at most
 /// [`MAP_MAX_ROWS`] slices (kept for the next READ), only the range's when the head
 /// knows the file has more (a second statement, once, finds that out).
-pub(crate) async fn row_and_slices<C: GenericClient + Sync>(
+pub(crate) async fn row_and_slices<C: Sql + Sync>(
     inner: &Inner,
     c: &C,
     file: i64,
@@ -510,7 +509,7 @@ type Fetched = (usize, Range<usize>, Result<Bytes, object_store::Error>);
 /// from [`row_and_slices`]) laid over zeros through the caches (see the module). A
 /// `long` READ (a long one, or one of a sequential stream, [`Caches::sequential`])
 /// fetches whole objects. GETs run [`READ_PARALLEL_GETS`] at once.
-pub(crate) async fn read<C: GenericClient + Sync>(
+pub(crate) async fn read<C: Sql + Sync>(
     inner: &Inner,
     c: &C,
     file: i64,

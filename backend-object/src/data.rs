@@ -24,10 +24,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use object_store::PutPayload;
-use tokio_postgres::GenericClient;
 use vfs::FsError;
 
-use crate::engine::{transaction, Fail, COUNTERS};
+use crate::engine::{transaction, Fail, Sql, COUNTERS};
 use crate::limits::{OBJECT_MAX_BYTES, OPERATION_TIMEOUT, UPLOAD_FRESH};
 use crate::meta::{self, Inode};
 use crate::pending::Group;
@@ -37,7 +36,7 @@ use crate::Inner;
 pub(crate) const READ_PARALLEL_GETS: usize = 16;
 
 /// Reads `len` bytes at `offset` of file `id` from its published slices.
-pub(crate) async fn read_published<C: GenericClient + Sync>(
+pub(crate) async fn read_published<C: Sql + Sync>(
     inner: &Inner,
     c: &C,
     id: i64,
@@ -266,7 +265,7 @@ async fn publish_one(inner: &Inner, file: i64, group: Group) -> Result<Option<In
         Some(stored(inner, &group).await?)
     };
     let done = transaction!(inner.engines.pool, |tx| {
-        let c: &tokio_postgres::Transaction<'_> = &tx;
+        let c = &tx;
         let locked = meta::lock(c, &[file]).await?;
         let cut = inner.pending.cut(file, snap.upto).unwrap_or(u64::MAX);
         let mut object_offset = 0i64;

@@ -22,10 +22,101 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use object_store::ObjectStore;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
 use vfs::{FsError, FsResult};
 
 use crate::config::ObjectConfig;
 use crate::limits;
+
+/// The statements of the backend's operations, each sent through its connection's cache
+/// of prepared statements (deadpool's `prepare_cached`). A statement given as text to
+/// tokio-postgres's own `query` is prepared again on every call, which is a round trip
+/// of its own (Parse and Describe) before the one that runs it; the SQL texts here are
+/// a few dozen constants, so each connection prepares each one once. Implemented for a
+/// pool connection and for a transaction on one; the method names are tokio-postgres's,
+/// so the operations read as before.
+pub(crate) trait Sql {
+    fn query<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a;
+    fn query_one<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Row, tokio_postgres::Error>> + Send + 'a;
+    fn query_opt<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Option<Row>, tokio_postgres::Error>> + Send + 'a;
+    fn execute<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<u64, tokio_postgres::Error>> + Send + 'a;
+}
+
+/// The statement `prepare` makes, counting it in [`COUNTERS`] when `cache` did not hold
+/// it yet (a connection uses one operation at a time, so the size tells).
+async fn cached(
+    cache: &deadpool_postgres::StatementCache,
+    prepare: impl Future<Output = Result<tokio_postgres::Statement, tokio_postgres::Error>>,
+) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+    let before = cache.size();
+    let statement = prepare.await?;
+    if cache.size() > before {
+        COUNTERS.db_prepares.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(statement)
+}
+
+/// [`Sql`] for a type with `prepare_cached` that derefs to tokio-postgres's `$inner`.
+macro_rules! cached_sql {
+    ($ty:ty, $inner:ty) => {
+        impl Sql for $ty {
+            async fn query<'a>(
+                &'a self,
+                sql: &'a str,
+                params: &'a [&'a (dyn ToSql + Sync)],
+            ) -> Result<Vec<Row>, tokio_postgres::Error> {
+                let statement = cached(&self.statement_cache, self.prepare_cached(sql)).await?;
+                <$inner>::query(self, &statement, params).await
+            }
+            async fn query_one<'a>(
+                &'a self,
+                sql: &'a str,
+                params: &'a [&'a (dyn ToSql + Sync)],
+            ) -> Result<Row, tokio_postgres::Error> {
+                let statement = cached(&self.statement_cache, self.prepare_cached(sql)).await?;
+                <$inner>::query_one(self, &statement, params).await
+            }
+            async fn query_opt<'a>(
+                &'a self,
+                sql: &'a str,
+                params: &'a [&'a (dyn ToSql + Sync)],
+            ) -> Result<Option<Row>, tokio_postgres::Error> {
+                let statement = cached(&self.statement_cache, self.prepare_cached(sql)).await?;
+                <$inner>::query_opt(self, &statement, params).await
+            }
+            async fn execute<'a>(
+                &'a self,
+                sql: &'a str,
+                params: &'a [&'a (dyn ToSql + Sync)],
+            ) -> Result<u64, tokio_postgres::Error> {
+                let statement = cached(&self.statement_cache, self.prepare_cached(sql)).await?;
+                <$inner>::execute(self, &statement, params).await
+            }
+        }
+    };
+}
+cached_sql!(deadpool_postgres::Client, tokio_postgres::Client);
+cached_sql!(
+    deadpool_postgres::Transaction<'_>,
+    tokio_postgres::Transaction<'_>
+);
 
 /// Why an operation failed inside the backend, before it is told to the client as an
 /// [`FsError`].
@@ -135,6 +226,8 @@ pub(crate) struct Counters {
     db_transactions: AtomicU64,
     /// Explicit transactions run again after a serialization failure, a deadlock or a race.
     db_retries: AtomicU64,
+    /// Statements prepared: one per connection and SQL text ([`Sql`]).
+    db_prepares: AtomicU64,
     s3_puts: AtomicU64,
     s3_put_bytes: AtomicU64,
     s3_gets: AtomicU64,
@@ -146,6 +239,7 @@ impl Counters {
         Self {
             db_transactions: AtomicU64::new(0),
             db_retries: AtomicU64::new(0),
+            db_prepares: AtomicU64::new(0),
             s3_puts: AtomicU64::new(0),
             s3_put_bytes: AtomicU64::new(0),
             s3_gets: AtomicU64::new(0),
@@ -179,6 +273,7 @@ impl Counters {
         crate::EngineCounters {
             db_transactions: v(&self.db_transactions),
             db_retries: v(&self.db_retries),
+            db_prepares: v(&self.db_prepares),
             s3_puts: v(&self.s3_puts),
             s3_put_bytes: v(&self.s3_put_bytes),
             s3_gets: v(&self.s3_gets),

@@ -47,7 +47,7 @@ use vfs::FsError;
 
 use crate::config::GcConfig;
 use crate::data;
-use crate::engine::{transaction, Fail};
+use crate::engine::{transaction, Fail, Sql};
 #[cfg(doc)]
 use crate::limits::GC_MIN_GRACE;
 use crate::limits::{
@@ -263,7 +263,7 @@ async fn compact_file(inner: &Inner, file: i64) -> Result<Compacted, Fail> {
         if let Some((lo, hi)) = group.span() {
             let lo_u = u64::try_from(lo).unwrap_or(0);
             let whole = usize::try_from(hi - lo).unwrap_or(0);
-            let read = data::read_published(inner, &*snap, file, lo_u, whole).await?;
+            let read = data::read_published(inner, &snap, file, lo_u, whole).await?;
             for &(from, to) in &group.ranges {
                 let at = usize::try_from(from - lo).unwrap_or(0);
                 let n = usize::try_from(to - from).unwrap_or(0);
@@ -310,7 +310,7 @@ async fn compact_file(inner: &Inner, file: i64) -> Result<Compacted, Fail> {
 /// The replacement transaction: `None` (nothing changed) if the file moved on since the
 /// snapshot; else the file's slice count after.
 async fn replace(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     file: i64,
     version: i64,
     built: &[Built],

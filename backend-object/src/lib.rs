@@ -50,7 +50,7 @@ use vfs::{
 
 pub use cache::CacheHits;
 pub use config::{Credentials, GcConfig, ObjectConfig, StoreUrl, TestEngines};
-use engine::{transaction, Engines, Fail, COUNTERS};
+use engine::{transaction, Engines, Fail, Sql, COUNTERS};
 pub use gc::{Audit, GcReport};
 use meta::{to_db, Make};
 use pending::{Full, Pending};
@@ -66,6 +66,9 @@ pub struct EngineCounters {
     pub db_transactions: u64,
     /// Transactions run again after a serialization failure, a deadlock or a race.
     pub db_retries: u64,
+    /// Statements prepared (a round trip each): once per pool connection and statement
+    /// text, so a steady load prepares none.
+    pub db_prepares: u64,
     /// S3 PUT requests and the bytes they carried.
     pub s3_puts: u64,
     pub s3_put_bytes: u64,
@@ -448,7 +451,7 @@ impl vfs::Backend for ObjectFs {
         let inner = &self.inner;
         self.run(async move {
             let c = client!(inner, 1);
-            let attr = meta::get(&**c, to_db(id)).await?.attr;
+            let attr = meta::get(&c, to_db(id)).await?.attr;
             Ok(inner.overlay(attr))
         })
     }
@@ -467,7 +470,7 @@ impl vfs::Backend for ObjectFs {
             // A guard is the ctime this head's clients were told: with its buffered writes.
             let told = inner.pending.overlay(file).map(|(_, stamp)| stamp);
             let (mut change, _) = transaction!(inner.engines.pool, |tx| {
-                let done = meta::setattr(&*tx, file, set, guard, told, checks, now).await?;
+                let done = meta::setattr(&tx, file, set, guard, told, checks, now).await?;
                 if let (_, Some(size)) = done {
                     // Before the commit, under the row's lock (see `truncated`).
                     truncated(inner, file, size);
@@ -484,7 +487,7 @@ impl vfs::Backend for ObjectFs {
         let inner = &self.inner;
         self.run(async move {
             let c = client!(inner, 2);
-            let (child, d) = meta::lookup(&**c, to_db(dir), name, checks).await?;
+            let (child, d) = meta::lookup(&c, to_db(dir), name, checks).await?;
             Ok(Found {
                 attr: inner.overlay(child.attr),
                 dir: d.attr,
@@ -496,7 +499,7 @@ impl vfs::Backend for ObjectFs {
         let inner = &self.inner;
         self.run(async move {
             let c = client!(inner, 2);
-            let (p, d) = meta::parent(&**c, to_db(dir), checks).await?;
+            let (p, d) = meta::parent(&c, to_db(dir), checks).await?;
             Ok(Found {
                 attr: p.attr,
                 dir: d.attr,
@@ -521,7 +524,7 @@ impl vfs::Backend for ObjectFs {
             // Past any file's end when it is past i64 (the READ then answers eof).
             let start = i64::try_from(offset_bytes).unwrap_or(i64::MAX);
             let range = (start, start.saturating_add(i64::from(count)));
-            let found = cache::row_and_slices(inner, &**c, file, range).await?;
+            let found = cache::row_and_slices(inner, &c, file, range).await?;
             let attr = inner.overlay(found.row.attr.clone());
             match attr.file_type {
                 FileType::Regular => {}
@@ -544,7 +547,7 @@ impl vfs::Backend for ObjectFs {
                 let map = found.map.as_deref().map(Vec::as_slice);
                 cache::read_ahead(inner, map, i64::try_from(end).unwrap_or(i64::MAX));
             }
-            cache::read(inner, &**c, file, &found, long, (offset_bytes, len), dst).await?;
+            cache::read(inner, &c, file, &found, long, (offset_bytes, len), dst).await?;
             inner
                 .pending
                 .read_over(file, offset_bytes, &mut dst[base..]);
@@ -601,7 +604,7 @@ impl vfs::Backend for ObjectFs {
             }
             let after = match data::publish(inner, file).await? {
                 Some(row) => inner.overlay(row.attr),
-                None => inner.overlay(meta::get(&**client!(inner, 1), file).await?.attr),
+                None => inner.overlay(meta::get(&client!(inner, 1), file).await?.attr),
             };
             Ok(Written {
                 count: u32::try_from(data.len()).unwrap_or(u32::MAX),
@@ -618,7 +621,7 @@ impl vfs::Backend for ObjectFs {
         let inner = &self.inner;
         let file = to_db(id);
         self.run(async move {
-            let before = inner.overlay(meta::get(&**client!(inner, 1), file).await?.attr);
+            let before = inner.overlay(meta::get(&client!(inner, 1), file).await?.attr);
             match before.file_type {
                 FileType::Regular => {}
                 FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
@@ -682,7 +685,7 @@ impl vfs::Backend for ObjectFs {
 
     fn readlink(&self, id: FileId) -> FsResult<(Bytes, Attr)> {
         let inner = &self.inner;
-        self.run(async move { meta::readlink(&**client!(inner, 1), to_db(id)).await })
+        self.run(async move { meta::readlink(&client!(inner, 1), to_db(id)).await })
     }
 
     fn remove(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Change> {
@@ -705,7 +708,7 @@ impl vfs::Backend for ObjectFs {
         let now = inner.now_ns();
         let moved = self.run(async move {
             transaction!(inner.engines.pool, |tx| {
-                meta::rename(&*tx, to_db(from_dir), from, to_db(to_dir), to, checks, now).await
+                meta::rename(&tx, to_db(from_dir), from, to_db(to_dir), to, checks, now).await
             })
         })?;
         if let Some(gone) = moved.gone {
@@ -719,7 +722,7 @@ impl vfs::Backend for ObjectFs {
         let now = inner.now_ns();
         let mut linked = self.run(async move {
             transaction!(inner.engines.pool, |tx| {
-                meta::link(&*tx, to_db(id), to_db(dir), name, checks, now).await
+                meta::link(&tx, to_db(id), to_db(dir), name, checks, now).await
             })
         })?;
         linked.attr = inner.overlay(linked.attr);
@@ -735,14 +738,7 @@ impl vfs::Backend for ObjectFs {
     ) -> FsResult<(DirPage, Attr)> {
         let inner = &self.inner;
         let (mut page, attr) = self.run(async move {
-            meta::readdir(
-                &**client!(inner, 1),
-                to_db(dir),
-                cookie,
-                max_entries,
-                checks,
-            )
-            .await
+            meta::readdir(&client!(inner, 1), to_db(dir), cookie, max_entries, checks).await
         })?;
         // As GETATTR would answer on this head: with its buffered writes.
         for e in &mut page.entries {
@@ -764,7 +760,7 @@ impl ObjectFs {
         let now = inner.now_ns();
         let made = self.run(async move {
             transaction!(inner.engines.pool, |tx| {
-                let made = meta::make(&*tx, to_db(dir), name, what, checks, now).await?;
+                let made = meta::make(&tx, to_db(dir), name, what, checks, now).await?;
                 if let Some(size) = made.truncated_to {
                     truncated(inner, to_db(made.created.attr.fileid), size);
                 }
@@ -787,7 +783,7 @@ impl ObjectFs {
         let now = inner.now_ns();
         let removed = self.run(async move {
             transaction!(inner.engines.pool, |tx| {
-                meta::remove(&*tx, to_db(dir), name, rmdir, checks, now).await
+                meta::remove(&tx, to_db(dir), name, rmdir, checks, now).await
             })
         })?;
         if let Some(gone) = removed.gone {
@@ -816,7 +812,7 @@ async fn check_write(
     checks: &dyn Checks,
     now: i64,
 ) -> Result<Attr, Fail> {
-    let attr = inner.overlay(meta::get(&**client!(inner, 1), file).await?.attr);
+    let attr = inner.overlay(meta::get(&client!(inner, 1), file).await?.attr);
     match attr.file_type {
         FileType::Regular => {}
         FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
@@ -830,7 +826,7 @@ async fn check_write(
         ..SetAttr::default()
     };
     let (change, _) = transaction!(inner.engines.pool, |tx| {
-        meta::setattr(&*tx, file, &set, None, None, &vfs::Trusted::ROOT, now).await
+        meta::setattr(&tx, file, &set, None, None, &vfs::Trusted::ROOT, now).await
     })?;
     Ok(inner.overlay(change.after))
 }

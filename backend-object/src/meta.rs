@@ -24,13 +24,13 @@
 
 use bytes::Bytes;
 use gtime::Timestamp;
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 use vfs::{
     Attr, Change, Checks, Cookie, CreateMode, Created, DeviceNumber, DirEntry, DirPage, FileId,
     FileType, FsError, Linked, Name, PreAttr, Renamed, SetAttr, SetTime, SpecialFile,
 };
 
-use crate::engine::Fail;
+use crate::engine::{Fail, Sql};
 use crate::limits::{DIR_ENTRY_BYTES, MAX_DEPTH};
 
 /// `inodes.kind` of each file type.
@@ -156,7 +156,7 @@ pub(crate) fn cols_of(t: &str) -> String {
 }
 
 /// One inode, unlocked (`Stale` if it is gone).
-pub(crate) async fn get<C: GenericClient + Sync>(c: &C, id: i64) -> Result<Inode, Fail> {
+pub(crate) async fn get<C: Sql + Sync>(c: &C, id: i64) -> Result<Inode, Fail> {
     let sql = format!("SELECT {COLS} FROM inodes WHERE id = $1");
     match c.query_opt(&sql, &[&id]).await? {
         Some(row) => inode(&row),
@@ -166,7 +166,7 @@ pub(crate) async fn get<C: GenericClient + Sync>(c: &C, id: i64) -> Result<Inode
 
 /// Locks `ids` in ascending order (step 2 of the lock order) and returns their rows;
 /// `Stale` if one is gone.
-pub(crate) async fn lock<C: GenericClient + Sync>(c: &C, ids: &[i64]) -> Result<Locked, Fail> {
+pub(crate) async fn lock<C: Sql + Sync>(c: &C, ids: &[i64]) -> Result<Locked, Fail> {
     let mut ids = ids.to_vec();
     ids.sort_unstable();
     ids.dedup();
@@ -191,7 +191,7 @@ impl Locked {
 }
 
 /// The child `name` names in `dir`.
-async fn entry<C: GenericClient + Sync>(c: &C, dir: i64, name: &Name) -> Result<Option<i64>, Fail> {
+async fn entry<C: Sql + Sync>(c: &C, dir: i64, name: &Name) -> Result<Option<i64>, Fail> {
     let row = c
         .query_opt(
             "SELECT child FROM entries WHERE dir = $1 AND name = $2",
@@ -203,7 +203,7 @@ async fn entry<C: GenericClient + Sync>(c: &C, dir: i64, name: &Name) -> Result<
 
 /// Stamps a change of `id`: ctime (and mtime when `data`) to `GREATEST(now, ctime + 1)`,
 /// size and nlink moved by the deltas.
-async fn touch<C: GenericClient + Sync>(
+async fn touch<C: Sql + Sync>(
     c: &C,
     id: i64,
     now: i64,
@@ -258,7 +258,7 @@ pub(crate) struct Made {
 }
 
 /// CREATE, MKDIR, SYMLINK, MKNOD.
-pub(crate) async fn make<C: GenericClient + Sync>(
+pub(crate) async fn make<C: Sql + Sync>(
     c: &C,
     dir: i64,
     name: &Name,
@@ -377,12 +377,7 @@ pub(crate) async fn make<C: GenericClient + Sync>(
     })
 }
 
-async fn add_entry<C: GenericClient + Sync>(
-    c: &C,
-    dir: i64,
-    name: &Name,
-    child: i64,
-) -> Result<(), Fail> {
+async fn add_entry<C: Sql + Sync>(c: &C, dir: i64, name: &Name, child: i64) -> Result<(), Fail> {
     c.execute(
         "INSERT INTO entries (dir, name, child, cookie) \
          VALUES ($1, $2, $3, nextval('granary_cookies'))",
@@ -393,7 +388,7 @@ async fn add_entry<C: GenericClient + Sync>(
 }
 
 /// CREATE over an existing name (see `Backend::create` and the mem backend's rules).
-async fn reuse<C: GenericClient + Sync>(
+async fn reuse<C: Sql + Sync>(
     c: &C,
     d: &Inode,
     existing: &Inode,
@@ -445,7 +440,7 @@ async fn reuse<C: GenericClient + Sync>(
 /// Sets the size of locked regular file `file`: a shrink deletes the slices past the new
 /// end and masks any that straddle it with a zero slice up to the farthest end of any
 /// slice left, so a later extension reads zeros (newest wins).
-pub(crate) async fn resize<C: GenericClient + Sync>(
+pub(crate) async fn resize<C: Sql + Sync>(
     c: &C,
     file: &Inode,
     size: u64,
@@ -483,7 +478,7 @@ pub(crate) struct Removed {
 }
 
 /// REMOVE (`rmdir` false) or RMDIR.
-pub(crate) async fn remove<C: GenericClient + Sync>(
+pub(crate) async fn remove<C: Sql + Sync>(
     c: &C,
     dir: i64,
     name: &Name,
@@ -531,7 +526,7 @@ pub(crate) async fn remove<C: GenericClient + Sync>(
 
 /// Drops one link of locked `v` (whose entry is already gone): deletes a directory or a
 /// file's last link (its slices go with it), else stamps its ctime. True if deleted.
-async fn unlink<C: GenericClient + Sync>(c: &C, v: &Inode, now: i64) -> Result<bool, Fail> {
+async fn unlink<C: Sql + Sync>(c: &C, v: &Inode, now: i64) -> Result<bool, Fail> {
     if v.attr.is_dir() || v.attr.nlink <= 1 {
         c.execute("DELETE FROM inodes WHERE id = $1", &[&v.id()])
             .await?;
@@ -541,7 +536,7 @@ async fn unlink<C: GenericClient + Sync>(c: &C, v: &Inode, now: i64) -> Result<b
     Ok(false)
 }
 
-async fn has_entries<C: GenericClient + Sync>(c: &C, dir: i64) -> Result<bool, Fail> {
+async fn has_entries<C: Sql + Sync>(c: &C, dir: i64) -> Result<bool, Fail> {
     Ok(
         c.query_opt("SELECT 1 FROM entries WHERE dir = $1 LIMIT 1", &[&dir])
             .await?
@@ -559,7 +554,7 @@ pub(crate) struct Moved {
 /// RENAME. A directory moved to another parent first takes the rename lock (see the
 /// module's lock order), then its new parent's ancestors are walked: finding the
 /// directory among them is a cycle, refused with `Inval`.
-pub(crate) async fn rename<C: GenericClient + Sync>(
+pub(crate) async fn rename<C: Sql + Sync>(
     c: &C,
     from_dir: i64,
     from: &Name,
@@ -661,7 +656,7 @@ pub(crate) async fn rename<C: GenericClient + Sync>(
 }
 
 /// Stamps both directories of a rename and moves their sizes and link counts.
-async fn moved_dirs<C: GenericClient + Sync>(
+async fn moved_dirs<C: Sql + Sync>(
     c: &C,
     fd: &Inode,
     td: &Inode,
@@ -692,11 +687,7 @@ async fn moved_dirs<C: GenericClient + Sync>(
 }
 
 /// `Inval` if `moving` is `to_dir` or one of its ancestors.
-async fn refuse_cycle<C: GenericClient + Sync>(
-    c: &C,
-    moving: i64,
-    to_dir: i64,
-) -> Result<(), Fail> {
+async fn refuse_cycle<C: Sql + Sync>(c: &C, moving: i64, to_dir: i64) -> Result<(), Fail> {
     let mut at = to_dir;
     for _ in 0..MAX_DEPTH {
         if at == moving {
@@ -719,7 +710,7 @@ async fn refuse_cycle<C: GenericClient + Sync>(
 }
 
 /// LINK.
-pub(crate) async fn link<C: GenericClient + Sync>(
+pub(crate) async fn link<C: Sql + Sync>(
     c: &C,
     file: i64,
     dir: i64,
@@ -755,7 +746,7 @@ pub(crate) async fn link<C: GenericClient + Sync>(
 /// a change committed through any head since the client read it answers `NotSync`; or,
 /// when this head holds buffered writes of the file, with the ctime their last WRITE
 /// told the client (`told`, ns), if later: what this head's GETATTR answers.
-pub(crate) async fn setattr<C: GenericClient + Sync>(
+pub(crate) async fn setattr<C: Sql + Sync>(
     c: &C,
     id: i64,
     set: &SetAttr,
@@ -814,7 +805,7 @@ pub(crate) async fn setattr<C: GenericClient + Sync>(
 }
 
 /// LOOKUP: the child and the directory, as read now.
-pub(crate) async fn lookup<C: GenericClient + Sync>(
+pub(crate) async fn lookup<C: Sql + Sync>(
     c: &C,
     dir: i64,
     name: &Name,
@@ -835,7 +826,7 @@ pub(crate) async fn lookup<C: GenericClient + Sync>(
 }
 
 /// The parent of directory `dir`.
-pub(crate) async fn parent<C: GenericClient + Sync>(
+pub(crate) async fn parent<C: Sql + Sync>(
     c: &C,
     dir: i64,
     checks: &dyn Checks,
@@ -852,7 +843,7 @@ pub(crate) async fn parent<C: GenericClient + Sync>(
 /// inodes' rows): a READDIRPLUS reply costs one transaction per page, not one per entry,
 /// and every attribute in it is as of one snapshot. `..` comes without attributes (the
 /// caller reads them: once per listing).
-pub(crate) async fn readdir<C: GenericClient + Sync>(
+pub(crate) async fn readdir<C: Sql + Sync>(
     c: &C,
     dir: i64,
     cookie: Cookie,
@@ -933,10 +924,7 @@ pub(crate) async fn readdir<C: GenericClient + Sync>(
 }
 
 /// READLINK.
-pub(crate) async fn readlink<C: GenericClient + Sync>(
-    c: &C,
-    id: i64,
-) -> Result<(Bytes, Attr), Fail> {
+pub(crate) async fn readlink<C: Sql + Sync>(c: &C, id: i64) -> Result<(Bytes, Attr), Fail> {
     let sql = format!("SELECT {COLS}, target FROM inodes WHERE id = $1");
     let row = c
         .query_opt(&sql, &[&id])

@@ -102,7 +102,7 @@ pub fn creates(
             let t = now();
             let dir = transaction!(engines.pool, |tx| {
                 meta::make(
-                    &*tx,
+                    &tx,
                     root,
                     &dir_name,
                     &Make::Dir(&attrs),
@@ -120,7 +120,7 @@ pub fn creates(
                     let name = Name::new(name.into_bytes()).map_err(Fail::Fs)?;
                     transaction!(engines.pool, |tx| {
                         let what = Make::File(mode);
-                        meta::make(&*tx, dir, &name, &what, &vfs::Trusted::ROOT, now).await
+                        meta::make(&tx, dir, &name, &what, &vfs::Trusted::ROOT, now).await
                     })?;
                     Ok(0)
                 }

@@ -364,6 +364,41 @@ fn streamed_write(config: &granary_backend_object::ObjectConfig, fs: &ObjectFs) 
     assert!(read(&other, f, last as u64, 1 << 20).unwrap() == expect[last..]);
 }
 
+/// A statement is prepared once per connection and SQL text, not on every call (each
+/// prepare is a round trip of its own before the one that runs the statement): 40
+/// rounds of CREATE, SETATTR, LOOKUP, GETATTR and REMOVE send about 300 statements and
+/// may prepare only the few texts each pool connection had not seen yet.
+fn statements_prepared_once(fs: &ObjectFs) {
+    let d = fs
+        .mkdir(fs.root(), &name("prepared"), &SetAttr::default(), &ROOT)
+        .unwrap()
+        .attr
+        .fileid;
+    let before = engine_counters();
+    for i in 0..40u32 {
+        let n = format!("f{i}");
+        let f = create(fs, d, &n);
+        let mode = SetAttr {
+            mode: Some(0o640),
+            ..SetAttr::default()
+        };
+        fs.setattr(f, &mode, None, &ROOT).unwrap();
+        assert_eq!(fs.lookup(d, &name(&n), &ROOT).unwrap().attr.fileid, f);
+        assert_eq!(fs.getattr(f).unwrap().mode, 0o640);
+        fs.remove(d, &name(&n), &ROOT).unwrap();
+    }
+    let after = engine_counters();
+    let (tx, prepared) = (
+        after.db_transactions - before.db_transactions,
+        after.db_prepares - before.db_prepares,
+    );
+    assert!(tx >= 160, "{tx} transactions for 200 operations");
+    assert!(
+        prepared < 40,
+        "{prepared} statements prepared for {tx} transactions: the statement cache is not used"
+    );
+}
+
 #[test]
 fn a_listing_page_is_one_statement_and_a_read_one_statement_and_the_gets_it_needs() {
     let Some(env) = TestEngines::from_env() else {
@@ -376,4 +411,5 @@ fn a_listing_page_is_one_statement_and_a_read_one_statement_and_the_gets_it_need
     sequential_reads(&config, &fs);
     out_of_order_reads(&config, &fs);
     streamed_write(&config, &fs);
+    statements_prepared_once(&fs);
 }

@@ -509,7 +509,7 @@ impl Collector for ObjectCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         use prometheus_client::metrics::MetricType;
         let c = backend_object::engine_counters();
-        let counters: [(&str, &str, u64); 6] = [
+        let counters: [(&str, &str, u64); 7] = [
             (
                 "object_db_transactions",
                 "Database transactions begun by object exports (each try; a statement sent \
@@ -520,6 +520,12 @@ impl Collector for ObjectCollector {
                 "object_db_retries",
                 "Object-export transactions run again (serialization failure, deadlock, race)",
                 c.db_retries,
+            ),
+            (
+                "object_db_prepares",
+                "Statements object exports prepared (once per database connection and \
+                 statement text)",
+                c.db_prepares,
             ),
             (
                 "object_s3_puts",

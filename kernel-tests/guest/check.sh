@@ -756,6 +756,13 @@ records() {
             print "every acknowledged record in the file: " (NR > last ? "yes" : "no, " NR " lines, last acknowledged " last)
         }' "$1"
 }
+# restart_server stop|term|start: $KT_RESTART for this context's server, run from / and
+# without this check's open files. From the check's cwd (on the mount) the new bash's
+# start-up stat of $PWD waited on the stopped server once the client's cached attributes
+# were older than their timeout, so `start` never ran (seen at load 13-17, 2026-11-28).
+restart_server() {
+    (cd / && exec $KT_RESTART "$1" "$KT_PORT") 3>&- 4<&- 5<&-
+}
 grp_restart() {
     local d=$KT_ROOT/restart b=$KT_BACKING/restart w=$KT_ROOT/restart-writer old wpid
     local log=/tmp/kt-appender$$.log stop=/tmp/kt-appender$$.stop moved_term moved_kill dmesg0
@@ -776,18 +783,18 @@ grp_restart() {
     step "tree, writer, open, cd, rename"
     # SIGTERM (granary; knfsd: rpc.nfsd 0), then start again. Without this check's open
     # files: the new server must not hold the mount busy.
-    $KT_RESTART term "$KT_PORT" 3>&- 4<&- 5<&- || echo "restart: term failed"
-    $KT_RESTART start "$KT_PORT" 3>&- 4<&- 5<&- || echo "restart: start failed"
+    restart_server term || echo "restart: term failed"
+    restart_server start || echo "restart: start failed"
     echo "== restart-term"
     echo "open fd reads: $(cat <&5)"
     exec 5<&-
     moved_term=$(writer_moves "$log")
     echo "ls: $(ls | tr '\n' ' ')"
     step "SIGTERM, start"
-    $KT_RESTART stop "$KT_PORT" 3>&- 4<&- || echo "restart: stop failed"
+    restart_server stop || echo "restart: stop failed"
     # While the server is down, a local process replaces a file behind the client.
     rm "$b/replaced" && printf 'new content\n' >"$b/replaced"
-    $KT_RESTART start "$KT_PORT" 3>&- 4<&- || echo "restart: start failed"
+    restart_server start || echo "restart: start failed"
     # Drop the client's clean pages and unused dentries and inodes: what follows must
     # reach the new server with the handles the client got from the old one.
     sync; echo 3 >/proc/sys/vm/drop_caches

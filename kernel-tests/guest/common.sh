@@ -222,6 +222,17 @@ granary_again() {
 # granary_pids: every granary granary_start started, also those restarted by a check.
 granary_pids() { cat /tmp/granary-*.pid 2>/dev/null; }
 
+# granary_restarting PID: PID is the granary of a port that restart.sh is stopping and
+# starting again (/tmp/granary-PORT.restarting, from its stop or term to its start), so
+# another context's liveness check (suite.sh alive) must not take its exit for a crash.
+granary_restarting() {
+    local f
+    for f in /tmp/granary-*.restarting; do
+        [ -e "$f" ] && [ "$(cat "${f%.restarting}.pid" 2>/dev/null)" = "$1" ] && return 0
+    done
+    return 1
+}
+
 # Mount commands, one per target; suite.sh's reload runs them again after umount.
 # retry=0: a server that is down fails the mount at once instead of retrying for 2 min.
 granary_mount_cmd() { # PORT MNT

@@ -17,9 +17,12 @@ if [ "${1:-}" = --knfsd ]; then
     esac
     exit
 fi
+# From the stop (or term) to the end of the start, /tmp/granary-PORT.restarting tells the
+# other contexts' liveness checks (suite.sh alive) that this granary is down on purpose:
+# the restart group runs its contexts at once.
 case ${1:-} in
-stop) granary_kill "$2" ;;
-term) granary_kill "$2" TERM ;;
+stop) touch "/tmp/granary-$2.restarting" && granary_kill "$2" ;;
+term) touch "/tmp/granary-$2.restarting" && granary_kill "$2" TERM ;;
 start)
     # KT_RESTART_WIPE=1 proves that the group can fail: the state directory (handle key,
     # handle indexes, NFSv4 client records) is wiped before the start, so the client's
@@ -28,6 +31,9 @@ start)
         state=$(sed -n 's/.*--state-dir \([^ ]*\).*/\1/p' "/tmp/granary-$2.args")
         [ -n "$state" ] && rm -rf "$state" && echo "note: restart.sh wiped $state (KT_RESTART_WIPE=1)"
     fi
-    granary_again "$2" >/dev/null ;;
+    granary_again "$2" >/dev/null
+    rc=$?
+    rm -f "/tmp/granary-$2.restarting"
+    exit "$rc" ;;
 *) echo "usage: restart.sh [--knfsd] stop|term|start PORT"; exit 2 ;;
 esac

@@ -104,7 +104,7 @@ fi
 # Two builds that no phase before theirs needs start now at the lowest CPU priority (nice
 # 19), so that they take only the CPU the phases leave idle: the release build of granary
 # for the guest suite and the fuzz targets' build (nightly, AddressSanitizer; after the
-# toolchain). Most test binaries of `cargo test` wait on leases, grace periods, timers
+# toolchain). Several test binaries of `cargo test` wait on leases, grace periods, timers
 # and child processes, and cargo's own builds have serial stretches; before, these two
 # builds ran at the fuzzing phase, where they cost 255 s (the fuzz build beside the
 # release build) of CI's run. Each is waited for before the phase that needs it.

@@ -641,6 +641,7 @@ async fn fetch(inner: &Inner, obj: i64, range: Range<u64>) -> Result<Bytes, obje
     };
     let got = shared.await;
     if let Some(b) = &got {
+        inner.engines.store_answered();
         // Kept before the in-flight entry goes, so a READ that comes now finds one.
         inner.caches.keep_bytes(obj, &range, b.clone());
     }
@@ -650,6 +651,9 @@ async fn fetch(inner: &Inner, obj: i64, range: Range<u64>) -> Result<Bytes, obje
         None => {
             let got = store.get_range(&path, range).await;
             COUNTERS.get(got.as_ref().map_or(0, Bytes::len));
+            if got.is_ok() {
+                inner.engines.store_answered();
+            }
             got
         }
     }

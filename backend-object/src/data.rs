@@ -113,6 +113,9 @@ pub(crate) async fn read_published<C: Sql + Sync>(
             async move {
                 let got = store.get_range(&path, range).await;
                 COUNTERS.get(got.as_ref().map_or(0, Bytes::len));
+                if got.is_ok() {
+                    inner.engines.store_answered();
+                }
                 (i, got)
             }
         })
@@ -182,8 +185,8 @@ fn start_upload(inner: &Arc<Inner>, file: i64, full: Option<usize>) -> bool {
             match done.unwrap_or(Err(Fail::Timeout)) {
                 Ok(id) => Some((id, task.clock.monotonic())),
                 Err(e) => {
-                    let error = crate::describe(&e);
-                    tracing::warn!(file, %error, "object backend: an upload failed; its data stays buffered");
+                    // Its data stays buffered; an outage is said once (`failed`).
+                    task.engines.failed(e);
                     task.pending.upload_failed(file, task.clock.monotonic());
                     None
                 }
@@ -336,6 +339,7 @@ pub(crate) async fn upload(inner: &Inner, body: Vec<u8>) -> Result<i64, Fail> {
         .store
         .put(&path, PutPayload::from(body))
         .await?;
+    inner.engines.store_answered();
     Ok(id)
 }
 

@@ -15,7 +15,8 @@
 //! Failures of an engine (refused connection, timeout, an S3 error) answer
 //! [`FsError::Jukebox`] (NFS3ERR_JUKEBOX, NFS4ERR_DELAY): the client retries later and the
 //! head keeps serving the others. One line is logged when an engine goes away and one
-//! when it answers again, not one per call.
+//! when it answers again, not one per call (nor per file the publish timer tries); the
+//! `Jukebox` answers are counted (`granary_object_jukebox_total`).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -232,6 +233,8 @@ pub(crate) struct Counters {
     s3_put_bytes: AtomicU64,
     s3_gets: AtomicU64,
     s3_get_bytes: AtomicU64,
+    /// Operations answered `Jukebox` (an engine out or slow, a publish resting).
+    jukebox: AtomicU64,
 }
 
 impl Counters {
@@ -244,7 +247,13 @@ impl Counters {
             s3_put_bytes: AtomicU64::new(0),
             s3_gets: AtomicU64::new(0),
             s3_get_bytes: AtomicU64::new(0),
+            jukebox: AtomicU64::new(0),
         }
+    }
+
+    /// One operation answered `Jukebox`.
+    pub(crate) fn jukebox(&self) {
+        self.jukebox.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `n` transactions begun (or statements sent outside a transaction).
@@ -278,6 +287,7 @@ impl Counters {
             s3_put_bytes: v(&self.s3_put_bytes),
             s3_gets: v(&self.s3_gets),
             s3_get_bytes: v(&self.s3_get_bytes),
+            jukebox: v(&self.jukebox),
         }
     }
 }
@@ -290,8 +300,11 @@ pub(crate) struct Engines {
     pub(crate) store: Arc<dyn ObjectStore>,
     /// Key prefix of this file system's objects in the bucket ("" or "fs1/").
     pub(crate) prefix: String,
+    /// An engine failed and has not answered since: its outage was logged.
     db_down: AtomicBool,
     store_down: AtomicBool,
+    /// An operation ran out of time and none has finished since.
+    timed_out: AtomicBool,
 }
 
 impl Engines {
@@ -321,6 +334,7 @@ impl Engines {
             prefix,
             db_down: AtomicBool::new(false),
             store_down: AtomicBool::new(false),
+            timed_out: AtomicBool::new(false),
         };
         drop(_inside);
         Ok((runtime, engines))
@@ -366,53 +380,71 @@ impl Engines {
         self.answer(done)
     }
 
-    /// The client's error for a failure, logging an engine's outage once.
+    /// The client's answer to an operation, counting each `Jukebox`.
     fn answer<T>(&self, done: Result<T, Fail>) -> FsResult<T> {
         match done {
             Ok(v) => {
-                self.up();
+                // Every operation asks the database (an S3 request says so on its own:
+                // [`Engines::store_answered`]).
+                self.answered(&self.db_down, "database");
                 Ok(v)
             }
-            Err(Fail::Fs(e)) => {
-                self.up();
+            Err(e) => {
+                let e = self.failed(e);
+                if e == FsError::Jukebox {
+                    COUNTERS.jukebox();
+                }
                 Err(e)
             }
-            Err(e @ Fail::Db(_)) if e.retryable() => {
-                tracing::warn!(error = ?e, "object backend: a transaction kept failing to serialize");
-                Err(FsError::Jukebox)
+        }
+    }
+
+    /// What a failure tells a client, said in the log: an engine's outage once, when it
+    /// begins (the line when it ends comes from the next request it answers), anything
+    /// else once per failure. The publish timer and the collector's rounds tell theirs
+    /// here too, so an outage is one line however many operations and files it fails.
+    pub(crate) fn failed(&self, e: Fail) -> FsError {
+        match e {
+            Fail::Fs(e) => {
+                self.answered(&self.db_down, "database");
+                e
             }
-            Err(Fail::Db(e)) if e.code().is_some_and(|c| !outage(c.code())) => {
+            e @ Fail::Db(_) if e.retryable() => {
+                tracing::warn!(error = ?e, "object backend: a transaction kept failing to serialize");
+                FsError::Jukebox
+            }
+            Fail::Db(e) if e.code().is_some_and(|c| !outage(c.code())) => {
                 // The database answered, refusing: a constraint or a bug of ours.
                 tracing::error!(error = %describe_db(&e), "object backend: the database refused a statement");
-                Err(FsError::ServerFault)
+                FsError::ServerFault
             }
-            Err(Fail::Db(e)) => {
+            Fail::Db(e) => {
                 self.down(&self.db_down, "database", &describe_db(&e));
-                Err(FsError::Jukebox)
+                FsError::Jukebox
             }
-            Err(Fail::Pool(e)) => {
+            Fail::Pool(e) => {
                 self.down(&self.db_down, "database", &e);
-                Err(FsError::Jukebox)
+                FsError::Jukebox
             }
             // Said once by the failure that began the rest.
-            Err(Fail::Raced | Fail::Resting) => Err(FsError::Jukebox),
-            Err(Fail::Refused(why)) => {
+            Fail::Raced | Fail::Resting => FsError::Jukebox,
+            Fail::Refused(why) => {
                 tracing::error!("object backend: {why}");
-                Err(FsError::ServerFault)
+                FsError::ServerFault
             }
-            Err(Fail::Timeout) => {
-                self.down(&self.db_down, "database or S3 store", "no answer in time");
-                Err(FsError::Jukebox)
+            Fail::Timeout => {
+                self.down(&self.timed_out, "database or S3 store", "no answer in time");
+                FsError::Jukebox
             }
-            Err(Fail::Store(object_store::Error::NotFound { path, .. })) => {
+            Fail::Store(object_store::Error::NotFound { path, .. }) => {
                 // A row names an object that is not there: published rows always follow
                 // their objects, so this is damage, not an outage.
                 tracing::error!(%path, "object backend: an object the database names is missing");
-                Err(FsError::Io)
+                FsError::Io
             }
-            Err(Fail::Store(e)) => {
+            Fail::Store(e) => {
                 self.down(&self.store_down, "S3 store", &e.to_string());
-                Err(FsError::Jukebox)
+                FsError::Jukebox
             }
         }
     }
@@ -427,11 +459,22 @@ impl Engines {
         }
     }
 
-    fn up(&self) {
-        for (flag, what) in [(&self.db_down, "database"), (&self.store_down, "S3 store")] {
-            if flag.swap(false, Ordering::Relaxed) {
-                tracing::warn!(engine = what, "object backend: engine answers again");
-            }
+    /// `what` answered a request: the end of its outage, if it had one. An operation
+    /// that asked only the database says nothing of the store, so an S3 outage stays one
+    /// line while metadata is served.
+    fn answered(&self, flag: &AtomicBool, what: &str) {
+        if flag.swap(false, Ordering::Relaxed) {
+            tracing::warn!(engine = what, "object backend: engine answers again");
+        }
+        if self.timed_out.swap(false, Ordering::Relaxed) {
+            tracing::warn!("object backend: operations finish in time again");
+        }
+    }
+
+    /// The S3 store answered a request (a GET, a PUT or a listing that succeeded).
+    pub(crate) fn store_answered(&self) {
+        if self.store_down.load(Ordering::Relaxed) {
+            self.answered(&self.store_down, "S3 store");
         }
     }
 

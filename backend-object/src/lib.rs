@@ -75,6 +75,9 @@ pub struct EngineCounters {
     /// S3 GET requests (ranged) and the bytes they returned.
     pub s3_gets: u64,
     pub s3_get_bytes: u64,
+    /// NFS operations answered `Jukebox` (NFS3ERR_JUKEBOX, NFS4ERR_DELAY): an engine out
+    /// or past the timeout, or a file whose last publish failed a moment ago.
+    pub jukebox: u64,
 }
 
 /// This process's [`EngineCounters`] now.
@@ -298,7 +301,12 @@ impl ObjectFs {
                     objects_deleted = r.objects_deleted,
                     "object backend: garbage collection round"
                 ),
-                Ok(Err(e)) => tracing::warn!(error = %describe(&e), "object backend: garbage collection round failed; the next one tries again"),
+                Ok(Err(e)) => {
+                    // An outage is said once (`failed`); anything else, per round.
+                    if !matches!(inner.engines.failed(e), vfs::FsError::Jukebox) {
+                        tracing::warn!("object backend: garbage collection round failed; the next one tries again");
+                    }
+                }
                 Err(_) => tracing::warn!("object backend: garbage collection round ran out of time; the next one goes on"),
             }
             inner.gc_running.store(false, Ordering::Release);
@@ -349,11 +357,10 @@ async fn publisher(inner: Arc<Inner>) {
             let bounded =
                 tokio::time::timeout(limits::OPERATION_TIMEOUT, data::publish(&inner, file));
             let done = bounded.await.unwrap_or(Err(Fail::Timeout));
-            if let Err(e) = done.or_else(|e| match e {
-                Fail::Resting => Ok(None),
-                e => Err(e),
-            }) {
-                tracing::warn!(file, error = %describe(&e), "object backend: publish timer failed; data stays buffered");
+            if let Err(e) = done {
+                // An outage is said once, not once per file and try; the data stays
+                // buffered for the next try.
+                inner.engines.failed(e);
             }
         }
     }

@@ -564,3 +564,110 @@ fn a_truncation_on_one_head_while_another_publishes_brings_nothing_back() {
         b.getattr(file).unwrap().ctime
     );
 }
+
+/// Log lines the backend wrote in this test binary (WARN and above), kept for the tests
+/// that count them.
+static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        LOG.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sends this process's log lines to [`LOG`] (once; every thread, the backend's too).
+fn capture_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(|| Capture)
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+    });
+}
+
+/// Lines of [`LOG`] from `from` on that contain `what`.
+fn logged(from: usize, what: &str) -> usize {
+    let log = LOG.lock().unwrap();
+    String::from_utf8_lossy(&log[from.min(log.len())..])
+        .lines()
+        .filter(|l| l.contains(what))
+        .count()
+}
+
+/// An S3 outage while the head serves metadata, its clients' FILE_SYNC WRITEs answered
+/// JUKEBOX and its publish timer trying a file's buffered writes: one line when the
+/// store goes away and one when it answers again, not one per operation or per try (each
+/// GETATTR between two failed WRITEs once logged the store back and the next WRITE gone
+/// again); the JUKEBOX answers are counted in the engine counters (the
+/// `granary_object_jukebox_total` metric).
+#[test]
+fn an_s3_outage_is_one_log_line_each_way_and_its_jukebox_answers_are_counted() {
+    let _serial = one_at_a_time();
+    capture_logs();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let (cut, config) = Cut::in_front_of(&env, "s3-log");
+    let fs = head(&config);
+    let file = create(&fs, fs.root(), "f");
+    let other = create(&fs, fs.root(), "buffered");
+    let data = bytes(8192, 5);
+    let from = LOG.lock().unwrap().len();
+    let before = engine_counters();
+    cut.set_up(false);
+    // Buffered writes the publish timer tries (and fails) during the outage.
+    fs.write(other, 0, &data, Stability::Unstable, &ROOT)
+        .unwrap();
+    let outage = Instant::now();
+    let mut jukebox = 0;
+    while outage.elapsed() < limits::PUBLISH_AGE + Duration::from_secs(3) {
+        fs.getattr(file)
+            .expect("metadata is served during an S3 outage");
+        let w = fs.write(file, 0, &data, Stability::FileSync, &ROOT);
+        assert_eq!(w.map(|_| ()), Err(FsError::Jukebox), "the store is down");
+        jukebox += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = || String::from_utf8_lossy(&LOG.lock().unwrap()[from..]).into_owned();
+    assert_eq!(logged(from, "engine unreachable"), 1, "{}", text());
+    assert_eq!(logged(from, "answers again"), 0, "{}", text());
+    assert_eq!(logged(from, "publish"), 0, "{}", text());
+    let counted = engine_counters().jukebox - before.jukebox;
+    assert!(
+        counted >= jukebox,
+        "{counted} JUKEBOX counted, {jukebox} answered"
+    );
+    cut.set_up(true);
+    let back = Instant::now();
+    loop {
+        match fs.write(file, 0, &data, Stability::FileSync, &ROOT) {
+            Ok(_) => break,
+            Err(FsError::Jukebox) => {
+                assert!(
+                    back.elapsed() < patience(),
+                    "the store is back, the head is not"
+                );
+                std::thread::sleep(RETRY_AFTER);
+            }
+            Err(e) => panic!("WRITE: {e:?}"),
+        }
+    }
+    fs.commit(other, 0, 0).unwrap();
+    assert_eq!(logged(from, "answers again"), 1, "{}", text());
+    assert_eq!(logged(from, "engine unreachable"), 1, "{}", text());
+    eprintln!(
+        "s3 outage of {:?}: {jukebox} JUKEBOX answers ({counted} counted), log:\n{}",
+        back - outage,
+        text()
+    );
+}

@@ -509,7 +509,7 @@ impl Collector for ObjectCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         use prometheus_client::metrics::MetricType;
         let c = backend_object::engine_counters();
-        let counters: [(&str, &str, u64); 7] = [
+        let counters: [(&str, &str, u64); 8] = [
             (
                 "object_db_transactions",
                 "Database transactions begun by object exports (each try; a statement sent \
@@ -546,6 +546,12 @@ impl Collector for ObjectCollector {
                 "object_s3_get_bytes",
                 "Bytes S3 GET requests of object exports returned",
                 c.s3_get_bytes,
+            ),
+            (
+                "object_jukebox",
+                "Object-export operations answered NFS3ERR_JUKEBOX / NFS4ERR_DELAY (an engine \
+                 unreachable or slow, or a publish resting after a failure)",
+                c.jukebox,
             ),
         ];
         for (name, help, v) in counters {

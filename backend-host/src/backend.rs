@@ -208,9 +208,10 @@ impl Backend for HostFs {
         guard: Option<Timestamp>,
         checks: &dyn Checks,
     ) -> FsResult<Change> {
-        if set.size_bytes.is_some() && !sync::blocking::allowed() {
+        if set.size_bytes.is_some() && !self.may_sync_here() {
             // A truncation frees (or an extension may allocate) the file's blocks: it
-            // runs on the blocking pool, before anything is changed here.
+            // runs on the blocking pool, before anything is changed here (a memory-backed
+            // export's frees memory, and runs here).
             return Err(FsError::WouldBlock);
         }
         let (fd, _) = self.find(id, false)?;
@@ -286,8 +287,11 @@ impl Backend for HostFs {
     /// descriptor ([`HostFs::may_use`]). Where blocking is forbidden (a network worker's
     /// event loop, `sync::blocking`), only what the page cache holds is read
     /// (`RWF_NOWAIT`): a range that is not all cached is `WouldBlock`, and the READ runs
-    /// again on the blocking pool. A warm READ costs no hand-off. A file system that
-    /// cannot tell (`EOPNOTSUPP`: tmpfs) is read as before, where the call is.
+    /// again on the blocking pool. A warm READ costs no hand-off. A memory-backed export
+    /// (tmpfs, [`HostFs::memory_backed`]) is read where the call is: its pages are in
+    /// memory (tmpfs answers `RWF_NOWAIT` with `EOPNOTSUPP` anyway). Any other file system
+    /// that cannot tell (`EOPNOTSUPP`: a FUSE or network file system) sends every READ
+    /// made where blocking is forbidden to the pool.
     fn read_into(
         &self,
         id: FileId,
@@ -297,34 +301,37 @@ impl Backend for HostFs {
         checks: &dyn Checks,
     ) -> FsResult<ReadDone> {
         use std::sync::atomic::Ordering::Relaxed;
+        let forbidden = !sync::blocking::allowed() && !self.memory_backed;
+        if forbidden && !self.nowait_reads.load(Relaxed) {
+            return Err(FsError::WouldBlock);
+        }
         let (f, st, attr) = self.readable(id, checks)?;
         let count = count.min(MAX_IO_BYTES) as usize;
         let start = out.len();
-        let pread = |out: &mut BytesMut| {
-            sys::fill_spare(out, count, |spare| {
-                rustix::io::pread(&f, spare, offset_bytes).map(|(init, _)| init.len())
-            })
-        };
-        let nowait = !sync::blocking::allowed() && self.nowait_reads.load(Relaxed);
-        let n = if nowait {
+        let n = if forbidden {
             match sys::fill_spare(out, count, |spare| {
                 sys::pread_nowait(&f, spare, offset_bytes)
             }) {
                 Err(rustix::io::Errno::OPNOTSUPP) => {
-                    tracing::debug!("the export's file system has no RWF_NOWAIT reads");
+                    tracing::debug!(
+                        "the export's file system has no RWF_NOWAIT reads: READs run on the \
+                         blocking pool"
+                    );
                     self.nowait_reads.store(false, Relaxed);
-                    pread(out)
+                    return Err(FsError::WouldBlock);
                 }
                 // Not cached: read where it may block.
                 Err(rustix::io::Errno::AGAIN) => return Err(FsError::WouldBlock),
                 r => r,
             }
         } else {
-            pread(out)
+            sys::fill_spare(out, count, |spare| {
+                rustix::io::pread(&f, spare, offset_bytes).map(|(init, _)| init.len())
+            })
         }
         .map_err(fs_err)?;
         let end = offset_bytes.saturating_add(n as u64);
-        if nowait && n < count && end < st.stx_size {
+        if forbidden && n < count && end < st.stx_size {
             // Short before the end of the file: the rest is not cached.
             out.truncate(start);
             return Err(FsError::WouldBlock);
@@ -367,9 +374,10 @@ impl Backend for HostFs {
         stable: Stability,
         checks: &dyn Checks,
     ) -> FsResult<Written> {
-        if stable != Stability::Unstable && !sync::blocking::allowed() {
+        if stable != Stability::Unstable && !self.may_sync_here() {
             // The sync would sleep on the disk: before anything is written, so the call
-            // runs again on the blocking pool.
+            // runs again on the blocking pool. (On a memory-backed export it has nothing
+            // to write back and runs here.)
             return Err(FsError::WouldBlock);
         }
         let count = u32::try_from(data.len()).map_err(|_| FsError::Inval)?;
@@ -405,9 +413,9 @@ impl Backend for HostFs {
     /// `fdatasync` of the whole file (a range would need `sync_file_range`, which does not
     /// flush metadata such as the size), and the handle index.
     /// Forbidden to block (an event loop), `WouldBlock` before anything: the call runs
-    /// again on the blocking pool.
+    /// again on the blocking pool; a memory-backed export's runs where it is.
     fn commit(&self, id: FileId, _offset_bytes: u64, _count: u32) -> FsResult<Change> {
-        if !sync::blocking::allowed() {
+        if !self.may_sync_here() {
             return Err(FsError::WouldBlock);
         }
         let f = self.io_file(id, true)?;
@@ -707,8 +715,16 @@ impl HostFs {
             tracing::error!(errno = %e, "writeback error: the write verifier changes so clients resend unstable data");
             return Err(fs_err(e));
         }
-        if let Err(e) = self.index.sync() {
-            tracing::warn!(error = %e, "cannot sync the handle index");
+        // The index's log is on the state directory's disk. Where blocking is forbidden
+        // (only a memory-backed export's sync gets here, see `HostFs::may_sync_here`) it
+        // is left for the next sync made where blocking is allowed: its records guard
+        // against a crash of the host, which takes a memory-backed export's files with it
+        // anyway (a crash of the server keeps them, and the log's appended records, in
+        // the host's memory).
+        if sync::blocking::allowed() {
+            if let Err(e) = self.index.sync() {
+                tracing::warn!(error = %e, "cannot sync the handle index");
+            }
         }
         Ok(())
     }

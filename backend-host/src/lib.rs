@@ -36,6 +36,11 @@
 //!   [`HostFs::writeback_errors`], which the NFS server folds into the write verifier of
 //!   later WRITE and COMMIT replies (`vfs::Backend::writeback_errors`), so clients resend
 //!   the UNSTABLE data they could have lost.
+//! - **Never sleeps on a network worker.** Where blocking is forbidden (`sync::blocking`),
+//!   a call that would wait on the disk (a sync, a size change, a READ of uncached data)
+//!   answers `WouldBlock` before it changes anything and runs again on the blocking pool;
+//!   on a memory-backed export (tmpfs, ramfs: [`HostFs::memory_backed`]) none of them
+//!   waits on a disk, and all run where they are.
 //! - **NFSv4.2's space and copy calls** map to `lseek` `SEEK_DATA`/`SEEK_HOLE`,
 //!   `fallocate`, `copy_file_range` (at most `vfs::limits::MAX_COPY_BYTES` a call) and
 //!   `FICLONERANGE` (`NotSupp` on file systems without shared extents), as the caller
@@ -134,6 +139,10 @@ pub struct HostConfig {
     pub open_files: usize,
     /// Bound of the handle index (`--index-entries`, `--index-bytes`; see [`index`]).
     pub index: index::IndexLimits,
+    /// Whether the export's file system keeps its files in memory (see
+    /// [`HostFs::memory_backed`]); `None` asks `statfs` of the root, as the server does.
+    /// Tests set it to see the other path on the file system they have.
+    pub memory_backed: Option<bool>,
 }
 
 impl HostConfig {
@@ -145,6 +154,7 @@ impl HostConfig {
             kernel_handles: true,
             open_files: sync::limits::FILECACHE_DEFAULT_ENTRIES,
             index: index::IndexLimits::default(),
+            memory_backed: None,
         }
     }
 }
@@ -246,8 +256,12 @@ pub struct HostFs {
     /// Counters of the data path's descriptors.
     io: std::sync::Arc<files::IoCounters>,
     /// Whether the file system answers `preadv2(RWF_NOWAIT)`; cleared at the first
-    /// `EOPNOTSUPP` (tmpfs on Linux 6.18 does not: it never waits on a disk either).
+    /// `EOPNOTSUPP` (tmpfs does not, up to Linux 6.18 at least; it is memory-backed, and
+    /// never asked).
     nowait_reads: std::sync::atomic::AtomicBool,
+    /// The export's file system keeps its files in memory (tmpfs, ramfs): its data calls
+    /// never wait on a disk (see [`HostFs::memory_backed`]).
+    memory_backed: bool,
     /// Files NFSv4 OPENs hold (see `held`).
     held: held::Held,
 }
@@ -270,6 +284,9 @@ impl HostFs {
             })?,
             None => Index::in_memory(config.index),
         };
+        let memory_backed = config
+            .memory_backed
+            .unwrap_or_else(|| sys::memory_backed(&root));
         let openat2 = probe_openat2(&root);
         let kernel_handles = config.kernel_handles && probe_kernel_handles(&root, &mount);
         let umask = current_umask();
@@ -280,7 +297,7 @@ impl HostFs {
             identity::record_server(server.uid, server.gid, &server.groups);
         }
         tracing::info!(
-            root = %config.root.display(), openat2, kernel_handles, privileged,
+            root = %config.root.display(), openat2, kernel_handles, privileged, memory_backed,
             indexed = index.len(), "host export"
         );
         Ok(Self {
@@ -297,6 +314,7 @@ impl HostFs {
             umask,
             writeback_errors: AtomicU64::new(0),
             nowait_reads: std::sync::atomic::AtomicBool::new(true),
+            memory_backed,
             held: held::Held::default(),
             dirs: lock::Locks::new(),
             files: lock::Locks::new(),
@@ -312,6 +330,26 @@ impl HostFs {
     #[must_use]
     pub fn writeback_errors(&self) -> u64 {
         self.writeback_errors.load(Ordering::Acquire)
+    }
+
+    /// True if the export's file system keeps its files in memory: tmpfs or ramfs, by
+    /// `statfs`'s `f_type` of the root (a mount below the root is never crossed). Its
+    /// READ, WRITE (any stability) and COMMIT, and SETATTR of a size, never wait on a
+    /// disk: a sync has nothing to write back (`noop_fsync`), a read copies pages that are
+    /// in memory, a write or a truncation allocates or frees memory. So they run on the
+    /// network worker where they arrive instead of on the blocking pool. The one disk I/O
+    /// they can meet is swap (a tmpfs page swapped out, or reclaim while allocating),
+    /// which the mem backend's own pages and every allocation of the server meet alike:
+    /// a tmpfs export runs its data calls where a mem export does.
+    #[must_use]
+    pub fn memory_backed(&self) -> bool {
+        self.memory_backed
+    }
+
+    /// Whether this thread may run a data call that could sleep on the disk (a sync, a
+    /// truncation): where blocking is allowed, or always on a memory-backed export.
+    pub(crate) fn may_sync_here(&self) -> bool {
+        self.memory_backed || sync::blocking::allowed()
     }
 
     /// True if handles are resolved by `open_by_handle_at`.

@@ -107,6 +107,22 @@ pub fn fill_spare<E>(
     Ok(n)
 }
 
+/// `statfs` `f_type` of tmpfs (Linux `TMPFS_MAGIC`, also `/dev/shm`).
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+/// `statfs` `f_type` of ramfs (Linux `RAMFS_MAGIC`).
+const RAMFS_MAGIC: i64 = 0x8584_58f6;
+
+/// Whether the file system of `fd` keeps its files in memory (tmpfs, ramfs). A failed
+/// `statfs` answers false: the export is then treated as on a disk, whose calls that may
+/// sleep run on the blocking pool.
+pub fn memory_backed(fd: impl AsFd) -> bool {
+    rustix::fs::fstatfs(fd).is_ok_and(|st| {
+        #[allow(clippy::unnecessary_cast)] // `f_type`'s type differs between targets
+        let kind = st.f_type as i64;
+        kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+    })
+}
+
 /// `preadv2(RWF_NOWAIT)` into `spare`: reads only what the page cache holds now and never
 /// sleeps on the disk. `EAGAIN` when the first page is not cached; a short count when a
 /// later one is not (or at the end of the file).

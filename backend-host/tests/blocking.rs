@@ -2,7 +2,8 @@
 //! loop), the host backend gives up with `WouldBlock` before it changes anything when a
 //! call would sleep on the disk — COMMIT, FILE_SYNC and DATA_SYNC WRITEs, SETATTR with a
 //! size, a READ of data not in the page cache — and serves everything else there: an
-//! UNSTABLE WRITE, a READ of cached data.
+//! UNSTABLE WRITE, a READ of cached data. On a memory-backed export (tmpfs) none of these
+//! sleeps on a disk, and all of them run there.
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -44,6 +45,11 @@ fn setup(name: &str, open_files: usize) -> (Scratch, HostFs, FileId) {
     let mut c = HostConfig::new(&dir.0);
     c.open_files = open_files;
     let fs = HostFs::new(&c).unwrap();
+    assert!(
+        !fs.memory_backed(),
+        "these tests need a temporary directory on a disk's file system, not {}",
+        dir.0.display()
+    );
     let mode = CreateMode::Guarded(SetAttr::default());
     let name = Name::new(b"f".to_vec()).unwrap();
     let id = fs
@@ -145,27 +151,93 @@ fn a_read_runs_where_it_is_only_if_the_page_cache_holds_its_range() {
     }
 }
 
-/// tmpfs answers `RWF_NOWAIT` with `EOPNOTSUPP` (Linux 6.18) and never waits on a disk:
-/// its READs stay where they are instead of all going to the pool.
-#[test]
-fn a_file_system_without_nowait_reads_is_read_where_the_call_is() {
+/// A scratch directory on the tmpfs at /dev/shm.
+fn shm(name: &str) -> Scratch {
     let shm = std::path::Path::new("/dev/shm");
     assert!(shm.is_dir(), "the test needs a tmpfs at /dev/shm");
-    let dir = Scratch(shm.join(format!("granary-blocking-{}-tmpfs", std::process::id())));
+    let dir = Scratch(shm.join(format!("granary-blocking-{}-{name}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
     std::fs::create_dir_all(&dir.0).unwrap();
-    let fs = HostFs::new(&HostConfig::new(&dir.0)).unwrap();
+    dir
+}
+
+fn create_f(fs: &HostFs) -> FileId {
     let mode = CreateMode::Guarded(SetAttr::default());
     let name = Name::new(b"f".to_vec()).unwrap();
-    let id = fs
-        .create(fs.root(), &name, &mode, &t())
+    fs.create(fs.root(), &name, &mode, &t())
         .unwrap()
         .attr
-        .fileid;
-    fs.write(id, 0, b"in memory", Stability::Unstable, &t())
+        .fileid
+}
+
+/// tmpfs keeps its files in memory: its READs (tmpfs answers `RWF_NOWAIT` with
+/// `EOPNOTSUPP`, Linux 6.1 to 6.18), syncing WRITEs, COMMITs and size changes run where
+/// the call is, and what they wrote reads back.
+#[test]
+fn a_memory_backed_export_runs_its_data_calls_where_the_call_is() {
+    for open_files in [0, 16] {
+        let dir = shm(&format!("tmpfs{open_files}"));
+        let mut c = HostConfig::new(&dir.0);
+        c.open_files = open_files;
+        let fs = HostFs::new(&c).unwrap();
+        assert!(fs.memory_backed(), "/dev/shm is a tmpfs");
+        let id = create_f(&fs);
+        forbidden(|| fs.write(id, 0, b"in memory", Stability::Unstable, &t())).unwrap();
+        for _ in 0..2 {
+            assert_eq!(forbidden(|| read(&fs, id, 4096)).unwrap(), b"in memory");
+        }
+        for (at, stable) in [(3, Stability::FileSync), (6, Stability::DataSync)] {
+            let w = forbidden(|| fs.write(id, at, b"MEM", stable, &t())).unwrap();
+            assert_eq!((w.count, w.committed), (3, stable));
+        }
+        assert_eq!(forbidden(|| read(&fs, id, 4096)).unwrap(), b"in MEMMEM");
+        forbidden(|| fs.commit(id, 0, 0)).unwrap();
+        let shrink = SetAttr {
+            size_bytes: Some(5),
+            ..SetAttr::default()
+        };
+        forbidden(|| fs.setattr(id, &shrink, None, &t())).unwrap();
+        assert_eq!(forbidden(|| read(&fs, id, 4096)).unwrap(), b"in ME");
+        assert_eq!(std::fs::read(dir.0.join("f")).unwrap(), b"in ME");
+        drop(dir);
+    }
+}
+
+/// The same calls on the same tmpfs, taken for a disk (as a FUSE or network file system
+/// without `RWF_NOWAIT` would be): every one that could sleep gives up where blocking is
+/// forbidden, READs included (`EOPNOTSUPP` is not a read that ran), and runs elsewhere.
+#[test]
+fn a_file_system_without_nowait_reads_sends_reads_to_the_pool() {
+    let dir = shm("nowait");
+    let mut c = HostConfig::new(&dir.0);
+    c.memory_backed = Some(false);
+    let fs = HostFs::new(&c).unwrap();
+    assert!(!fs.memory_backed());
+    let id = create_f(&fs);
+    fs.write(id, 0, b"on a disk", Stability::Unstable, &t())
         .unwrap();
     for _ in 0..2 {
-        assert_eq!(forbidden(|| read(&fs, id, 4096)).unwrap(), b"in memory");
+        assert_eq!(
+            forbidden(|| read(&fs, id, 4096)).err(),
+            Some(FsError::WouldBlock)
+        );
     }
+    for stable in [Stability::DataSync, Stability::FileSync] {
+        let r = forbidden(|| fs.write(id, 0, b"X", stable, &t()));
+        assert_eq!(r.err(), Some(FsError::WouldBlock), "{stable:?}");
+    }
+    assert_eq!(
+        forbidden(|| fs.commit(id, 0, 0)).err(),
+        Some(FsError::WouldBlock)
+    );
+    assert_eq!(
+        read(&fs, id, 4096).unwrap(),
+        b"on a disk",
+        "nothing changed"
+    );
+    fs.write(id, 0, b"ON", Stability::FileSync, &t()).unwrap();
+    assert_eq!(read(&fs, id, 4096).unwrap(), b"ON a disk");
+    drop(dir);
 }
 
 /// Descriptors of this process that name `path` (a removed file's shows as "PATH (deleted)").

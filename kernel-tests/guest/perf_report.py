@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""perf_report.py RAW OUT ACCEL SECS ROUNDS SIZE META SERVERS WORKLOADS
+"""perf_report.py RAW OUT ACCEL SECS ROUNDS SIZE META SERVERS WORKLOADS [WARMUP_SECS]
    perf_report.py --line FIO_JSON SERVER WORKLOAD ROUND   (one job's line for the log)
 
-Reads fio's JSON outputs RAW/SERVER-WORKLOAD-rROUND.json (written by perf.sh) and
-writes OUT/results.json (every round's figures, medians, spreads, ratios) and
-OUT/README.md (the table). Medians over rounds; the spread is min..max. Ratios are
-granary's median over each peer's median (above 1: granary is faster; for latency,
-below 1 is faster).
+Reads fio's JSON outputs RAW/SERVER-WORKLOAD-rROUND.json of rounds 1..ROUNDS (written
+by perf.sh; round 0, the warm-up, is not read) and writes OUT/results.json (every
+round's figures, medians, spreads, ratios) and OUT/README.md (the table). Each server's
+figures: the median over rounds and the min..max. Ratios are paired: in each round,
+granary's figure over the peer's figure of the same workload (the two jobs ran back to
+back), then the median of those per-round ratios and their min..max (above 1: granary
+did more). The ratio of the two medians is kept beside it in results.json.
 """
 
 import json
@@ -37,12 +39,28 @@ def line(path, server, workload, rnd):
           f"  clat mean {r['clat_mean_us']:9.1f} us  p99 {r['clat_p99_us']:9.1f} us")
 
 
+def paired(ours, peer):
+    """The per-round ratios of `ours` over `peer` (IOPS, and mean completion latency),
+    their median and min..max, and the ratio of the two servers' medians."""
+    iops = [round(a["iops"] / b["iops"], 3) for a, b in zip(ours["rounds"], peer["rounds"])]
+    clat = [round(a["clat_mean_us"] / b["clat_mean_us"], 3)
+            for a, b in zip(ours["rounds"], peer["rounds"])]
+    return {
+        "iops": round(statistics.median(iops), 3),
+        "iops_min_max": [min(iops), max(iops)],
+        "iops_rounds": iops,
+        "clat_mean": round(statistics.median(clat), 3),
+        "iops_of_medians": round(ours["median"]["iops"] / peer["median"]["iops"], 3),
+    }
+
+
 def main():
     if sys.argv[1] == "--line":
         line(*sys.argv[2:6])
         return
     raw, out, accel, secs, rounds, size, meta = sys.argv[1:8]
     servers, workloads = sys.argv[8].split(), sys.argv[9].split()
+    warmup = int(sys.argv[10]) if len(sys.argv) > 10 else 0
     rounds = int(rounds)
     # granary's targets (mem and host backends) against the peers of the same protocol,
     # and each granary target through NFSv4.2 against itself through NFSv3.
@@ -58,14 +76,7 @@ def main():
             med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             spread = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in runs[0]}
             results[w][s] = {"rounds": runs, "median": med, "min_max": spread}
-        results[w]["ratios"] = {
-            f"{o}/{p}": {
-                "iops": round(results[w][o]["median"]["iops"] / results[w][p]["median"]["iops"], 3),
-                "clat_mean": round(results[w][o]["median"]["clat_mean_us"]
-                                   / results[w][p]["median"]["clat_mean_us"], 3),
-            }
-            for o, p in pairs
-        }
+        results[w]["ratios"] = {f"{o}/{p}": paired(results[w][o], results[w][p]) for o, p in pairs}
     doc = {
         "accelerator": accel,
         "note": ("Under TCG (software emulation) absolute numbers are emulation-bound and "
@@ -87,7 +98,12 @@ def main():
             "knfsd-v4": "the same knfsd, its export mounted with NFSv4.2 (a directory of its own)",
         },
         "fio": {"direct": 1, "runtime_s": int(secs), "ramp_time_s": 1, "size": size,
-                "rounds": rounds, "engines": "psync at iodepth 1, libaio otherwise"},
+                "rounds": rounds, "warmup_round_s": warmup,
+                "engines": "psync at iodepth 1, libaio otherwise"},
+        "method": ("a warm-up round (discarded), then the rounds; in each round every "
+                   "workload runs on every server back to back, the servers' order rotated "
+                   "by one each round; ratios: median (min..max) of the per-round ratios "
+                   "between servers of the same round and workload"),
         "meta": json.loads(meta),
         "workloads": results,
     }
@@ -106,8 +122,12 @@ def main():
     lines += [f"- {s}: {d}." for s, d in doc["servers"].items() if s in servers]
     lines += [
         f"- fio: O_DIRECT, {secs} s per job after 1 s ramp, file {size}, psync at iodepth 1, "
-        f"libaio at 4 and 16; {rounds} rounds interleaved (every workload on every server, "
-        "then again); median of the rounds, spread min..max in results.json.",
+        f"libaio at 4 and 16.",
+        f"- Method: a warm-up round of {warmup} s per job (discarded), then {rounds} rounds; in "
+        "each round every workload runs on every server back to back, the servers' order "
+        "rotated by one each round. Per server: the median over rounds (min..max). Ratios: "
+        "in each round, granary's figure over the peer's of the same workload, then the "
+        "median of these paired ratios (min..max).",
     ]
     for k, v in doc["meta"].items():
         lines.append(f"- {k}: {v}")
@@ -122,11 +142,16 @@ def main():
             key, unit = ("mib_per_s", "MiB/s") if "1m" in w else ("iops", "IOPS")
             lo, hi = results[w][s]["min_max"][key]
             cells.append(f"{m[key]:.0f} {unit} ({lo:.0f}..{hi:.0f}); {m['clat_mean_us']:.0f} us")
-        ratios = [f"{results[w]['ratios'][pair]['iops']:.2f}" for pair in pairs]
+        ratios = []
+        for pair in pairs:
+            r = results[w]["ratios"][pair]
+            lo, hi = r["iops_min_max"]
+            ratios.append(f"**{r['iops']:.2f}** ({lo:.2f}..{hi:.2f})")
         lines.append(f"| {w} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
-    lines += ["", "Ratios are of median IOPS (equal to the bandwidth ratio for the 1 MiB jobs); "
-              "above 1 means granary (mem or host backend) did more; X-v4/X compares granary "
-              "through NFSv4.2 with itself through NFSv3.", ""]
+    lines += ["", "Ratios are the median (min..max) over rounds of the per-round IOPS ratio "
+              "(equal to the bandwidth ratio for the 1 MiB jobs); above 1 means granary (mem "
+              "or host backend) did more; X-v4/X compares granary through NFSv4.2 with "
+              "itself through NFSv3.", ""]
     with open(f"{out}/README.md", "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

@@ -353,6 +353,16 @@ impl Collector for V4Collector {
             "outcome",
             &[("answered", here), ("deferred", pool)],
         )?;
+        let (here, pool) = self.0.ops.worker_writes();
+        counter_family(
+            &mut encoder,
+            "nfs4_worker_writes",
+            "NFSv4 COMPOUNDs of a WRITE that syncs or a COMMIT, of exports that may block, \
+             tried on a network worker: answered there (a memory-backed export) or sent to \
+             the blocking pool (the sync would wait on a disk)",
+            "outcome",
+            &[("answered", here), ("deferred", pool)],
+        )?;
         let (clients, sessions, opens) = self.0.state.counts();
         for (name, help, n) in [
             ("nfs4_clients", "NFSv4 client records", clients),

@@ -734,6 +734,97 @@ async fn a_host_read_compound_runs_on_the_worker_when_the_page_cache_holds_it() 
     assert_eq!(worker_reads("answered") + worker_reads("deferred"), 21.0);
 }
 
+/// The Linux client's O_DIRECT WRITE (SEQUENCE, PUTFH, FILE_SYNC WRITE, GETATTR) and its
+/// COMMIT (SEQUENCE, PUTFH, COMMIT) on a host export: answered on the network worker when
+/// the export is memory-backed (tmpfs: its sync has nothing to write back), sent to the
+/// blocking pool when it is on a disk; FILE_SYNC either way, the bytes read back over
+/// NFSv4 and from the host file, and every COMPOUND counted once.
+#[tokio::test]
+async fn a_syncing_write_runs_on_the_worker_only_on_a_memory_backed_export() {
+    for tmpfs in [true, false] {
+        let port = common::metrics::free_port();
+        let metrics = format!("127.0.0.1:{port}");
+        let dirs = if tmpfs {
+            HostDirs::on_tmpfs("nfs4-worker-write")
+        } else {
+            HostDirs::new("nfs4-worker-write")
+        };
+        let export = dirs.export();
+        let server = dirs.serve_with(&["--metrics", &metrics]);
+        let mut c = V4::connect(&server, "client-worker-write").await;
+        c.cachethis = false;
+        let fh = create_written(&mut c, "oww", "w", &Bytes::from_static(b"0123456789")).await;
+        let worker_writes = |outcome: &str| {
+            let text = common::metrics::scrape(port);
+            common::metrics::sample(
+                &text,
+                &format!(r#"granary_nfs4_worker_writes_total{{outcome="{outcome}"}}"#),
+            )
+        };
+        let (here, pool) = (worker_writes("answered"), worker_writes("deferred"));
+        assert_eq!((here, pool), (0.0, 0.0), "the OPEN's COMPOUND is not tried");
+        for (i, stable) in [StableHow4::FileSync, StableHow4::DataSync]
+            .into_iter()
+            .enumerate()
+        {
+            let (status, r) = c
+                .run(vec![
+                    ArgOp::Putfh(fh.clone()),
+                    ArgOp::Write(WriteArgs {
+                        stateid: Stateid4::ANONYMOUS,
+                        offset: 2 + 3 * i as u64,
+                        stable,
+                        data: Bytes::from_static(b"abc"),
+                    }),
+                    ArgOp::Getattr(mask(&[num::SIZE, num::CHANGE])),
+                ])
+                .await;
+            assert_eq!(status, Nfsstat4::Ok, "tmpfs {tmpfs}: {r:?}");
+            let ResOp::Write(Res4::Ok(w)) = &r[1] else {
+                panic!("WRITE: {r:?}")
+            };
+            assert_eq!((w.count, w.committed), (3, stable), "tmpfs {tmpfs}");
+            let ResOp::Getattr(Res4::Ok(_)) = &r[2] else {
+                panic!("GETATTR: {r:?}")
+            };
+        }
+        let (status, r) = c
+            .run(vec![
+                ArgOp::Putfh(fh.clone()),
+                ArgOp::Commit(CommitArgs {
+                    offset: 0,
+                    count: 0,
+                }),
+            ])
+            .await;
+        assert_eq!(status, Nfsstat4::Ok, "tmpfs {tmpfs}: {r:?}");
+        let (status, r) = c.run(vec![ArgOp::Putfh(fh.clone()), read(0, 64)]).await;
+        assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+        let ResOp::Read(Res4::Ok(got)) = &r[1] else {
+            panic!("READ: {r:?}")
+        };
+        assert_eq!(&got.data[..], b"01abcabc89", "tmpfs {tmpfs}");
+        assert_eq!(std::fs::read(export.join("w")).unwrap(), b"01abcabc89");
+        // Two WRITEs and a COMMIT: on the worker (tmpfs), or each sent to the pool.
+        let want = if tmpfs { (3.0, 0.0) } else { (0.0, 3.0) };
+        assert_eq!(
+            (worker_writes("answered"), worker_writes("deferred")),
+            want,
+            "tmpfs {tmpfs}"
+        );
+        let text = common::metrics::scrape(port);
+        let sample = |p: &str| common::metrics::sample(&text, p);
+        assert_eq!(
+            sample(r#"granary_nfs4_operations_total{op="write"}"#),
+            3.0,
+            "tmpfs {tmpfs}: the create's WRITE and two more, each counted once"
+        );
+        assert_eq!(sample(r#"granary_nfs4_operations_total{op="commit"}"#), 1.0);
+        drop(c);
+        drop(server);
+    }
+}
+
 /// A call the server sent on a back channel: its xid, program, version, procedure,
 /// credential, and a decoder at its arguments.
 struct CbCall {

@@ -73,6 +73,9 @@ pub struct LockStateids<K> {
     next: u64,
     by_other: HashMap<Other, LockStateid<K>>,
     by_owner: HashMap<(ClientId, Bytes, K), Other>,
+    /// How many lock stateids each client holds (no entry: none): the per-client bound
+    /// each LOCK checks costs one lookup.
+    per_client: HashMap<ClientId, usize>,
 }
 
 /// The top bit of a lock stateid's counter.
@@ -86,6 +89,7 @@ impl<K: Clone + Eq + Hash> LockStateids<K> {
             next: LOCK_BIT | 1,
             by_other: HashMap::new(),
             by_owner: HashMap::new(),
+            per_client: HashMap::new(),
         }
     }
 
@@ -152,6 +156,7 @@ impl<K: Clone + Eq + Hash> LockStateids<K> {
         let sid = e.stateid();
         self.by_other.insert(other, e);
         self.by_owner.insert(key, other);
+        *self.per_client.entry(client).or_default() += 1;
         sid
     }
 
@@ -181,6 +186,7 @@ impl<K: Clone + Eq + Hash> LockStateids<K> {
 
     pub fn remove(&mut self, other: &Other) -> Option<LockStateid<K>> {
         let e = self.by_other.remove(other)?;
+        crate::open::uncount(&mut self.per_client, e.client);
         self.by_owner
             .remove(&(e.client, e.owner.clone(), e.file.clone()));
         Some(e)
@@ -200,9 +206,31 @@ impl<K: Clone + Eq + Hash> LockStateids<K> {
     /// Lock stateids of `client`.
     #[must_use]
     pub fn count_client(&self, client: ClientId) -> usize {
-        self.by_other
-            .values()
-            .filter(|e| e.client == client)
-            .count()
+        self.per_client.get(&client).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-client counts follow new lock stateids (not a LOCK on an existing one),
+    /// their removal and the removal of a client.
+    #[test]
+    fn count_client_follows_lock_stateids() {
+        let mut locks: LockStateids<u64> = LockStateids::new(7);
+        let owner = Bytes::from_static(b"lock-owner");
+        let mut sids = Vec::new();
+        for file in 0..4u64 {
+            sids.push(locks.granted(1 + file % 2, &owner, &file, [0; 12]));
+        }
+        locks.granted(1, &owner, &0, [0; 12]);
+        assert_eq!((locks.count_client(1), locks.count_client(2)), (2, 2));
+        locks.remove(&sids[1].other).unwrap();
+        assert!(locks.remove(&sids[1].other).is_none());
+        assert_eq!(locks.count_client(2), 1);
+        assert_eq!(locks.remove_client(1), 2);
+        assert_eq!((locks.count_client(1), locks.count_client(2)), (0, 1));
+        assert!(!locks.per_client.contains_key(&1));
     }
 }

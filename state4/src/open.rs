@@ -88,6 +88,9 @@ pub struct Opens<K> {
     by_other: HashMap<Other, Open<K>>,
     by_owner: HashMap<(ClientId, Bytes, K), Other>,
     by_file: HashMap<K, Vec<Other>>,
+    /// How many opens each client holds (no entry: none), so that the per-client bound
+    /// each OPEN checks costs one lookup, not a scan of every open.
+    per_client: HashMap<ClientId, usize>,
 }
 
 /// The 4.1 seqid rule: 0 matches any version; an older one is `OLD_STATEID`; a newer one
@@ -110,6 +113,16 @@ fn valid_share(access: u32, deny: u32) -> Result<(), Nfsstat4> {
     }
 }
 
+/// One stateid fewer for `client` in a per-client count; the entry goes with the last.
+pub(crate) fn uncount(counts: &mut HashMap<ClientId, usize>, client: ClientId) {
+    if let std::collections::hash_map::Entry::Occupied(mut n) = counts.entry(client) {
+        *n.get_mut() -= 1;
+        if *n.get() == 0 {
+            n.remove();
+        }
+    }
+}
+
 /// An open's holder in the share table: its client and stateid.
 fn holder(client: ClientId, other: &Other) -> Owner {
     Owner::nfs4(client, Bytes::copy_from_slice(other))
@@ -125,6 +138,7 @@ impl<K: Clone + Eq + Hash + LockKey> Opens<K> {
             by_other: HashMap::new(),
             by_owner: HashMap::new(),
             by_file: HashMap::new(),
+            per_client: HashMap::new(),
         }
     }
 
@@ -206,6 +220,7 @@ impl<K: Clone + Eq + Hash + LockKey> Opens<K> {
         self.by_other.insert(other, e);
         self.by_owner.insert(key, other);
         self.by_file.entry(file.clone()).or_default().push(other);
+        *self.per_client.entry(client).or_default() += 1;
         Ok(Granted {
             stateid,
             upgraded: false,
@@ -291,6 +306,7 @@ impl<K: Clone + Eq + Hash + LockKey> Opens<K> {
 
     fn remove(&mut self, other: &Other) -> Option<Closed<K>> {
         let e = self.by_other.remove(other)?;
+        uncount(&mut self.per_client, e.client);
         self.shares
             .remove(e.file.lock_key(), &holder(e.client, other));
         self.by_owner
@@ -321,10 +337,7 @@ impl<K: Clone + Eq + Hash + LockKey> Opens<K> {
     /// How many opens `client` holds.
     #[must_use]
     pub fn count_client(&self, client: ClientId) -> usize {
-        self.by_other
-            .values()
-            .filter(|e| e.client == client)
-            .count()
+        self.per_client.get(&client).copied().unwrap_or(0)
     }
 
     /// Checks the stateid of a READ (`write == false`) or WRITE/SETATTR-size on `file`.
@@ -385,5 +398,53 @@ impl<K: Clone + Eq + Hash + LockKey> Opens<K> {
     #[must_use]
     pub fn is_open(&self, file: &K) -> bool {
         self.by_file.contains_key(file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-client counts follow OPEN, a second OPEN of the same owner and file (the
+    /// same stateid), CLOSE and the removal of a client, as a scan of every open would.
+    #[test]
+    fn count_client_follows_opens_and_closes() {
+        let mut opens: Opens<(u32, u64)> = Opens::new(7, Arc::new(ShareTable::default()));
+        let scan = |o: &Opens<(u32, u64)>, c: ClientId| {
+            o.by_other.values().filter(|e| e.client == c).count()
+        };
+        let owner = Bytes::from_static(b"owner");
+        let mut sids = Vec::new();
+        for file in 0..5u64 {
+            let client = 1 + file % 2;
+            let both = share::ACCESS_BOTH;
+            sids.push((
+                client,
+                opens
+                    .open(client, &owner, &(1, file), both, 0, 100)
+                    .unwrap(),
+            ));
+        }
+        opens
+            .open(1, &owner, &(1, 0), share::ACCESS_READ, 0, 100)
+            .unwrap();
+        for c in [1, 2, 3] {
+            assert_eq!(opens.count_client(c), scan(&opens, c), "client {c}");
+        }
+        assert_eq!((opens.count_client(1), opens.count_client(2)), (3, 2));
+        let (client, first) = &sids[1];
+        opens.close(*client, &first.stateid).unwrap();
+        assert_eq!(opens.count_client(2), 1);
+        assert_eq!(
+            opens.close(*client, &first.stateid).err(),
+            Some(Nfsstat4::BadStateid)
+        );
+        assert_eq!(opens.count_client(2), 1, "a failed CLOSE counts nothing");
+        opens.remove_client(1);
+        assert_eq!((opens.count_client(1), opens.count_client(2)), (0, 1));
+        assert!(
+            !opens.per_client.contains_key(&1),
+            "no entry for a client with none"
+        );
     }
 }

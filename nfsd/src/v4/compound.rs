@@ -76,6 +76,9 @@ pub struct Cx<'a> {
     /// status, and the error of a result past them: what the session's reply has left
     /// (`None` outside a session). The last READDIR shortens its list to fit.
     pub result_room: Option<(usize, Nfsstat4)>,
+    /// A WRITE or COMMIT of a COMPOUND tried on a network worker ([`worker_try`]) found
+    /// that its backend call would sleep (`WouldBlock`, before it changed anything).
+    pub blocked: bool,
 }
 
 impl Cx<'_> {
@@ -135,9 +138,10 @@ enum Outcome {
     /// Encoded into the reply; the slot's ticket and whether the client asked to keep it.
     Fresh(Option<(Ticket, bool)>),
     Replay(Bytes),
-    /// A COMPOUND tried on a network worker (see [`worker_read`]) whose read would sleep
-    /// on the disk: nothing was changed but its slot, whose ticket this is; the reply so
-    /// far is to be dropped and the COMPOUND run again on the blocking pool.
+    /// A COMPOUND tried on a network worker (see [`worker_try`]) whose READ, WRITE or
+    /// COMMIT would sleep on the disk: nothing was changed but its slot, whose ticket this
+    /// is; the reply so far is to be dropped and the COMPOUND run again on the blocking
+    /// pool.
     Blocked(Option<(Ticket, bool)>),
 }
 
@@ -171,7 +175,7 @@ struct Writer<'a> {
     /// Results counted only once the COMPOUND is answered here (a COMPOUND tried on a
     /// network worker may run again on the blocking pool, and must be counted once):
     /// the number held and each one's operation number and success.
-    held: Option<(usize, [(u32, bool); WORKER_READ_MAX_OPS])>,
+    held: Option<(usize, [(u32, bool); WORKER_TRY_MAX_OPS])>,
 }
 
 impl<'a> Writer<'a> {
@@ -189,7 +193,7 @@ impl<'a> Writer<'a> {
             count: 0,
             last_at: count_at + 4,
             room: None,
-            held: hold.then_some((0, [(0, false); WORKER_READ_MAX_OPS])),
+            held: hold.then_some((0, [(0, false); WORKER_TRY_MAX_OPS])),
         }
     }
 
@@ -318,9 +322,14 @@ pub fn run(
     // The call as the channel sizes count it: the RPC header and credentials included.
     let request_bytes = d.position() + d.remaining();
     let args = Compound4Args::decode(d)?;
-    // On a network worker, a READ COMPOUND of an export that may block is tried where it
-    // is: its read takes only what the page cache holds, as NFSv3's READ does.
-    let try_here = s.may_block && !s.remote && !sync::blocking::allowed() && worker_read(&args);
+    // On a network worker, a READ, WRITE or COMMIT COMPOUND of an export that may block is
+    // tried where it is: its read takes only what the page cache holds, as NFSv3's READ
+    // does, and its sync runs only where it never waits on a disk (a memory-backed host
+    // export); the backend answers `WouldBlock` otherwise, before anything changed.
+    let tried = (s.may_block && !s.remote && !sync::blocking::allowed())
+        .then(|| worker_try(&args))
+        .flatten();
+    let try_here = tried.is_some();
     let defer = s.remote || (!try_here && args.ops.iter().any(may_block));
     // CREATE_SESSION writes and syncs a client record in the state directory.
     let record = s.records.is_some()
@@ -343,9 +352,9 @@ pub fn run(
         // before the pool.
         sync::blocking::permitted(|| execute(s, ctx, args, request_bytes, e, false))
     };
-    if try_here {
+    if let Some(kind) = tried {
         s.ops
-            .record_worker_read(!matches!(outcome, Outcome::Blocked(_)));
+            .record_worker_try(kind, !matches!(outcome, Outcome::Blocked(_)));
     }
     match outcome {
         Outcome::Replay(bytes) => e.fixed_opaque(&bytes),
@@ -370,22 +379,43 @@ pub fn run(
     Ok(())
 }
 
-/// The most operations of a COMPOUND tried on a network worker ([`worker_read`]).
-const WORKER_READ_MAX_OPS: usize = 8;
+/// The most operations of a COMPOUND tried on a network worker ([`worker_try`]).
+const WORKER_TRY_MAX_OPS: usize = 8;
 
-/// Whether a COMPOUND may be tried on a network worker although it reads: SEQUENCE, then
-/// only operations that change nothing and never wait on the disk (setting the current
-/// or saved filehandle), then a READ that ends it, as the Linux client sends each READ
-/// (SEQUENCE, PUTFH, READ). Its read is the one call that may find the disk in its way
-/// (`WouldBlock` from the backend); the COMPOUND then gives its slot back
-/// ([`Ticket::withdraw`]) and runs again on the blocking pool.
-fn worker_read(args: &Compound4Args) -> bool {
+/// Whether a COMPOUND may be tried on a network worker although it reads or syncs, and
+/// which kind it is: SEQUENCE, then only operations that change nothing and never wait
+/// on the disk (setting the current or saved filehandle), then either a READ that ends
+/// it, as the Linux client sends each READ (SEQUENCE, PUTFH, READ), or a WRITE that
+/// syncs (FILE_SYNC or DATA_SYNC) or a COMMIT, followed by at most one GETATTR, as it
+/// sends an O_DIRECT WRITE (SEQUENCE, PUTFH, WRITE, GETATTR) and a COMMIT. That READ,
+/// WRITE or COMMIT is the one call that may find the disk in its way (`WouldBlock` from
+/// the backend, before it changes anything: a READ of uncached data, a sync on a disk);
+/// the COMPOUND then gives its slot back ([`Ticket::withdraw`]) and runs again on the
+/// blocking pool. An UNSTABLE WRITE never syncs, and runs on the worker anyway.
+fn worker_try(args: &Compound4Args) -> Option<WorkerTry> {
     let ops = &args.ops;
-    args.stopped.is_none()
-        && (2..=WORKER_READ_MAX_OPS).contains(&ops.len())
-        && matches!(ops.first(), Some(ArgOp::Sequence(_)))
-        && matches!(ops.last(), Some(ArgOp::Read(_)))
-        && ops[1..ops.len() - 1].iter().all(|op| {
+    if args.stopped.is_some()
+        || !(2..=WORKER_TRY_MAX_OPS).contains(&ops.len())
+        || !matches!(ops.first(), Some(ArgOp::Sequence(_)))
+    {
+        return None;
+    }
+    let syncs = |op: &ArgOp| match op {
+        ArgOp::Write(w) => w.stable != StableHow4::Unstable,
+        ArgOp::Commit(_) => true,
+        _ => false,
+    };
+    let (kind, before) = match ops.as_slice() {
+        [.., ArgOp::Read(_)] => (WorkerTry::Read, &ops[1..ops.len() - 1]),
+        [.., op, ArgOp::Getattr(_)] | [.., op] if syncs(op) => {
+            let at = ops.iter().rposition(syncs)?;
+            (WorkerTry::Write, &ops[1..at])
+        }
+        _ => return None,
+    };
+    before
+        .iter()
+        .all(|op| {
             matches!(
                 op,
                 ArgOp::Putfh(_)
@@ -396,6 +426,16 @@ fn worker_read(args: &Compound4Args) -> bool {
                     | ArgOp::Restorefh
             )
         })
+        .then_some(kind)
+}
+
+/// What a COMPOUND tried on a network worker does ([`worker_try`]), for its metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerTry {
+    /// It ends with a READ.
+    Read,
+    /// It has a WRITE that syncs, or a COMMIT.
+    Write,
 }
 
 /// Completes the final READ's result (encoded as `eof = false` and an empty opaque, so
@@ -446,7 +486,8 @@ fn finish_read(
 }
 
 /// Operations whose backend call may sleep on the disk: a COMPOUND holding one runs on the
-/// blocking pool, unless it is a READ COMPOUND tried first on the worker ([`worker_read`])
+/// blocking pool, unless it is a READ, WRITE or COMMIT COMPOUND tried first on the worker
+/// ([`worker_try`])
 /// (READ: a page-cache miss, or an EROFS decode; SETATTR: a size change;
 /// NFSv4.2's SEEK, ALLOCATE, DEALLOCATE, COPY and CLONE: extent maps, block allocation
 /// and copies of up to `vfs::limits::MAX_COPY_BYTES`).
@@ -501,6 +542,7 @@ fn execute(
         last_op: false,
         tail_read: None,
         result_room: None,
+        blocked: false,
     };
     let mut ticket = None;
     let mut rest = &args.ops[..];
@@ -554,6 +596,11 @@ fn execute(
             Some(Err(too_big)) => refuse(op, too_big),
             _ => super::ops_session::dispatch(&mut cx, op),
         };
+        if cx.blocked && tried_here {
+            // The tried WRITE or COMMIT would sleep: it changed nothing, nor did the
+            // operations before it (`worker_try`).
+            return Outcome::Blocked(ticket);
+        }
         status = w.push(r);
         if !status.is_ok() {
             break;

@@ -84,9 +84,10 @@ const OP_SLOTS: usize = (nfs4::ops::opnum::REMOVEXATTR - nfs4::ops::opnum::ACCES
 pub struct OpStats {
     calls: [AtomicU64; OP_SLOTS],
     errors: [AtomicU64; OP_SLOTS],
-    /// READ COMPOUNDs tried on a network worker (`compound::worker_read`): answered there,
-    /// and sent to the blocking pool because the page cache did not hold their range.
-    worker_reads: [AtomicU64; 2],
+    /// COMPOUNDs tried on a network worker (`compound::worker_try`), by kind (READ;
+    /// WRITE or COMMIT): answered there, and sent to the blocking pool because their call
+    /// would have slept (the page cache did not hold the READ's range; a sync on a disk).
+    worker_tries: [[AtomicU64; 2]; 2],
 }
 
 /// One operation's counts.
@@ -102,7 +103,7 @@ impl Default for OpStats {
         Self {
             calls: std::array::from_fn(|_| AtomicU64::new(0)),
             errors: std::array::from_fn(|_| AtomicU64::new(0)),
-            worker_reads: std::array::from_fn(|_| AtomicU64::new(0)),
+            worker_tries: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
         }
     }
 }
@@ -123,16 +124,27 @@ impl OpStats {
         self.errors[Self::slot(op)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a READ COMPOUND tried on a network worker: answered there, or sent to the
+    /// Counts a COMPOUND tried on a network worker: answered there, or sent to the
     /// blocking pool.
-    pub fn record_worker_read(&self, answered: bool) {
-        self.worker_reads[usize::from(!answered)].fetch_add(1, Ordering::Relaxed);
+    pub fn record_worker_try(&self, kind: compound::WorkerTry, answered: bool) {
+        self.worker_tries[kind as usize][usize::from(!answered)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// READ COMPOUNDs tried on a network worker: (answered there, sent to the pool).
     #[must_use]
     pub fn worker_reads(&self) -> (u64, u64) {
-        let [here, pool] = &self.worker_reads;
+        self.worker_tries(compound::WorkerTry::Read)
+    }
+
+    /// COMPOUNDs of a WRITE that syncs or a COMMIT tried on a network worker: (answered
+    /// there, sent to the pool).
+    #[must_use]
+    pub fn worker_writes(&self) -> (u64, u64) {
+        self.worker_tries(compound::WorkerTry::Write)
+    }
+
+    fn worker_tries(&self, kind: compound::WorkerTry) -> (u64, u64) {
+        let [here, pool] = &self.worker_tries[kind as usize];
         (here.load(Ordering::Relaxed), pool.load(Ordering::Relaxed))
     }
 

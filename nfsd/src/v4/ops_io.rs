@@ -361,7 +361,7 @@ pub fn write(cx: &mut Cx<'_>, a: &WriteArgs) -> Result<WriteOk, Nfsstat4> {
     }
     let w = export
         .write(&cred, id, a.offset, &a.data, stability(a.stable))
-        .map_err(status_of)?;
+        .map_err(|e| blocked(cx, e))?;
     Ok(WriteOk {
         count: w.count,
         committed: stable_how(w.committed),
@@ -371,6 +371,18 @@ pub fn write(cx: &mut Cx<'_>, a: &WriteArgs) -> Result<WriteOk, Nfsstat4> {
 
 pub fn commit(cx: &mut Cx<'_>, a: &CommitArgs) -> Result<Verifier4, Nfsstat4> {
     let (export, id, _) = cx.file()?;
-    export.commit(id, a.offset, a.count).map_err(status_of)?;
+    export
+        .commit(id, a.offset, a.count)
+        .map_err(|e| blocked(cx, e))?;
     Ok(verifier(cx, &export))
+}
+
+/// The status of a WRITE's or COMMIT's failure; `WouldBlock` (the call would sleep where
+/// it may not: a COMPOUND tried on a network worker, see `compound::worker_try`) also
+/// tells the COMPOUND to run again on the blocking pool.
+fn blocked(cx: &mut Cx<'_>, e: vfs::FsError) -> Nfsstat4 {
+    if e == vfs::FsError::WouldBlock {
+        cx.blocked = true;
+    }
+    status_of(e)
 }

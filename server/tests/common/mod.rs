@@ -79,6 +79,16 @@ impl HostDirs {
         Self { base }
     }
 
+    /// The same under /dev/shm: an export on a tmpfs (a memory-backed file system).
+    pub fn on_tmpfs(tag: &str) -> Self {
+        let shm = std::path::Path::new("/dev/shm");
+        assert!(shm.is_dir(), "the test needs a tmpfs at /dev/shm");
+        let base = shm.join(format!("granary-test-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("export")).unwrap();
+        Self { base }
+    }
+
     pub fn export(&self) -> PathBuf {
         self.base.join("export")
     }

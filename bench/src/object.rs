@@ -597,7 +597,8 @@ fn engines(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String> {
                 let many = backend_object::probe::puts(config, object_bytes, objects, at_once);
                 put = one.is_ok() || many.is_ok();
                 let note = format!(
-                    "{objects} PUTs of {} MiB objects, the faster of one at a time ({}) and                      {at_once} at once ({}), as one file's uploads go",
+                    "{objects} PUTs of {} MiB objects, the faster of one at a time ({}) and \
+                     {at_once} at once ({}), as one file's uploads go",
                     object_bytes >> 20,
                     rate(&one),
                     rate(&many)
@@ -633,7 +634,8 @@ fn engines(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String> {
                     whole_at_once,
                 );
                 let note = format!(
-                    "the faster of {count} ranged GETs of 1 MiB, {SEQ_DEPTH} at once ({}), and                      {objects} GETs of whole {} MiB objects, {whole_at_once} at once ({})",
+                    "the faster of {count} ranged GETs of 1 MiB, {SEQ_DEPTH} at once ({}), and \
+                     {objects} GETs of whole {} MiB objects, {whole_at_once} at once ({})",
                     rate(&ranged),
                     object_bytes >> 20,
                     rate(&whole)

@@ -839,10 +839,9 @@ pub(crate) async fn parent<C: Sql + Sync>(
 }
 
 /// READDIR: `.`, `..`, then entries in cookie order, each with its attributes, in one
-/// statement (the directory's row, and its entries after `cookie` joined to their
-/// inodes' rows): a READDIRPLUS reply costs one transaction per page, not one per entry,
-/// and every attribute in it is as of one snapshot. `..` comes without attributes (the
-/// caller reads them: once per listing).
+/// statement (the directory's row and its parent's, and its entries after `cookie`
+/// joined to their inodes' rows): a READDIRPLUS reply costs one transaction per page, not
+/// one per entry (nor one for `..`), and every attribute in it is as of one snapshot.
 pub(crate) async fn readdir<C: Sql + Sync>(
     c: &C,
     dir: i64,
@@ -861,15 +860,17 @@ pub(crate) async fn readdir<C: Sql + Sync>(
         .count()
         .min(max_entries);
     let want = (max_entries - dots).min(crate::limits::READDIR_MAX_ENTRIES);
-    // The directory's columns, then the entry's name and cookie, then the child's columns
-    // (NULL after them when the directory has no entries past the cookie). One more entry
-    // than wanted says whether the listing goes on.
+    // The directory's columns and its parent's, then the entry's name and cookie, then
+    // the child's columns (NULL after them when the directory has no entries past the
+    // cookie). One more entry than wanted says whether the listing goes on.
     let sql = format!(
-        "SELECT {}, e.name, e.cookie, {} FROM inodes d LEFT JOIN LATERAL (\
+        "SELECT {}, {}, e.name, e.cookie, {} FROM inodes d \
+         LEFT JOIN inodes p ON p.id = d.parent LEFT JOIN LATERAL (\
          SELECT en.name, en.cookie, {} FROM entries en JOIN inodes ch ON ch.id = en.child \
          WHERE en.dir = d.id AND en.cookie > $2 ORDER BY en.cookie LIMIT $3) e ON true \
          WHERE d.id = $1 ORDER BY e.cookie",
         cols_of("d"),
+        cols_of("p"),
         cols_of("e"),
         cols_of("ch"),
     );
@@ -885,29 +886,39 @@ pub(crate) async fn readdir<C: Sql + Sync>(
     let d = inode(first)?;
     require_dir(&d)?;
     checks.may_list(&d.attr)?;
+    // The parent's row (a directory's parent is never removed before it: RMDIR refuses
+    // a directory with entries); should it lack, `..` goes without attributes.
+    let p = match first.get::<_, Option<i64>>(NCOLS) {
+        Some(_) => Some(inode_at(first, NCOLS)?.attr),
+        None => None,
+    };
     let mut entries = Vec::new();
-    for (c_no, name, id) in [(DOT_COOKIE, ".", dir), (DOTDOT_COOKIE, "..", d.parent)] {
+    for (c_no, name, id, attr) in [
+        (DOT_COOKIE, ".", dir, Some(d.attr.clone())),
+        (DOTDOT_COOKIE, "..", d.parent, p),
+    ] {
         if c_no > cookie.0 && entries.len() < max_entries {
             entries.push(DirEntry {
                 name: Bytes::from_static(name.as_bytes()),
                 fileid: file_id(id),
                 cookie: Cookie(c_no),
-                attr: (c_no == DOT_COOKIE).then(|| d.attr.clone()),
+                attr,
             });
         }
     }
+    let at = 2 * NCOLS;
     let listed: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.get::<_, Option<Vec<u8>>>(NCOLS).is_some())
+        .filter(|r| r.get::<_, Option<Vec<u8>>>(at).is_some())
         .collect();
     let more = listed.len() > want;
     for row in listed.into_iter().take(want) {
-        let name: Vec<u8> = row.get(NCOLS);
-        let child = inode_at(row, NCOLS + 2)?;
+        let name: Vec<u8> = row.get(at);
+        let child = inode_at(row, at + 2)?;
         entries.push(DirEntry {
             name: Bytes::from(name),
             fileid: child.attr.fileid,
-            cookie: Cookie(u64::try_from(row.get::<_, i64>(NCOLS + 1)).unwrap_or(0)),
+            cookie: Cookie(u64::try_from(row.get::<_, i64>(at + 1)).unwrap_or(0)),
             attr: Some(child.attr),
         });
     }

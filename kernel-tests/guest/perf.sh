@@ -142,12 +142,18 @@ one_round() {
     done
 }
 
-# server_counters: each granary's counters of where its calls ran, from its metrics
-# page (NFSv4 READ and WRITE/COMMIT COMPOUNDs tried on a network worker: answered
-# there or sent to the blocking pool; calls run on the blocking pools), for the log.
+# server_counters: for the log, the client's calls on each server's mount by operation
+# (/proc/self/mountstats), and each granary's counters of where its calls ran, from its
+# metrics page (NFSv4 READ and WRITE/COMMIT COMPOUNDs tried on a network worker:
+# answered there or sent to the blocking pool; calls run on the blocking pools).
 server_counters() {
     local s port
     for s in "${SERVERS[@]}"; do
+        # The client's calls on this server's mount over the whole run, by operation
+        # (a server whose replies make the client ask more shows here).
+        awk -v m="/mnt/$s" '$1 == "device" { on = ($5 == m) }
+            on && $1 ~ /^[A-Z_]+:$/ && $2 ~ /^[0-9]+$/ && $2 > 0 { printf " %s %s", tolower(substr($1, 1, length($1) - 1)), $2 }
+            END { print "" }' /proc/self/mountstats | sed "s/^/    counters $s: client calls:/"
         case $s in
             granary) port=$GRANARY_PORT ;;
             host) port=$HOST_PORT ;;

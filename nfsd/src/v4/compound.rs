@@ -407,9 +407,8 @@ fn worker_try(args: &Compound4Args) -> Option<WorkerTry> {
     };
     let (kind, before) = match ops.as_slice() {
         [.., ArgOp::Read(_)] => (WorkerTry::Read, &ops[1..ops.len() - 1]),
-        [.., op, ArgOp::Getattr(_)] | [.., op] if syncs(op) => {
-            let at = ops.iter().rposition(syncs)?;
-            (WorkerTry::Write, &ops[1..at])
+        [before @ .., op, ArgOp::Getattr(_)] | [before @ .., op] if syncs(op) => {
+            (WorkerTry::Write, &before[1..])
         }
         _ => return None,
     };

@@ -756,12 +756,14 @@ records() {
             print "every acknowledged record in the file: " (NR > last ? "yes" : "no, " NR " lines, last acknowledged " last)
         }' "$1"
 }
-# restart_server stop|term|start: $KT_RESTART for this context's server, run from / and
-# without this check's open files. From the check's cwd (on the mount) the new bash's
-# start-up stat of $PWD waited on the stopped server once the client's cached attributes
-# were older than their timeout, so `start` never ran (seen at load 13-17, 2026-11-28).
+# restart_server stop|term|start: $KT_RESTART for this context's server, run from /,
+# without OLDPWD and without this check's open files. A new bash stats $PWD and $OLDPWD
+# as it starts (bash's OLDPWD_CHECK_DIRECTORY); after `cd /`, OLDPWD is the check's cwd
+# on the mount, so once the client's cached attributes had expired that stat waited on
+# the very server `start` was to start, for ever (CI, 2026-11-28: the host context's
+# start in D state in rpc_wait_bit_killable, the guest's 2400 s limit reached).
 restart_server() {
-    (cd / && exec $KT_RESTART "$1" "$KT_PORT") 3>&- 4<&- 5<&-
+    (cd / && unset OLDPWD && exec $KT_RESTART "$1" "$KT_PORT") 3>&- 4<&- 5<&-
 }
 grp_restart() {
     local d=$KT_ROOT/restart b=$KT_BACKING/restart w=$KT_ROOT/restart-writer old wpid

@@ -6,7 +6,10 @@
 # during its grace period (10 s, as knfsd_start sets it); PORT is ignored.
 set -u
 # Not in the check's cwd (on the mount): the new server must not hold the mount busy.
+# The caller (check.sh's restart_server) also unsets OLDPWD: bash stats it as it starts,
+# before this line could help.
 cd / || exit 1
+unset OLDPWD
 # shellcheck source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 if [ "${1:-}" = --knfsd ]; then

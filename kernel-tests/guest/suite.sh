@@ -492,9 +492,23 @@ run_ctx_bounded() {
     fi
 }
 
+# finish: unmount every target, stop the servers and copy the results out. The unmounts
+# run in the background, waited for at most 60 s: a mount whose server stopped answering
+# (a target stuck in a group) can keep umount in D state for ever, and the results must
+# still reach the host (once, that wait cost CI the guest's whole 2400 s limit).
 finish() {
-    local t
-    for t in "${TARGETS[@]}"; do umount "/mnt/$t" "/mnt/$t-sq" "/mnt/$t-b" 2>/dev/null; done
+    local t pid timer
+    (for t in "${TARGETS[@]}"; do umount "/mnt/$t" "/mnt/$t-sq" "/mnt/$t-b" 2>/dev/null; done) &
+    pid=$!
+    sleep 60 &
+    timer=$!
+    wait -n "$pid" "$timer"
+    if kill -0 "$pid" 2>/dev/null; then
+        say "umount still waiting after 60 s (a server stopped answering); left behind"
+    else
+        kill "$timer" 2>/dev/null
+        wait "$timer" "$pid" 2>/dev/null
+    fi
     if [ "${#KT_PIDS[@]}" -gt 0 ]; then
         # A granary the restart group started again is not this shell's child.
         kill -TERM $(granary_pids) 2>/dev/null

@@ -94,9 +94,10 @@ pub const WORKLOADS: [WorkloadDef; 11] = [
         group: Group::Data,
         limit_only: false,
         servers_only: true,
-        about: "NFSv4.1 against NFSv3 on the same server: GETATTR, LOOKUP, 4 KiB and 64 KiB \
-                READ, 4 KiB UNSTABLE WRITE (+COMMIT every 64), each phase over v3 then v4, \
-                with the v4÷v3 ratio",
+        about: "NFSv4.1 against NFSv3 on the same server: GETATTR, LOOKUP, create (v3 \
+                CREATE; v4 OPEN+CLOSE; then REMOVE), 4 KiB, 64 KiB and 1 MiB READ, 4 KiB and \
+                1 MiB UNSTABLE WRITE (+COMMIT every 64), each phase over v3 then v4, with the \
+                v4÷v3 ratio",
     },
     WorkloadDef {
         name: "rand4k",

@@ -410,7 +410,15 @@ fn the_v4_workload_runs_each_phase_over_v3_then_v4_and_reports_the_ratio() {
     let server = Server::start(&[]);
     let (addr, seen) = proxy(server.addr, Tamper::None);
     let out = out_dir("v4");
-    let pairs = ["getattr-d16", "lookup-d1", "read64k-d16", "write4k-d1"];
+    let pairs = [
+        "getattr-d16",
+        "lookup-d1",
+        "create-d16",
+        "read64k-d16",
+        "read1m-d1",
+        "write4k-d1",
+        "write1m-d1",
+    ];
     let list: Vec<String> = pairs.iter().map(|p| format!("v4/{p}-*")).collect();
     let args = [
         "--workloads",
@@ -447,12 +455,20 @@ fn the_v4_workload_runs_each_phase_over_v3_then_v4_and_reports_the_ratio() {
     // 200 writes by one task COMMIT after the 64th, 128th and 192nd, on both sides.
     assert_eq!(u(&sample(&r, "v4/write4k-d1-v4")["calls"]), 203);
     assert_eq!(u(&sample(&r, "v4/write4k-d1-v3")["calls"]), 203);
-    // The server's view: one NFSv3 GETATTR per v3 op (setup sends none), and one COMPOUND
-    // per v4 call plus five of setup (EXCHANGE_ID, CREATE_SESSION, RECLAIM_COMPLETE, the
-    // export root's LOOKUP, OPEN).
+    assert_eq!(u(&sample(&r, "v4/write1m-d1-v4")["bytes"]), 200 << 20);
+    assert_eq!(u(&sample(&r, "v4/read1m-d1-v3")["bytes"]), 200 << 20);
+    // A file made is a call over v3 (CREATE, then REMOVE) and two over v4 (OPEN, CLOSE,
+    // then REMOVE).
+    assert_eq!(u(&sample(&r, "v4/create-d16-v3")["calls"]), 2 * 200);
+    assert_eq!(u(&sample(&r, "v4/create-d16-v4")["calls"]), 3 * 200);
+    // The server's view: one NFSv3 GETATTR per v3 op (setup sends none); a CREATE and a
+    // REMOVE per v3 create, plus the data file's; one COMPOUND per v4 call plus five of
+    // setup (EXCHANGE_ID, CREATE_SESSION, RECLAIM_COMPLETE, the export root's LOOKUP, OPEN).
     assert_eq!(seen.nfs(PROC_GETATTR), 200);
-    assert_eq!(seen.nfs(PROC_COMMIT), 3);
-    assert_eq!(seen.compounds(), 3 * 200 + 203 + 5);
+    assert_eq!(seen.nfs(PROC_COMMIT), 2 * 3);
+    assert_eq!(seen.nfs(PROC_CREATE), 200 + 1);
+    assert_eq!(seen.nfs(PROC_REMOVE), 200 + 1);
+    assert_eq!(seen.compounds(), 4 * 200 + 2 * 203 + 3 * 200 + 5);
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("v4/getattr-d16 v4÷v3"), "{report}");
     let _ = std::fs::remove_dir_all(out);

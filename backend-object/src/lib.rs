@@ -101,6 +101,9 @@ pub(crate) struct Inner {
     gc_running: AtomicBool,
     /// Where the orphan sweep's listing goes on from.
     gc_cursor: Mutex<Option<object_store::path::Path>>,
+    /// Where compaction's candidates go on from: the last file a round took, as
+    /// (`slice_count`, `id`), most slices first.
+    compact_cursor: Mutex<Option<(i64, i64)>>,
 }
 
 impl Inner {
@@ -114,6 +117,20 @@ impl Inner {
     fn set_gc_cursor(&self, at: Option<object_store::path::Path>) {
         *self
             .gc_cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = at;
+    }
+
+    fn compact_cursor(&self) -> Option<(i64, i64)> {
+        *self
+            .compact_cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set_compact_cursor(&self, at: Option<(i64, i64)>) {
+        *self
+            .compact_cursor
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = at;
     }
@@ -211,6 +228,7 @@ impl ObjectFs {
             gc: config.gc,
             gc_running: AtomicBool::new(false),
             gc_cursor: Mutex::new(None),
+            compact_cursor: Mutex::new(None),
         });
         runtime.spawn(publisher(Arc::clone(&inner)));
         runtime.spawn(floor_writer(Arc::clone(&inner), m.ctime_floor_ns));
@@ -296,6 +314,8 @@ impl ObjectFs {
                     compacted_files = r.compacted_files,
                     slices_before = r.slices_before,
                     slices_after = r.slices_after,
+                    passes = r.compaction_passes,
+                    largest_pass_bytes = r.largest_pass_bytes,
                     dropped = r.compactions_dropped,
                     unnamed_found = r.unnamed_found,
                     objects_deleted = r.objects_deleted,

@@ -139,9 +139,47 @@ pub const GC_MIN_GRACE: Duration = Duration::from_secs(2 * OPERATION_TIMEOUT.as_
 /// writes cost sixteen GETs to read back across them; one object costs one.
 pub const COMPACT_MIN_SLICES: u32 = 16;
 
-/// Files one round compacts at most, so a round stays short and its memory bounded (one
-/// object of [`OBJECT_MAX_BYTES`] at a time).
+/// Files one round compacts at most (found a page at a time, most slices first, through
+/// the `inodes_by_slice_count` index, going on from where the last round stopped).
 pub const COMPACT_FILES_PER_ROUND: i64 = 64;
+
+/// Bytes one compaction pass holds at most: the new object it builds (at most
+/// [`OBJECT_MAX_BYTES`]), the object ranges it has fetched and not yet copied into it (at
+/// most [`COMPACT_FETCH_BYTES`]: its GETs go out in batches of that many bytes), and the
+/// inline bytes of the page of rows it is reading (at most [`COMPACT_PAGE_ROWS`] ×
+/// [`INLINE_MAX_BYTES`]). A file of any number of slices is compacted in passes of one
+/// new object each, so compaction's memory does not grow with the file. 8 MiB: an
+/// eighth of what the head may hold of buffered writes ([`PENDING_HEAD_MAX_BYTES`]) or
+/// of fetched objects ([`OBJECT_CACHE_MAX_BYTES`]), the two budgets it sits beside
+/// ([`HEAD_DATA_MAX_BYTES`]), and one pass at a time per head (rounds are one at a time).
+pub const COMPACT_PASS_MAX_BYTES: usize = 2 * OBJECT_MAX_BYTES;
+
+/// Bytes of object ranges one compaction pass fetches at once (its GETs, up to 16 in
+/// flight, until their bytes are copied into the new object): half an object, so the
+/// pass stays within [`COMPACT_PASS_MAX_BYTES`] with its object and a page of rows.
+pub const COMPACT_FETCH_BYTES: usize = OBJECT_MAX_BYTES / 2;
+
+/// `slices` rows a compaction pass plans from: a page of offsets and lengths in offset
+/// order (24 bytes each, about 100 KiB). 4,096 is a 4 MiB object's worth of 1 KiB
+/// writes, so a page's runs nearly always end where the object bound ends them rather
+/// than at the page's end; a run the page's end cuts is left for the next pass's page,
+/// unless it is the page's only one (then it is merged as it is: correct, one more row).
+pub const COMPACT_PLAN_ROWS: i64 = 4096;
+
+/// `slices` rows one statement of a compaction pass reads while it lays the run's bytes
+/// (newest first, with their inline bytes, at most 4 KiB each): 512 KiB of inline bytes
+/// at most.
+pub const COMPACT_PAGE_ROWS: i64 = 128;
+
+/// Compaction passes (one new object each, one transaction each) one round runs at most
+/// over all files: 256 MiB rewritten at most per round, a few seconds of S3 traffic here,
+/// so the round's orphan sweep and deletions still run well within [`GC_ROUND_TIMEOUT`].
+pub const COMPACT_PASSES_PER_ROUND: u64 = 64;
+
+/// Longest a round spends compacting before it starts no more passes (each is bounded by
+/// [`OPERATION_TIMEOUT`] anyway): half the round's time, so the sweep and the deletions
+/// that follow are never starved by a file of many slices.
+pub const COMPACT_ROUND_TIME: Duration = Duration::from_secs(GC_ROUND_TIMEOUT.as_secs() / 2);
 
 /// Dead objects one round deletes at most (S3 DELETEs, a few ms each here): a round stays
 /// within a few seconds, and the next round takes the rest.
@@ -156,6 +194,18 @@ pub const GC_LIST_PER_ROUND: usize = 10_000;
 /// Each compaction within it is bounded by [`OPERATION_TIMEOUT`] like a READ.
 pub const GC_ROUND_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Bytes of file data one head may hold in memory: buffered writes, fetched objects and
+/// one compaction pass, each within its own budget above.
+pub const HEAD_DATA_MAX_BYTES: usize =
+    PENDING_HEAD_MAX_BYTES + OBJECT_CACHE_MAX_BYTES + COMPACT_PASS_MAX_BYTES;
+
+const _: () = assert!(
+    OBJECT_MAX_BYTES + COMPACT_FETCH_BYTES + COMPACT_PAGE_ROWS as usize * INLINE_MAX_BYTES as usize
+        <= COMPACT_PASS_MAX_BYTES
+);
+const _: () = assert!(COMPACT_FETCH_BYTES >= INLINE_MAX_BYTES as usize);
+const _: () = assert!(COMPACT_PAGE_ROWS >= 2);
+const _: () = assert!(COMPACT_ROUND_TIME.as_secs() < GC_ROUND_TIMEOUT.as_secs());
 const _: () = assert!(GC_MIN_GRACE.as_secs() >= 2 * OPERATION_TIMEOUT.as_secs());
 const _: () = assert!(GC_GRACE.as_secs() >= GC_MIN_GRACE.as_secs());
 const _: () =

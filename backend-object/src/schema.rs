@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use crate::engine::Fail;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Key of the advisory lock `format` holds, so two heads starting at once create the
 /// schema once ("granary" in ASCII).
@@ -90,6 +90,46 @@ CREATE TRIGGER slices_gone AFTER DELETE ON slices
 UPDATE granary_meta SET schema_version = 2;
 ";
 
+/// Version 3: each file's slice count, kept by the database itself, for compaction's
+/// candidates and for READs (`cache.rs`: a file of more slices than a map holds is read
+/// by range). Statement triggers on `slices` move `inodes.slice_count` by the rows each
+/// statement added or deleted, in that statement's transaction, whatever path changed
+/// them (a publish, a truncation, a compaction, a removed file's cascade), so no code
+/// path can forget it; every such path holds the inode's row lock already (`meta.rs`'s
+/// lock order), so the trigger's update takes no new lock. `inodes_by_slice_count` holds
+/// only files of two slices or more (compaction needs two), so a round finds its
+/// candidates with an index scan of that, never a scan of `slices`.
+/// `slices_by_offset` lets compaction read a file's slices in offset order a page at a
+/// time (keyset), without sorting them all.
+const MIGRATION_3: &str = r"
+ALTER TABLE inodes ADD COLUMN slice_count bigint NOT NULL DEFAULT 0;
+UPDATE inodes i SET slice_count = c.n
+    FROM (SELECT file, count(*) AS n FROM slices GROUP BY file) c WHERE i.id = c.file;
+CREATE FUNCTION granary_slices_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE inodes i SET slice_count = i.slice_count + a.n
+        FROM (SELECT file, count(*) AS n FROM added GROUP BY file) a WHERE i.id = a.file;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION granary_slices_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE inodes i SET slice_count = i.slice_count - r.n
+        FROM (SELECT file, count(*) AS n FROM removed GROUP BY file) r WHERE i.id = r.file;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER slices_added AFTER INSERT ON slices REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION granary_slices_added();
+CREATE TRIGGER slices_removed AFTER DELETE ON slices REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION granary_slices_removed();
+CREATE INDEX inodes_by_slice_count ON inodes (slice_count, id) WHERE slice_count >= 2;
+CREATE INDEX slices_by_offset ON slices (file, offset_bytes, seq);
+UPDATE granary_meta SET schema_version = 3;
+";
+
+/// The migrations after version 1, each bringing the schema from the version before it
+/// to the next (`MIGRATIONS[0]` makes version 2).
+const MIGRATIONS: [&str; 2] = [MIGRATION_2, MIGRATION_3];
+
 /// Creates the schema and the root directory if the database has none yet; brings one of
 /// an older version up to this one; refuses a newer one. Safe to run from several heads
 /// at once.
@@ -108,8 +148,11 @@ pub(crate) async fn format(client: &mut Client, now_ns: i64) -> Result<bool, Fai
             .query_one("SELECT schema_version FROM granary_meta", &[])
             .await?
             .get(0);
-        if version == 1 {
-            tx.batch_execute(MIGRATION_2).await?;
+        if (1..SCHEMA_VERSION).contains(&version) {
+            let done = usize::try_from(version - 1).unwrap_or(0);
+            for step in MIGRATIONS.iter().skip(done) {
+                tx.batch_execute(step).await?;
+            }
             tx.commit().await?;
             tracing::info!(
                 from = version,
@@ -127,7 +170,9 @@ pub(crate) async fn format(client: &mut Client, now_ns: i64) -> Result<bool, Fai
         return Ok(false);
     }
     tx.batch_execute(MIGRATION_1).await?;
-    tx.batch_execute(MIGRATION_2).await?;
+    for step in MIGRATIONS {
+        tx.batch_execute(step).await?;
+    }
     let root: i64 = tx
         .query_one("SELECT nextval('granary_inode_ids')", &[])
         .await?

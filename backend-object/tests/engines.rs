@@ -488,9 +488,10 @@ fn a_cache_on_one_head_never_serves_what_another_head_changed() {
     );
 }
 
-/// A database a version-1 build made (no `dead_objects`, no trigger) is brought to
-/// version 2 by the first head that opens it, keeping its files, handles and data; a
-/// database of a newer version is refused and left alone.
+/// A database a version-1 build made (no `dead_objects`, no trigger, no slice counts) is
+/// brought to the current version by the first head that opens it, keeping its files,
+/// handles and data, with each file's slice count filled in; a database of a newer
+/// version is refused and left alone.
 #[test]
 fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
     let Some(env) = engines() else { return };
@@ -500,43 +501,63 @@ fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
         let fs = head(&config);
         let f = create(&fs, fs.root(), "big");
         fs.write(f, 0, &data, Stability::FileSync, &ROOT).unwrap();
+        fs.write(f, 50_000, &data[..8192], Stability::FileSync, &ROOT)
+            .unwrap();
         (f, fs.incarnation())
     };
-    // What version 2 added, taken away again: the database as version 1 left it.
+    // What versions 2 and 3 added, taken away again: the database as version 1 left it.
     sql(
         &config,
-        "DROP TRIGGER slices_gone ON slices; DROP FUNCTION granary_slice_gone(); \
+        "DROP TRIGGER slices_added ON slices; DROP TRIGGER slices_removed ON slices; \
+         DROP FUNCTION granary_slices_added(); DROP FUNCTION granary_slices_removed(); \
+         DROP INDEX inodes_by_slice_count; DROP INDEX slices_by_offset; \
+         ALTER TABLE inodes DROP COLUMN slice_count; \
+         DROP TRIGGER slices_gone ON slices; DROP FUNCTION granary_slice_gone(); \
          DROP INDEX slices_by_object; DROP TABLE dead_objects; \
          UPDATE granary_meta SET schema_version = 1",
     );
     let version = "SELECT schema_version::bigint FROM granary_meta";
     assert_eq!(query_i64(&config, version), 1);
     let fs = head(&config);
-    assert_eq!(query_i64(&config, version), 2);
+    assert_eq!(query_i64(&config, version), 3);
     assert_eq!(fs.incarnation(), incarnation, "handles stay valid");
-    assert!(read_all(&fs, f, 0, 200_000) == data);
-    // Version 2's trigger records the file's object when the file goes.
+    assert!(
+        read_all(&fs, f, 0, 200_000)
+            == data[..50_000]
+                .iter()
+                .chain(&data[..8192])
+                .chain(&data[58_192..])
+                .copied()
+                .collect::<Vec<u8>>()
+    );
+    // Version 3's column holds the file's two slices, and its triggers keep it.
+    let count = format!("SELECT slice_count FROM inodes WHERE id = {}", f.0);
+    assert_eq!(query_i64(&config, &count), 2);
+    fs.write(f, 0, b"one more", Stability::FileSync, &ROOT)
+        .unwrap();
+    assert_eq!(query_i64(&config, &count), 3);
+    // Version 2's trigger records the file's objects when the file goes.
     fs.remove(fs.root(), &name("big"), &ROOT).unwrap();
     let dead = "SELECT count(*) FROM dead_objects";
-    assert_eq!(query_i64(&config, dead), 1);
+    assert_eq!(query_i64(&config, dead), 2);
     drop(head(&config));
     assert_eq!(
         query_i64(&config, version),
-        2,
+        3,
         "a second start changes nothing"
     );
     drop(fs);
 
-    sql(&config, "UPDATE granary_meta SET schema_version = 3");
+    sql(&config, "UPDATE granary_meta SET schema_version = 4");
     let refused = ObjectFs::open(&config, Arc::new(SystemClock::new()));
     // Said for a person (not "server fault"): which version, and what to do.
     let why = refused.err().expect("a newer schema is refused");
     assert!(
-        why.contains("version 3") && why.contains("newer than this granary knows"),
+        why.contains("version 4") && why.contains("newer than this granary knows"),
         "{why}"
     );
     let why = granary_backend_object::format(&config, Arc::new(SystemClock::new()))
         .expect_err("granary format refuses it too");
-    assert!(why.contains("version 3"), "{why}");
-    assert_eq!(query_i64(&config, version), 3, "and left alone");
+    assert!(why.contains("version 4"), "{why}");
+    assert_eq!(query_i64(&config, version), 4, "and left alone");
 }

@@ -240,6 +240,124 @@ fn compaction_makes_few_objects_of_many_small_publishes_and_one_round_runs_at_a_
     eprintln!("compacted 97 slices of 6 MiB into {slices} ({objects} objects) in {took:?}");
 }
 
+/// A file of more slices than one pass takes, over more bytes than one pass may hold, is
+/// compacted in several passes, each within `COMPACT_PASS_MAX_BYTES`, keeping every
+/// byte (inline bytes, a truncation's zeros, patches over patches) while head B reads
+/// all along; the database's slice count follows every change.
+#[test]
+fn a_file_of_many_slices_is_compacted_in_bounded_passes() {
+    use granary_backend_object::limits::{COMPACT_PAGE_ROWS, COMPACT_PASS_MAX_BYTES};
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let config = config(&env, "passes");
+    let (a, b) = (head(&config), head(&config));
+    let f = create(&a, "many");
+    let size = 10usize << 20;
+    let mut expect: Vec<u8> = (0..size).map(|i| (i % 239) as u8).collect();
+    for at in (0..size).step_by(1 << 20) {
+        stable(&a, f, at, &expect[at..at + (1 << 20)]);
+    }
+    // A truncation's zero slice inside the file, then the file extended past it again.
+    let cut = size - (1 << 20) + 1000;
+    a.setattr(
+        f,
+        &SetAttr {
+            size_bytes: Some(cut as u64),
+            ..SetAttr::default()
+        },
+        None,
+        &ROOT,
+    )
+    .unwrap();
+    expect[cut..].fill(0);
+    stable(&a, f, size - 10, b"0123456789");
+    expect[size - 10..].copy_from_slice(b"0123456789");
+    // Inline bytes at the start, and 600 patches of 4 KiB (some over others) in the
+    // first 8 MiB: about 300 slices in each 4 MiB, more than a page of rows.
+    stable(&a, f, 100, b"inline");
+    expect[100..106].copy_from_slice(b"inline");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2911);
+    for _ in 0..600 {
+        let at = rng.gen_range(0..(8 << 20) - 4096);
+        let patch: Vec<u8> = (0..4096).map(|_| rng.gen()).collect();
+        stable(&a, f, at, &patch);
+        expect[at..at + 4096].copy_from_slice(&patch);
+    }
+    let count = format!("SELECT slice_count FROM inodes WHERE id = {}", f.0);
+    let (slices, _) = a.slice_counts(f).unwrap();
+    assert!(slices > 2 * COMPACT_PAGE_ROWS as u64, "{slices} slices");
+    assert_eq!(query_i64(&config, &count) as u64, slices);
+    let expect = Arc::new(expect);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (stop, expect) = (stop.clone(), expect.clone());
+        std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(8);
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let at = rng.gen_range(0..expect.len() - 1);
+                let n = rng.gen_range(1..=512 << 10).min(expect.len() - at);
+                let got = read(&b, f, at as u64, n as u32)
+                    .unwrap_or_else(|e| panic!("head B's READ at {at}+{n}: {e:?}"));
+                assert!(
+                    got == expect[at..at + n],
+                    "head B read other bytes at {at}+{n}"
+                );
+                reads += 1;
+            }
+            (b, reads)
+        })
+    };
+    // Rounds until one finds nothing more to merge.
+    let mut rounds = Vec::new();
+    loop {
+        let r = a.gc_round().unwrap();
+        assert!(!r.skipped && r.compactions_dropped == 0, "{r:?}");
+        assert!(
+            r.largest_pass_bytes <= COMPACT_PASS_MAX_BYTES as u64,
+            "a pass held {} bytes: {r:?}",
+            r.largest_pass_bytes
+        );
+        if r.compaction_passes == 0 {
+            break;
+        }
+        rounds.push(r);
+        assert!(
+            rounds.len() <= 4,
+            "still merging after 4 rounds: {rounds:?}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (b, reads) = reader.join().expect("head B's reads all matched");
+    let first = &rounds[0];
+    assert!(first.compaction_passes >= 3, "{first:?}");
+    assert!(
+        first.compacted_bytes > COMPACT_PASS_MAX_BYTES as u64,
+        "more bytes rewritten than one pass may hold: {first:?}"
+    );
+    assert!(first.largest_pass_bytes > 0, "{first:?}");
+    let (after, objects) = a.slice_counts(f).unwrap();
+    assert_eq!(query_i64(&config, &count) as u64, after);
+    // 10 MiB in objects of at most 4 MiB: at least 3; merged runs of neighbours make few
+    // more than that.
+    assert!(
+        after <= 8 && objects <= 8,
+        "{after} slices, {objects} objects"
+    );
+    assert!(read(&a, f, 0, size as u32).unwrap() == *expect);
+    assert!(read(&b, f, 0, size as u32).unwrap() == *expect);
+    assert!(reads >= 3, "head B read {reads} times");
+    let audit = a.audit().unwrap();
+    assert!(audit.missing.is_empty(), "{audit:?}");
+    eprintln!(
+        "{slices} slices of 10 MiB compacted into {after} ({objects} objects) in {} rounds: \
+         {rounds:?}",
+        rounds.len()
+    );
+}
+
 /// Environment of the child head [`crash_child_publishes_until_killed`]: its file
 /// system's database URL and key prefix.
 const CHILD_DB: &str = "GRANARY_CRASH_CHILD_DB";

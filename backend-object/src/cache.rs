@@ -7,7 +7,8 @@
 //!   ([`row_and_slices`]); the map is used only if it was read at that very version, so a
 //!   publish, a truncation or any change committed on any head (each moves `version` in
 //!   the same transaction) makes the next READ on every head read the rows again. A file
-//!   with more slices than a map holds is remembered as such and read by range. Names
+//!   with more slices than a map holds (the row's `slice_count`, which the database keeps)
+//!   is read by range, and mapped again once a compaction brought the count down. Names
 //!   and attributes are not cached at all: checking a version costs the same round trip
 //!   as reading the row, so every call reads them (a READDIR page reads its entries'
 //!   with their names), and a change committed on head A is seen by the next call on
@@ -21,17 +22,18 @@
 //!   [`crate::limits::WHOLE_SLICE_READ_MIN_BYTES`]) and reads the objects of the next
 //!   [`READ_AHEAD_BYTES`] ahead, so a sequential reader costs about one GET per object.
 //!
-//! Compaction replaces a file's rows without moving `version` (the bytes it shows do not
-//! change), and garbage collection deletes the old objects a grace later; a map cached
-//! before the compaction may then name an object that is gone. A READ that finds an
-//! object missing through a cached map drops the map and reads the rows again (whose
-//! objects are there, by GC's own argument), so that costs a retry, never wrong data or
-//! an error.
+//! Compaction replaces a file's rows and moves `version` with them, so every head reads
+//! the new map (and the new objects) at its next READ. A READ that began before the
+//! compaction committed may still use the old map; garbage collection keeps the old
+//! objects a grace past that, which such a READ never outlives. Should a READ find an
+//! object missing through a cached map all the same, it drops the map and reads the rows
+//! again (whose objects are there, by GC's own argument): a retry, never wrong data or an
+//! error.
 //!
 //! Both are bounded ([`SLICE_MAPS_MAX`], [`OBJECT_CACHE_MAX_BYTES`]) and evict first in,
 //! first out: a file read again soon after is what they are for.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -64,9 +66,6 @@ pub(crate) struct Slice {
 #[derive(Default)]
 pub(crate) struct Caches {
     maps: Mutex<Maps>,
-    /// Files known to have more slices than a map holds (read by range), first in first
-    /// out like the maps.
-    big: Mutex<(HashSet<i64>, VecDeque<i64>)>,
     bytes: Mutex<ObjectBytes>,
     /// GETs in flight, by (object, start, end): a READ that wants a range being fetched
     /// waits for that GET instead of sending another.
@@ -193,26 +192,6 @@ impl Caches {
             .map(|(v, map)| (*v, Arc::clone(map)))
     }
 
-    /// Whether `file` had more slices than a map holds when this head last read them.
-    pub(crate) fn is_big(&self, file: i64) -> bool {
-        locked(&self.big).0.contains(&file)
-    }
-
-    /// Notes that `file` has more slices than a map holds (its map, if any, goes).
-    pub(crate) fn mark_big(&self, file: i64) {
-        self.drop_map(file);
-        let mut b = locked(&self.big);
-        if b.0.insert(file) {
-            b.1.push_back(file);
-        }
-        while b.0.len() > SLICE_MAPS_MAX {
-            let Some(old) = b.1.pop_front() else {
-                break;
-            };
-            b.0.remove(&old);
-        }
-    }
-
     /// The GET of `range` of `object` in flight, or its bytes if one landed meanwhile
     /// (`Err`), or a new GET `start` makes. A GET keeps its bytes before it leaves the
     /// in-flight map, so under that map's lock one or the other is found: two READs never
@@ -300,12 +279,13 @@ fn slice_at(row: &tokio_postgres::Row, at: usize) -> Slice {
 }
 
 /// What a READ of `[start, end)` of `file` needs from the database, in one statement:
-/// the file's row (attributes for the checks and the size, and its `version`) and its
-/// slices overlapping the range, newest last. The slices come from the map this head
-/// cached at that very `version` when it has one (the statement then returns the row
-/// alone), else from the rows: the whole map when the file has at most
-/// [`MAP_MAX_ROWS`] slices (kept for the next READ), only the range's when the head
-/// knows the file has more (a second statement, once, finds that out).
+/// the file's row (attributes for the checks and the size, its `version` and its
+/// `slice_count`) and its slices overlapping the range, newest last. The slices come
+/// from the map this head cached at that very `version` when it has one (the statement
+/// then returns the row alone), else from the rows: the whole map when the row's
+/// `slice_count` is at most [`MAP_MAX_ROWS`] (kept for the next READ), only the range's
+/// when it is more. The count is the database's, read with the row, so a file
+/// compaction shrank is mapped again at its next READ on every head.
 pub(crate) async fn row_and_slices<C: Sql + Sync>(
     inner: &Inner,
     c: &C,
@@ -314,30 +294,26 @@ pub(crate) async fn row_and_slices<C: Sql + Sync>(
 ) -> Result<Found, Fail> {
     let overlapping = |s: &&Slice| s.offset < end && s.offset + s.length > start;
     let cached = inner.caches.any_map(file);
-    let whole = !inner.caches.is_big(file);
     let cached_version = cached.as_ref().map_or(-1, |(v, _)| *v);
-    let limit = if whole { MAP_MAX_ROWS + 1 } else { i64::MAX };
     // The slices join only when the cached map is not of the row's version; all of them
-    // (up to the limit) for a map, else those of the range.
+    // for a map (a file of at most MAP_MAX_ROWS slices), else those of the range.
     let sql = format!(
-        "SELECT {}, i.version, s.{} FROM inodes i LEFT JOIN LATERAL (\
+        "SELECT {}, i.version, i.slice_count, s.{} FROM inodes i LEFT JOIN LATERAL (\
          SELECT seq, {SLICE_COLS} FROM slices WHERE file = i.id AND i.version <> $2 \
-         AND ($5 OR (offset_bytes < $4 AND offset_bytes + length_bytes > $3)) \
-         ORDER BY seq LIMIT $6) s ON true WHERE i.id = $1 ORDER BY s.seq",
+         AND (i.slice_count <= $5 OR (offset_bytes < $4 AND offset_bytes + length_bytes > $3)) \
+         ORDER BY seq) s ON true WHERE i.id = $1 ORDER BY s.seq",
         meta::cols_of("i"),
         SLICE_COLS.replace(", ", ", s."),
     );
     let rows = c
-        .query(
-            &sql,
-            &[&file, &cached_version, &start, &end, &whole, &limit],
-        )
+        .query(&sql, &[&file, &cached_version, &start, &end, &MAP_MAX_ROWS])
         .await?;
     let Some(first) = rows.first() else {
         return Err(Fail::Fs(FsError::Stale));
     };
     let row = meta::inode(first)?;
     let version: i64 = first.get(meta::NCOLS);
+    let count: i64 = first.get(meta::NCOLS + 1);
     if let Some((_, map)) = cached.filter(|(v, _)| *v == version) {
         inner.caches.hit_map();
         return Ok(Found {
@@ -346,45 +322,29 @@ pub(crate) async fn row_and_slices<C: Sql + Sync>(
             map: Some(map),
         });
     }
-    let at = meta::NCOLS + 1;
+    let at = meta::NCOLS + 2;
     let got: Vec<Slice> = rows
         .iter()
         .filter(|r| r.get::<_, Option<i64>>(at).is_some())
         .map(|r| slice_at(r, at))
         .collect();
-    if !whole {
+    if count > MAP_MAX_ROWS {
+        // More slices than a map holds: the range's, read by range until a compaction
+        // brings the count down.
+        inner.caches.drop_map(file);
         return Ok(Found {
             row,
             slices: got,
             map: None,
         });
     }
-    if got.len() as i64 <= MAP_MAX_ROWS {
-        let slices = got.iter().filter(overlapping).cloned().collect();
-        let map = Arc::new(got);
-        inner.caches.keep_map(file, version, Arc::clone(&map));
-        return Ok(Found {
-            row,
-            slices,
-            map: Some(map),
-        });
-    }
-    // More slices than a map holds: from now on this head reads this file's by range.
-    inner.caches.mark_big(file);
-    COUNTERS.transactions(1);
-    let rows = c
-        .query(
-            &format!(
-                "SELECT {SLICE_COLS} FROM slices WHERE file = $1 AND offset_bytes < $3 \
-                 AND offset_bytes + length_bytes > $2 ORDER BY seq"
-            ),
-            &[&file, &start, &end],
-        )
-        .await?;
+    let slices = got.iter().filter(overlapping).cloned().collect();
+    let map = Arc::new(got);
+    inner.caches.keep_map(file, version, Arc::clone(&map));
     Ok(Found {
         row,
-        slices: rows.iter().map(|r| slice_at(r, 0)).collect(),
-        map: None,
+        slices,
+        map: Some(map),
     })
 }
 

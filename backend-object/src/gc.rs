@@ -42,7 +42,9 @@
 //! and the pass is dropped (its object is recorded dead at once) and the file left for a
 //! later round. The old objects are dead from the commit on and kept for the grace, so
 //! reads that found the old rows finish: each pass is a reader bounded by
-//! [`OPERATION_TIMEOUT`] like a READ. `version` is left alone: the data did not change.
+//! [`OPERATION_TIMEOUT`] like a READ. The replacement moves `version` (the bytes did not
+//! change, but the rows did): every head's cached slice map of the file is of the old
+//! rows, and its next READ reads the new ones.
 //!
 //! One round at a time across all heads: the round holds a transaction-scoped advisory
 //! lock on a connection of its own, freed with the transaction however the round ends.
@@ -649,8 +651,13 @@ async fn replace(
         .await?;
         object_offset += length;
     }
+    // A new version: every head's map of the file names the old rows, and its next READ
+    // reads the new ones (and maps a file whose count came down past a map's bound).
     let after: i64 = tx
-        .query_one("SELECT slice_count FROM inodes WHERE id = $1", &[&file])
+        .query_one(
+            "UPDATE inodes SET version = version + 1 WHERE id = $1 RETURNING slice_count",
+            &[&file],
+        )
         .await?
         .get(0);
     Ok(Some(after))

@@ -358,6 +358,55 @@ fn a_file_of_many_slices_is_compacted_in_bounded_passes() {
     );
 }
 
+/// A head that read a file of more slices than a slice map holds (so by range, without
+/// whole-object fetches through a map or read-ahead) maps it again once compaction
+/// brought the count down: the database's count comes with the row each READ reads,
+/// and compaction moves the file's `version`, so no head keeps reading it by range.
+#[test]
+fn a_file_compaction_shrank_is_mapped_again_on_every_head() {
+    use granary_backend_object::limits::SLICE_MAP_MAX_ROWS;
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let config = config(&env, "remap");
+    let (a, b) = (head(&config), head(&config));
+    let f = create(&a, "patched");
+    let mut expect: Vec<u8> = (0..1u32 << 20).map(|i| (i % 233) as u8).collect();
+    stable(&a, f, 0, &expect);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2912);
+    for _ in 0..SLICE_MAP_MAX_ROWS + 20 {
+        let at = rng.gen_range(0..expect.len() - 512);
+        let patch: Vec<u8> = (0..512).map(|_| rng.gen()).collect();
+        stable(&a, f, at, &patch);
+        expect[at..at + 512].copy_from_slice(&patch);
+    }
+    let (slices, _) = a.slice_counts(f).unwrap();
+    assert!(slices > SLICE_MAP_MAX_ROWS as u64, "{slices} slices");
+    // Head B reads it by range: no map, so none of its READs hits one.
+    let maps = b.cache_hits().maps;
+    for _ in 0..3 {
+        assert!(read(&b, f, 0, 1 << 20).unwrap() == expect);
+    }
+    assert_eq!(
+        b.cache_hits().maps,
+        maps,
+        "a file of {slices} slices was mapped"
+    );
+
+    let r = a.gc_round().unwrap();
+    assert_eq!((r.compacted_files, r.slices_after), (1, 1), "{r:?}");
+    // The next READ maps the one slice left; the ones after it use the map, and a READ
+    // of the whole object is served from the bytes the first fetched whole.
+    assert!(read(&b, f, 0, 1 << 20).unwrap() == expect);
+    let hits = b.cache_hits();
+    for _ in 0..3 {
+        assert!(read(&b, f, 0, 1 << 20).unwrap() == expect);
+    }
+    let after = b.cache_hits();
+    assert_eq!(after.maps - hits.maps, 3, "{hits:?} {after:?}");
+    assert!(after.bytes - hits.bytes >= 3, "{hits:?} {after:?}");
+}
+
 /// Environment of the child head [`crash_child_publishes_until_killed`]: its file
 /// system's database URL and key prefix.
 const CHILD_DB: &str = "GRANARY_CRASH_CHILD_DB";

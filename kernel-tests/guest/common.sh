@@ -188,9 +188,11 @@ object_stop_heads() {
     return 0
 }
 
-# object_b_mount_cmd: head B's NFSv3 mount (nolock: NLM does not serve object exports
-# yet). KT_HEADS_BREAK=nocto adds nocto,actimeo=3600: B's client then trusts its caches
-# at open instead of asking the server, and the heads group must fail (to see it can).
+# object_b_mount_cmd: head B's NFSv3 mount (nolock: the guest's own lockd holds the one
+# portmapper's NLM registration the client would ask; server/tests/nlm.rs tests NLM on
+# object exports). KT_HEADS_BREAK=nocto adds nocto,actimeo=3600: B's client then trusts
+# its caches at open instead of asking the server, and the heads group must fail (to see
+# it can).
 object_b_mount_cmd() {
     local opts=vers=3,proto=tcp,port=$OBJECT_B_PORT,mountport=$OBJECT_B_PORT,mountproto=tcp,nolock,retry=0
     [ "${KT_HEADS_BREAK:-}" = nocto ] && opts+=,nocto,actimeo=3600

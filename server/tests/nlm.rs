@@ -13,6 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use client::RpcConnection;
 use common::nfs::connect;
+use common::object::{head_config, scratch};
 use common::{HostDirs, Server};
 use nlm::nlm4::*;
 use nlm::nsm::{self, SmName, StatChge};
@@ -483,4 +484,159 @@ async fn restart_notifies_lock_holders_and_grants_only_reclaims_in_grace() {
         Stats::DeniedGracePeriod,
         "no reclaims after grace"
     );
+}
+
+/// SHARE or UNSHARE of `fh` by `host`'s owner `oh`; the status.
+async fn share(
+    c: &Nlm,
+    on: bool,
+    host: &str,
+    fh: &Netobj,
+    access: FshAccess,
+    mode: FshMode,
+) -> Stats {
+    let a = ShareArgs {
+        cookie: Netobj::new(&b"s"[..]),
+        share: Share {
+            caller_name: CallerName::new(host.as_bytes().to_vec()),
+            fh: fh.clone(),
+            oh: Netobj::new(&b"o"[..]),
+            mode,
+            access,
+        },
+        reclaim: false,
+    };
+    let procedure = if on { Proc::Share } else { Proc::Unshare };
+    let r: ShareRes = c.call(NLM, procedure, &a).await;
+    assert_eq!(r.cookie, a.cookie);
+    r.stat
+}
+
+/// The `_RES` call the host received next: its procedure and its `Res`.
+async fn next_res(host: &mut Host) -> (u32, Res) {
+    let (program, procedure, args) = host.next().await;
+    assert_eq!(program, NLM);
+    (procedure, Res::from_xdr(args).unwrap())
+}
+
+/// Every NLM procedure that names a file, on an object export (PostgreSQL + S3 from
+/// `scripts/object-env.sh`): the head asks the database whether the file exists, which it
+/// may not do on a worker's event loop (GETATTR answers WouldBlock there), so each call
+/// runs again on the blocking pool; before it did, each answered NLM4_STALE_FH. TEST,
+/// LOCK, a conflicting owner DENIED, a blocked LOCK granted by the GRANTED callback after
+/// the UNLOCK, CANCEL, the `_MSG` variants answered by `_RES` calls, NM_LOCK,
+/// SHARE/UNSHARE, and the handle of a removed file NLM4_STALE_FH.
+#[test]
+fn every_procedure_that_names_a_file_serves_an_object_export() {
+    let Some(env) = backend_object::TestEngines::from_env() else {
+        return;
+    };
+    let fs = env.fresh("srv-nlm");
+    let dir = scratch("srv-nlm");
+    let config = head_config(&dir, "a", &fs, &dir.join("handle.key"));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(nlm_on_an_object_head(config.to_str().unwrap()));
+}
+
+async fn nlm_on_an_object_head(config: &str) {
+    let mut host = Host::start().await;
+    let port = host.port.to_string();
+    let server = Server::start(&["--config", config, "--callback-portmap-port", &port]);
+    let fh = file(&server, "f").await;
+    let c = Nlm::connect(server.addr).await;
+    let (a, b) = (alock("alpha", &fh, 1, 0, 0), alock("beta", &fh, 2, 100, 50));
+
+    assert_eq!(c.test(&a, true).await, TestReply::Other(Stats::Granted));
+    assert_eq!(c.lock(&lock_args(&a, true, false)).await, Stats::Granted);
+    assert!(matches!(c.test(&b, false).await, TestReply::Denied(h) if h.svid == 1));
+    assert_eq!(c.lock(&lock_args(&b, true, false)).await, Stats::Denied);
+    assert_eq!(c.lock(&lock_args(&b, true, true)).await, Stats::Blocked);
+    assert_eq!(c.unlock(&a).await, Stats::Granted);
+    let (program, procedure, args) = host.next().await;
+    assert_eq!((program, procedure), (NLM, Proc::Granted as u32));
+    assert_eq!(TestArgs::from_xdr(args).unwrap().alock, b);
+    // beta holds it now: alpha is denied, and its blocked request cancelled never granted.
+    assert_eq!(c.lock(&lock_args(&a, true, false)).await, Stats::Denied);
+    assert_eq!(c.lock(&lock_args(&a, true, true)).await, Stats::Blocked);
+    let cancel = CancArgs {
+        cookie: Netobj::new(&b"x"[..]),
+        block: true,
+        exclusive: true,
+        alock: a.clone(),
+    };
+    let r: Res = c.call(NLM, Proc::Cancel, &cancel).await;
+    assert_eq!(r.stat, Stats::Granted);
+    assert_eq!(c.unlock(&b).await, Stats::Granted);
+    host.quiet(Duration::from_millis(500)).await;
+    assert_eq!(c.test(&a, true).await, TestReply::Other(Stats::Granted));
+
+    // The asynchronous variants: each answered by its _RES call to the host.
+    let _: Void = c
+        .call(NLM, Proc::LockMsg, &lock_args(&a, true, false))
+        .await;
+    assert_eq!(
+        next_res(&mut host).await,
+        (
+            Proc::LockRes as u32,
+            Res {
+                cookie: Netobj::new(&b"c"[..]),
+                stat: Stats::Granted
+            }
+        )
+    );
+    let t = TestArgs {
+        cookie: Netobj::new(&b"t"[..]),
+        exclusive: true,
+        alock: b.clone(),
+    };
+    let _: Void = c.call(NLM, Proc::TestMsg, &t).await;
+    let (program, procedure, args) = host.next().await;
+    assert_eq!((program, procedure), (NLM, Proc::TestRes as u32));
+    assert!(matches!(TestRes::from_xdr(args).unwrap().stat, TestReply::Denied(h) if h.svid == 1));
+    let _: Void = c.call(NLM, Proc::CancelMsg, &cancel).await;
+    assert_eq!(next_res(&mut host).await.0, Proc::CancelRes as u32);
+    let u = UnlockArgs {
+        cookie: Netobj::new(&b"u"[..]),
+        alock: a.clone(),
+    };
+    let _: Void = c.call(NLM, Proc::UnlockMsg, &u).await;
+    let (procedure, res) = next_res(&mut host).await;
+    assert_eq!(
+        (procedure, res.stat),
+        (Proc::UnlockRes as u32, Stats::Granted)
+    );
+    assert_eq!(c.test(&b, true).await, TestReply::Other(Stats::Granted));
+
+    // NM_LOCK (a host without a status monitor), then SHARE and UNSHARE.
+    let nm: Res = c.call(NLM, Proc::NmLock, &lock_args(&b, true, false)).await;
+    assert_eq!(nm.stat, Stats::Granted);
+    assert_eq!(c.lock(&lock_args(&a, true, false)).await, Stats::Denied);
+    assert_eq!(c.unlock(&b).await, Stats::Granted);
+    let w = FshAccess::Write;
+    assert_eq!(
+        share(&c, true, "alpha", &fh, w, FshMode::DenyWrite).await,
+        Stats::Granted
+    );
+    assert_eq!(
+        share(&c, true, "beta", &fh, w, FshMode::DenyNone).await,
+        Stats::Denied
+    );
+    assert_eq!(
+        share(&c, false, "alpha", &fh, w, FshMode::DenyWrite).await,
+        Stats::Granted
+    );
+    assert_eq!(
+        share(&c, true, "beta", &fh, w, FshMode::DenyNone).await,
+        Stats::Granted
+    );
+
+    // The database says the file is gone: its handle is stale.
+    let nfs = connect(&server).await;
+    let root = nfs.mount("/").await.expect("MNT /");
+    nfs.remove_file(&root, "f").await.expect("REMOVE");
+    assert_eq!(c.lock(&lock_args(&a, true, false)).await, Stats::StaleFh);
+    assert_eq!(c.test(&a, true).await, TestReply::Other(Stats::StaleFh));
 }

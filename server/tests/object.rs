@@ -12,38 +12,9 @@ use std::time::{Duration, Instant};
 
 use backend_object::{ObjectConfig, TestEngines};
 use common::nfs::connect;
+use common::object::{head_config, head_config_with, scratch};
 use common::Server;
 use nfs3::nfs::{NfsFh3, StableHow};
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("granary-object-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// A config file for one head of `fs`, every head sharing `key`.
-fn head_config(dir: &Path, head: &str, fs: &ObjectConfig, key: &Path) -> PathBuf {
-    head_config_with(dir, head, fs, key, "")
-}
-
-/// [`head_config`] with more lines for the export's table (`squash = "none"`).
-fn head_config_with(dir: &Path, head: &str, fs: &ObjectConfig, key: &Path, extra: &str) -> PathBuf {
-    let s = &fs.store;
-    let store = format!(
-        "s3://{}?endpoint={}&prefix={}",
-        s.bucket,
-        s.endpoint.as_deref().unwrap_or_default(),
-        s.prefix
-    );
-    let text = format!(
-        "handle_key = {key:?}\n[[export]]\npath = \"/\"\nbackend = \"object\"\npostgres = {:?}\nstore = {store:?}\n{extra}",
-        fs.postgres
-    );
-    let path = dir.join(format!("{head}.toml"));
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 /// The outage test stops the database every test here uses: the tests of this file run
 /// one at a time.

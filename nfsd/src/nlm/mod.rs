@@ -14,7 +14,10 @@
 //! `_MSG` call, SM_NOTIFY after a restart, the status callback of SM_MON) go through an
 //! [`Outbox`] the server provides (`serve`: a bounded queue, the client's portmapper, a
 //! new TCP connection, bounded retries and timeouts). Nothing here does network I/O or
-//! blocks: handlers answer at once.
+//! blocks on an event loop: a handler answers at once, or, when it must write the state
+//! directory or its backend must wait to find the file (the object backend asks its
+//! database), answers `WouldBlock` before it changed anything and runs again on the
+//! worker's blocking pool.
 //!
 //! Owners are the caller's address, `caller_name`, `svid` and `oh`: a client that names
 //! another's host from its own address names a different owner and cannot unlock or free

@@ -6,6 +6,13 @@
 //! one call to the lock manager. The `_MSG` variants run the same code and send the
 //! result back as the matching `_RES` call to the caller's NLM; the `_RES` procedures are
 //! clients' answers to such calls (only GRANTED_RES means something to a server).
+//!
+//! Whether the file exists is the backend's answer (GETATTR), and a backend that must
+//! wait for it (the object backend asks its database) answers `WouldBlock` on the event
+//! loop: every handler that names a file then answers [`ProcError::WouldBlock`] before it
+//! changed anything, and the connection runs the call again on its worker's blocking
+//! pool, as NFSv3 does. An engine that is down (`Jukebox`) is `NLM4_DENIED_NOLOCKS`,
+//! which the Linux client retries after a few seconds, as it retries NFSv3's JUKEBOX.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -16,6 +23,7 @@ use nlm::limits::{NLM_PROGRAM, NLM_V4};
 use nlm::nlm4::*;
 use rpc::dispatch::{ProcError, Program};
 use rpc::{procedure, CacheClass, CallContext, Procedure};
+use vfs::FsError;
 use xdr::{Decoder, Encode, Encoder};
 
 use super::{kind, nlm_owner, share, BlockedLock, Callback, NlmState};
@@ -33,24 +41,24 @@ const REPLY_BYTES: usize = 2 * (4 + 1024) + 64;
 /// granted again), as knfsd keeps no reply cache for NLM either.
 pub static PROCEDURES: [Procedure<NlmState>; 20] = [
     procedure!("nlm_null", null, 0, Idempotent),
-    procedure!("nlm_test", test, REPLY_BYTES, Idempotent),
+    procedure!("nlm_test", test, REPLY_BYTES, Idempotent, may_block),
     procedure!("nlm_lock", lock, REPLY_BYTES, Idempotent, may_block),
-    procedure!("nlm_cancel", cancel, REPLY_BYTES, Idempotent),
-    procedure!("nlm_unlock", unlock, REPLY_BYTES, Idempotent),
+    procedure!("nlm_cancel", cancel, REPLY_BYTES, Idempotent, may_block),
+    procedure!("nlm_unlock", unlock, REPLY_BYTES, Idempotent, may_block),
     procedure!("nlm_granted", granted, REPLY_BYTES, Idempotent),
-    procedure!("nlm_test_msg", test_msg, 0, Idempotent),
+    procedure!("nlm_test_msg", test_msg, 0, Idempotent, may_block),
     procedure!("nlm_lock_msg", lock_msg, 0, Idempotent, may_block),
-    procedure!("nlm_cancel_msg", cancel_msg, 0, Idempotent),
-    procedure!("nlm_unlock_msg", unlock_msg, 0, Idempotent),
+    procedure!("nlm_cancel_msg", cancel_msg, 0, Idempotent, may_block),
+    procedure!("nlm_unlock_msg", unlock_msg, 0, Idempotent, may_block),
     procedure!("nlm_granted_msg", granted_msg, 0, Idempotent),
     procedure!("nlm_test_res", test_res, 0, Idempotent),
     procedure!("nlm_lock_res", ignored_res, 0, Idempotent),
     procedure!("nlm_cancel_res", ignored_res, 0, Idempotent),
     procedure!("nlm_unlock_res", ignored_res, 0, Idempotent),
     procedure!("nlm_granted_res", granted_res, 0, Idempotent),
-    procedure!("nlm_share", share, REPLY_BYTES, Idempotent),
-    procedure!("nlm_unshare", unshare, REPLY_BYTES, Idempotent),
-    procedure!("nlm_nm_lock", nm_lock, REPLY_BYTES, Idempotent),
+    procedure!("nlm_share", share, REPLY_BYTES, Idempotent, may_block),
+    procedure!("nlm_unshare", unshare, REPLY_BYTES, Idempotent, may_block),
+    procedure!("nlm_nm_lock", nm_lock, REPLY_BYTES, Idempotent, may_block),
     procedure!("nlm_free_all", free_all, 0, Idempotent),
 ];
 
@@ -103,28 +111,51 @@ fn null(_: &NlmState, _: &CallContext, _: Void) -> Void {
 }
 
 /// The file an NLM handle names, as the lock manager keys it, and whether its export is
-/// read-only. The handle is checked exactly as NFSv3 checks it, and the file must exist.
-fn file_of(s: &NlmState, ctx: &CallContext, fh: &Netobj) -> Result<(FileKey, bool), Stats> {
+/// read-only; or the NLM status that refuses the call. The handle is checked exactly as
+/// NFSv3 checks it, and the file must exist.
+///
+/// # Errors
+/// [`ProcError::WouldBlock`] when the backend must wait to answer whether the file exists
+/// and this thread may not (the object backend on an event loop): nothing was done.
+fn file_of(
+    s: &NlmState,
+    ctx: &CallContext,
+    fh: &Netobj,
+) -> Result<Result<(FileKey, bool), Stats>, ProcError> {
     if fh.0.len() > nfs3::limits::FHSIZE3 as usize {
         rpc::warn_limited!(rpc::ratelog::Kind::Handle, peer = %ctx.peer, len = fh.0.len(), "NLM: a file handle longer than NFSv3 allows");
-        return Err(Stats::StaleFh);
+        return Ok(Err(Stats::StaleFh));
     }
-    let t = s
-        .core
-        .resolve(ctx, &NfsFh3(fh.0.clone()))
-        .map_err(|st| match st {
-            Nfsstat3::Acces => Stats::Failed,
-            _ => Stats::StaleFh,
-        })?;
-    if let Err(e) = t.export.getattr(t.id) {
-        tracing::debug!(peer = %ctx.peer, error = %e, "NLM: handle names no file");
-        return Err(Stats::StaleFh);
+    let t = match s.core.resolve(ctx, &NfsFh3(fh.0.clone())) {
+        Ok(t) => t,
+        Err(Nfsstat3::Acces) => return Ok(Err(Stats::Failed)),
+        Err(Nfsstat3::Jukebox) => return Ok(Err(Stats::DeniedNolocks)),
+        Err(_) => return Ok(Err(Stats::StaleFh)),
+    };
+    match t.export.getattr(t.id) {
+        Ok(_) => {}
+        Err(FsError::WouldBlock) => return Err(ProcError::WouldBlock),
+        Err(e) => {
+            tracing::debug!(peer = %ctx.peer, error = %e, "NLM: the handle's file cannot be locked");
+            return Ok(Err(refusal(e)));
+        }
     }
     let key = FileKey {
         export: t.export.id.0,
         file: t.id.0,
     };
-    Ok((key, t.export.properties().read_only))
+    Ok(Ok((key, t.export.properties().read_only)))
+}
+
+/// The NLM status for a backend's error about the file of a call: a file that is gone is
+/// `NLM4_STALE_FH`; an engine that is down or slow (`Jukebox`) `NLM4_DENIED_NOLOCKS`, which
+/// a client tries again later; anything else `NLM4_FAILED`.
+fn refusal(e: FsError) -> Stats {
+    match e {
+        FsError::Stale | FsError::BadHandle | FsError::NoEnt => Stats::StaleFh,
+        FsError::Jukebox | FsError::WouldBlock => Stats::DeniedNolocks,
+        _ => Stats::Failed,
+    }
 }
 
 fn range_of(l: &Lock) -> Result<Range, Stats> {
@@ -160,45 +191,48 @@ fn holder(c: &locks::Conflict) -> Holder {
     }
 }
 
-fn test_reply(s: &NlmState, ctx: &CallContext, a: &TestArgs) -> TestReply {
-    let (file, _) = match file_of(s, ctx, &a.alock.fh) {
+/// # Errors
+/// [`ProcError::WouldBlock`] from [`file_of`].
+fn test_reply(s: &NlmState, ctx: &CallContext, a: &TestArgs) -> Result<TestReply, ProcError> {
+    let (file, _) = match file_of(s, ctx, &a.alock.fh)? {
         Ok(f) => f,
-        Err(st) => return TestReply::Other(st),
+        Err(st) => return Ok(TestReply::Other(st)),
     };
     if s.locks_in_grace() {
-        return TestReply::Other(Stats::DeniedGracePeriod);
+        return Ok(TestReply::Other(Stats::DeniedGracePeriod));
     }
     let range = match range_of(&a.alock) {
         Ok(r) => r,
-        Err(st) => return TestReply::Other(st),
+        Err(st) => return Ok(TestReply::Other(st)),
     };
     let owner = owner_of(ctx, &a.alock);
-    match s.locks.test(file, &owner, kind(a.exclusive), range) {
+    Ok(match s.locks.test(file, &owner, kind(a.exclusive), range) {
         Some(c) => TestReply::Denied(holder(&c)),
         None => TestReply::Other(Stats::Granted),
-    }
+    })
 }
 
-fn test(s: &NlmState, ctx: &CallContext, a: TestArgs) -> TestRes {
-    let stat = test_reply(s, ctx, &a);
-    TestRes {
+fn test(s: &NlmState, ctx: &CallContext, a: TestArgs) -> Result<TestRes, ProcError> {
+    let stat = test_reply(s, ctx, &a)?;
+    Ok(TestRes {
         cookie: a.cookie,
         stat,
-    }
+    })
 }
 
 /// LOCK and NM_LOCK: `monitor` records the host for SM_NOTIFY after a restart.
 ///
 /// # Errors
-/// [`ProcError::WouldBlock`] when a new host must be written to the state directory and
-/// this thread may not block (nothing was changed).
+/// [`ProcError::WouldBlock`] when a new host must be written to the state directory or
+/// the backend must wait to find the file, and this thread may not block (nothing was
+/// changed).
 fn lock_stat(
     s: &NlmState,
     ctx: &CallContext,
     a: &LockArgs,
     monitor: bool,
 ) -> Result<Stats, ProcError> {
-    let (file, read_only) = match file_of(s, ctx, &a.alock.fh) {
+    let (file, read_only) = match file_of(s, ctx, &a.alock.fh)? {
         Ok(f) => f,
         Err(st) => return Ok(st),
     };
@@ -289,20 +323,23 @@ fn lock(s: &NlmState, ctx: &CallContext, a: LockArgs) -> Result<Res, ProcError> 
 }
 
 /// NM_LOCK: a non-monitored lock of a client without a status monitor; never blocks.
-fn nm_lock(s: &NlmState, ctx: &CallContext, a: LockArgs) -> Res {
+/// Not monitored, so nothing is written to the state directory; deferred only when the
+/// backend must wait to find the file.
+fn nm_lock(s: &NlmState, ctx: &CallContext, a: LockArgs) -> Result<Res, ProcError> {
     let a = LockArgs { block: false, ..a };
-    // Not monitored: nothing to write, so never deferred.
-    let stat = lock_stat(s, ctx, &a, false).unwrap_or(Stats::Failed);
-    Res {
+    let stat = lock_stat(s, ctx, &a, false)?;
+    Ok(Res {
         cookie: a.cookie,
         stat,
-    }
+    })
 }
 
-fn cancel_stat(s: &NlmState, ctx: &CallContext, a: &CancArgs) -> Stats {
-    let (file, _) = match file_of(s, ctx, &a.alock.fh) {
+/// # Errors
+/// [`ProcError::WouldBlock`] from [`file_of`].
+fn cancel_stat(s: &NlmState, ctx: &CallContext, a: &CancArgs) -> Result<Stats, ProcError> {
+    let (file, _) = match file_of(s, ctx, &a.alock.fh)? {
         Ok(f) => f,
-        Err(st) => return st,
+        Err(st) => return Ok(st),
     };
     let owner = owner_of(ctx, &a.alock);
     let released = s.locks.cancel(file, &owner, s.now());
@@ -312,38 +349,40 @@ fn cancel_stat(s: &NlmState, ctx: &CallContext, a: &CancArgs) -> Stats {
             s.locks.unlock(p.file, &p.owner, p.range, s.now());
         }
     }
-    Stats::Granted
+    Ok(Stats::Granted)
 }
 
-fn cancel(s: &NlmState, ctx: &CallContext, a: CancArgs) -> Res {
-    let stat = cancel_stat(s, ctx, &a);
-    Res {
+fn cancel(s: &NlmState, ctx: &CallContext, a: CancArgs) -> Result<Res, ProcError> {
+    let stat = cancel_stat(s, ctx, &a)?;
+    Ok(Res {
         cookie: a.cookie,
         stat,
-    }
+    })
 }
 
-fn unlock_stat(s: &NlmState, ctx: &CallContext, a: &UnlockArgs) -> Stats {
-    let (file, _) = match file_of(s, ctx, &a.alock.fh) {
+/// # Errors
+/// [`ProcError::WouldBlock`] from [`file_of`].
+fn unlock_stat(s: &NlmState, ctx: &CallContext, a: &UnlockArgs) -> Result<Stats, ProcError> {
+    let (file, _) = match file_of(s, ctx, &a.alock.fh)? {
         Ok(f) => f,
-        Err(st) => return st,
+        Err(st) => return Ok(st),
     };
     let range = match range_of(&a.alock) {
         Ok(r) => r,
-        Err(st) => return st,
+        Err(st) => return Ok(st),
     };
     let owner = owner_of(ctx, &a.alock);
     s.drop_pending(file, &owner);
     s.locks.unlock(file, &owner, range, s.now());
-    Stats::Granted
+    Ok(Stats::Granted)
 }
 
-fn unlock(s: &NlmState, ctx: &CallContext, a: UnlockArgs) -> Res {
-    let stat = unlock_stat(s, ctx, &a);
-    Res {
+fn unlock(s: &NlmState, ctx: &CallContext, a: UnlockArgs) -> Result<Res, ProcError> {
+    let stat = unlock_stat(s, ctx, &a)?;
+    Ok(Res {
         cookie: a.cookie,
         stat,
-    }
+    })
 }
 
 /// GRANTED is a client's procedure (its server grants a lock it waited for); granary
@@ -368,10 +407,12 @@ fn reply_res(s: &NlmState, host: IpAddr, procedure: Proc, res: &impl Encode) {
     });
 }
 
-fn test_msg(s: &NlmState, ctx: &CallContext, a: TestArgs) -> Void {
-    let res = test(s, ctx, a);
+/// The `_MSG` variants send their `_RES` call only once the procedure ran: a call
+/// deferred to the blocking pool ([`ProcError::WouldBlock`]) sends it from there.
+fn test_msg(s: &NlmState, ctx: &CallContext, a: TestArgs) -> Result<Void, ProcError> {
+    let res = test(s, ctx, a)?;
     reply_res(s, ctx.peer.ip(), Proc::TestRes, &res);
-    Void
+    Ok(Void)
 }
 
 fn lock_msg(s: &NlmState, ctx: &CallContext, a: LockArgs) -> Result<Void, ProcError> {
@@ -380,16 +421,16 @@ fn lock_msg(s: &NlmState, ctx: &CallContext, a: LockArgs) -> Result<Void, ProcEr
     Ok(Void)
 }
 
-fn cancel_msg(s: &NlmState, ctx: &CallContext, a: CancArgs) -> Void {
-    let res = cancel(s, ctx, a);
+fn cancel_msg(s: &NlmState, ctx: &CallContext, a: CancArgs) -> Result<Void, ProcError> {
+    let res = cancel(s, ctx, a)?;
     reply_res(s, ctx.peer.ip(), Proc::CancelRes, &res);
-    Void
+    Ok(Void)
 }
 
-fn unlock_msg(s: &NlmState, ctx: &CallContext, a: UnlockArgs) -> Void {
-    let res = unlock(s, ctx, a);
+fn unlock_msg(s: &NlmState, ctx: &CallContext, a: UnlockArgs) -> Result<Void, ProcError> {
+    let res = unlock(s, ctx, a)?;
     reply_res(s, ctx.peer.ip(), Proc::UnlockRes, &res);
-    Void
+    Ok(Void)
 }
 
 fn granted_msg(s: &NlmState, ctx: &CallContext, a: TestArgs) -> Void {
@@ -415,40 +456,42 @@ fn granted_res(s: &NlmState, _: &CallContext, a: Res) -> Void {
     Void
 }
 
-fn share_res(s: &NlmState, ctx: &CallContext, a: &ShareArgs, on: bool) -> Stats {
-    let (file, _) = match file_of(s, ctx, &a.share.fh) {
+/// # Errors
+/// [`ProcError::WouldBlock`] from [`file_of`].
+fn share_res(s: &NlmState, ctx: &CallContext, a: &ShareArgs, on: bool) -> Result<Stats, ProcError> {
+    let (file, _) = match file_of(s, ctx, &a.share.fh)? {
         Ok(f) => f,
-        Err(st) => return st,
+        Err(st) => return Ok(st),
     };
     if on && s.grace_refuses(a.reclaim) {
-        return Stats::DeniedGracePeriod;
+        return Ok(Stats::DeniedGracePeriod);
     }
     let client = super::nlm_client(ctx.peer.ip(), a.share.caller_name.as_bytes());
     let holder = share::holder(client, a.share.oh.0.clone());
-    if on {
+    Ok(if on {
         share::share(&s.core.shares, file, &holder, a.share.access, a.share.mode)
     } else {
         s.core.shares.remove(file, &holder);
         Stats::Granted
-    }
+    })
 }
 
-fn share(s: &NlmState, ctx: &CallContext, a: ShareArgs) -> ShareRes {
-    let stat = share_res(s, ctx, &a, true);
-    ShareRes {
+fn share(s: &NlmState, ctx: &CallContext, a: ShareArgs) -> Result<ShareRes, ProcError> {
+    let stat = share_res(s, ctx, &a, true)?;
+    Ok(ShareRes {
         cookie: a.cookie,
         stat,
         sequence: 0,
-    }
+    })
 }
 
-fn unshare(s: &NlmState, ctx: &CallContext, a: ShareArgs) -> ShareRes {
-    let stat = share_res(s, ctx, &a, false);
-    ShareRes {
+fn unshare(s: &NlmState, ctx: &CallContext, a: ShareArgs) -> Result<ShareRes, ProcError> {
+    let stat = share_res(s, ctx, &a, false)?;
+    Ok(ShareRes {
         cookie: a.cookie,
         stat,
         sequence: 0,
-    }
+    })
 }
 
 /// FREE_ALL: every lock of the named host goes (it rebooted). From another address only

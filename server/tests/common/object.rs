@@ -1,0 +1,43 @@
+//! Heads of an object export (PostgreSQL + S3 from `scripts/object-env.sh`) for the tests
+//! that start the real binary on one: a scratch directory and a config file per head.
+
+use std::path::{Path, PathBuf};
+
+use backend_object::ObjectConfig;
+
+/// A fresh scratch directory for one test (`name`), under the temp directory.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("granary-object-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A config file for one head of `fs`, every head sharing `key`.
+pub fn head_config(dir: &Path, head: &str, fs: &ObjectConfig, key: &Path) -> PathBuf {
+    head_config_with(dir, head, fs, key, "")
+}
+
+/// [`head_config`] with more lines for the export's table (`squash = "none"`).
+pub fn head_config_with(
+    dir: &Path,
+    head: &str,
+    fs: &ObjectConfig,
+    key: &Path,
+    extra: &str,
+) -> PathBuf {
+    let s = &fs.store;
+    let store = format!(
+        "s3://{}?endpoint={}&prefix={}",
+        s.bucket,
+        s.endpoint.as_deref().unwrap_or_default(),
+        s.prefix
+    );
+    let text = format!(
+        "handle_key = {key:?}\n[[export]]\npath = \"/\"\nbackend = \"object\"\npostgres = {:?}\nstore = {store:?}\n{extra}",
+        fs.postgres
+    );
+    let path = dir.join(format!("{head}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}

@@ -11,6 +11,11 @@
 //! and sent again and again (what hung the kernel client in CI: the head kept every
 //! copy it was sent and uploaded them all, 1.9 GB for a 4 KiB file), then the store back.
 //!
+//! The uploads a full file starts in the background before any COMMIT: one the store's
+//! outage cut (never acknowledged, uploaded again once the store is back), ones that land
+//! after the file was truncated or written again (only what the file holds commits), and
+//! one older than `UPLOAD_FRESH` when its rows commit (uploaded again).
+//!
 //! The tests of this binary run one at a time: the engine counters are the process's.
 
 use std::io::{Read, Write};
@@ -669,5 +674,261 @@ fn an_s3_outage_is_one_log_line_each_way_and_its_jukebox_answers_are_counted() {
         "s3 outage of {:?}: {jukebox} JUKEBOX answers ({counted} counted), log:\n{}",
         back - outage,
         text()
+    );
+}
+
+/// Writes `data` to `file` in 1 MiB UNSTABLE WRITEs, in order.
+fn write_mibs(fs: &ObjectFs, file: FileId, at: u64, data: &[u8]) {
+    for (i, piece) in data.chunks(1 << 20).enumerate() {
+        let offset = at + (i << 20) as u64;
+        let w = fs.write(file, offset, piece, Stability::Unstable, &ROOT);
+        assert_eq!(
+            w.map(|w| w.count as usize),
+            Ok(piece.len()),
+            "WRITE at {offset}"
+        );
+    }
+}
+
+/// Every byte of `file` through `fs`, in 1 MiB READs up to its size.
+fn whole(fs: &ObjectFs, file: FileId) -> Vec<u8> {
+    let size = size_of(fs, file);
+    let mut got = Vec::new();
+    for from in (0..size).step_by(1 << 20) {
+        got.extend(read(fs, file, from, 1 << 20).unwrap());
+    }
+    got
+}
+
+/// No row names an object the store lacks; the objects no row names (uploads not
+/// committed, or redone).
+fn unnamed_objects(fs: &ObjectFs) -> Vec<i64> {
+    let audit = fs.audit().expect("audit");
+    assert!(
+        audit.missing.is_empty(),
+        "rows name missing objects: {audit:?}"
+    );
+    audit.unnamed
+}
+
+/// COMMITs `file` until it answers OK, each try answering OK or JUKEBOX, within
+/// [`patience`]; the JUKEBOX answers it took.
+fn commit_until_ok(fs: &ObjectFs, file: FileId) -> usize {
+    let start = Instant::now();
+    let mut jukebox = 0;
+    loop {
+        match fs.commit(file, 0, 0) {
+            Ok(_) => return jukebox,
+            Err(FsError::Jukebox) => {
+                jukebox += 1;
+                assert!(
+                    start.elapsed() < patience(),
+                    "COMMIT still answers JUKEBOX after {:?}",
+                    start.elapsed()
+                );
+                std::thread::sleep(RETRY_AFTER);
+            }
+            Err(e) => panic!("COMMIT: {e:?}"),
+        }
+    }
+}
+
+/// The store cut while a sealed object uploads in the background, before any COMMIT (the
+/// fifth 1 MiB WRITE found the file's 4 MiB of open data full, sealed it and started its
+/// upload, which the proxy holds; then the store goes away and the upload fails): every
+/// COMMIT meanwhile answers JUKEBOX, never OK, and no row is committed (another head sees
+/// an empty file, and no row names a missing object). Once the store is back, a COMMIT
+/// uploads the failed object again and answers OK; the other head reads every byte, and
+/// the head uploaded the file about once, not once per try.
+#[test]
+fn a_background_upload_the_store_cut_is_never_acknowledged_and_is_redone_when_it_is_back() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let (cut, config) = Cut::in_front_of(&env, "bg-cut");
+    let fs = head(&config);
+    let mut direct = config.clone();
+    direct.store.endpoint = env.config.store.endpoint.clone();
+    let other = head(&direct);
+    let file = create(&fs, fs.root(), "f");
+    let data = bytes(5 << 20, 6);
+    write_mibs(&fs, file, 0, &data[..4 << 20]);
+    cut.hold();
+    let before = engine_counters();
+    write_mibs(&fs, file, 4 << 20, &data[4 << 20..]);
+    cut.wait_held();
+    assert_eq!(
+        engine_counters().s3_puts - before.s3_puts,
+        1,
+        "the fifth WRITE started one upload"
+    );
+    cut.set_up(false);
+    cut.release();
+    let outage = Instant::now();
+    let mut tries = 0;
+    while outage.elapsed() < Duration::from_secs(3) {
+        assert_eq!(
+            fs.commit(file, 0, 0).map(|_| ()),
+            Err(FsError::Jukebox),
+            "a COMMIT acknowledged data the store does not hold"
+        );
+        tries += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        size_of(&other, file),
+        0,
+        "a row was committed during the outage"
+    );
+    assert!(
+        unnamed_objects(&other).is_empty(),
+        "an object was stored during the outage"
+    );
+    let down = engine_counters();
+    cut.set_up(true);
+    let back = Instant::now();
+    let jukebox = commit_until_ok(&fs, file);
+    let recovered = back.elapsed();
+    let after = engine_counters();
+    let uploaded = after.s3_put_bytes - down.s3_put_bytes;
+    eprintln!(
+        "background upload cut: {tries} COMMITs answered JUKEBOX during the outage; the store \
+         back, COMMIT answered OK after {jukebox} more JUKEBOX in {recovered:?}, {} PUTs of \
+         {uploaded} bytes",
+        after.s3_puts - down.s3_puts
+    );
+    assert!(
+        whole(&other, file) == data,
+        "the other head reads other bytes"
+    );
+    assert!(whole(&fs, file) == data, "this head reads other bytes");
+    assert!(
+        uploaded as usize >= data.len() && uploaded as usize <= 2 * data.len(),
+        "{uploaded} bytes uploaded after the outage for a file of {}",
+        data.len()
+    );
+    let unnamed = unnamed_objects(&other);
+    assert!(unnamed.len() <= 1, "objects no row names: {unnamed:?}");
+}
+
+/// Uploads that went stale before their rows committed, each held in the proxy while the
+/// file changed under it: (1) the file was truncated (its sealed bytes past the new end
+/// must not come back, not even when the file grows again); (2) the client wrote the
+/// sealed range again (the newer bytes win on every head). Both heads read the same
+/// bytes, and no row names a missing object.
+#[test]
+fn a_background_upload_that_lands_after_a_truncation_or_a_rewrite_commits_only_what_the_file_holds()
+{
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let (cut, config) = Cut::in_front_of(&env, "bg-stale");
+    let fs = head(&config);
+    let mut direct = config.clone();
+    direct.store.endpoint = env.config.store.endpoint.clone();
+    let other = head(&direct);
+    let root = fs.root();
+
+    // (1) Truncated to 1 MiB + 10 while the sealed first 4 MiB upload.
+    let file = create(&fs, root, "truncated");
+    let data = bytes(5 << 20, 7);
+    write_mibs(&fs, file, 0, &data[..4 << 20]);
+    cut.hold();
+    write_mibs(&fs, file, 4 << 20, &data[4 << 20..]);
+    cut.wait_held();
+    let cut_to = (1 << 20) + 10;
+    fs.setattr(file, &resize(cut_to), None, &ROOT)
+        .expect("SETATTR of the size");
+    cut.release();
+    commit_until_ok(&fs, file);
+    for (name, head) in [("this", &fs), ("the other", &other)] {
+        assert_eq!(size_of(head, file), cut_to, "{name} head");
+        assert!(
+            whole(head, file) == data[..cut_to as usize],
+            "{name} head: other bytes"
+        );
+    }
+    fs.setattr(file, &resize(6 << 20), None, &ROOT).unwrap();
+    let mut want = data[..cut_to as usize].to_vec();
+    want.resize(6 << 20, 0);
+    for (name, head) in [("this", &fs), ("the other", &other)] {
+        assert!(
+            whole(head, file) == want,
+            "{name} head: the bytes past the cut came back on extension"
+        );
+    }
+
+    // (2) The first MiB written again while the sealed first 4 MiB upload.
+    let file = create(&fs, root, "rewritten");
+    let data = bytes(5 << 20, 8);
+    write_mibs(&fs, file, 0, &data[..4 << 20]);
+    cut.hold();
+    write_mibs(&fs, file, 4 << 20, &data[4 << 20..]);
+    cut.wait_held();
+    let newer = bytes(1 << 20, 9);
+    write_mibs(&fs, file, 0, &newer);
+    let mut want = data.clone();
+    want[..1 << 20].copy_from_slice(&newer);
+    assert!(whole(&fs, file) == want, "this head reads its newer write");
+    cut.release();
+    commit_until_ok(&fs, file);
+    for (name, head) in [("this", &fs), ("the other", &other)] {
+        assert!(
+            whole(head, file) == want,
+            "{name} head: the stale upload's bytes won over the newer write"
+        );
+    }
+    unnamed_objects(&other);
+}
+
+/// An upload that stored its object long before its rows commit (older than
+/// `UPLOAD_FRESH`, on the head's clock) is uploaded again under a new id: the orphan sweep
+/// may take an object that old, so the rows must name a fresh one. The old object is the
+/// one no row names; the head's clock is a manual one, moved past `UPLOAD_FRESH` between
+/// the upload and the COMMIT.
+#[test]
+fn an_upload_older_than_upload_fresh_is_done_again_before_its_rows_commit() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let config = env.fresh("bg-old");
+    let clock = Arc::new(gtime::ManualClock::new(gtime::Clock::now(
+        &gtime::SystemClock::new(),
+    )));
+    let fs = ObjectFs::open(&config, Arc::clone(&clock) as Arc<dyn gtime::Clock>)
+        .expect("the head opens");
+    let other = head(&config);
+    let file = create(&fs, fs.root(), "f");
+    let data = bytes(5 << 20, 10);
+    let before = engine_counters();
+    write_mibs(&fs, file, 0, &data);
+    // The fifth WRITE started the first object's upload: wait until it is stored.
+    let start = Instant::now();
+    while unnamed_objects(&other).is_empty() {
+        assert!(
+            start.elapsed() < limits::OPERATION_TIMEOUT,
+            "the background upload never stored its object"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let first = unnamed_objects(&other);
+    assert_eq!(first.len(), 1, "{first:?}");
+    clock.advance(limits::UPLOAD_FRESH + Duration::from_secs(1));
+    commit_until_ok(&fs, file);
+    let after = engine_counters();
+    assert!(
+        whole(&other, file) == data,
+        "the other head reads other bytes"
+    );
+    // The first object twice (its upload, then again at the commit), the last MiB once.
+    assert_eq!(after.s3_puts - before.s3_puts, 3);
+    assert_eq!(after.s3_put_bytes - before.s3_put_bytes, 9 << 20);
+    assert_eq!(
+        unnamed_objects(&other),
+        first,
+        "the rows name the object uploaded again, not the old one"
     );
 }

@@ -271,6 +271,10 @@ async fn publish_one(inner: &Inner, file: i64, group: Group) -> Result<Option<In
         let c = &tx;
         let locked = meta::lock(c, &[file]).await?;
         let cut = inner.pending.cut(file, snap.upto).unwrap_or(u64::MAX);
+        // One row per extent (what a truncation since left of it), in one statement with
+        // the inode's change, sent with the COMMIT.
+        let (mut offsets, mut lengths, mut object_offsets, mut inline_data) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut object_offset = 0i64;
         let mut kept_end = None;
         for e in &snap.extents {
@@ -282,13 +286,10 @@ async fn publish_one(inner: &Inner, file: i64, group: Group) -> Result<Option<In
                 let kept = usize::try_from(kept)
                     .unwrap_or(usize::MAX)
                     .min(e.data.len());
-                let data = inline.then(|| &e.data[..kept]);
-                c.execute(
-                    "INSERT INTO slices (file, seq, offset_bytes, length_bytes, object, \
-                     object_offset, data) VALUES ($1, nextval('granary_slice_seq'), $2, $3, $4, $5, $6)",
-                    &[&file, &offset, &length, &object, &object_offset, &data],
-                )
-                .await?;
+                offsets.push(offset);
+                lengths.push(length);
+                object_offsets.push(object_offset);
+                inline_data.push(inline.then(|| &e.data[..kept]));
                 kept_end = kept_end.max(Some(offset + length));
             }
             if !inline {
@@ -300,13 +301,28 @@ async fn publish_one(inner: &Inner, file: i64, group: Group) -> Result<Option<In
             return Ok(locked.of(file)?.clone());
         };
         let sql = format!(
-            "UPDATE inodes SET size_bytes = GREATEST(size_bytes, $2), \
+            "WITH s AS (INSERT INTO slices (file, seq, offset_bytes, length_bytes, object, \
+             object_offset, data) SELECT $1::bigint, nextval('granary_slice_seq'), x.o, x.l, $4::bigint, x.oo, x.d \
+             FROM unnest($5::bigint[], $6::bigint[], $7::bigint[], $8::bytea[]) \
+             WITH ORDINALITY AS x(o, l, oo, d, n) ORDER BY x.n) \
+             UPDATE inodes SET size_bytes = GREATEST(size_bytes, $2), \
              mtime_ns = GREATEST($3, ctime_ns + 1), ctime_ns = GREATEST($3, ctime_ns + 1), \
              version = version + 1 WHERE id = $1 RETURNING {}",
             meta::COLS
         );
-        let row = c.query_one(&sql, &[&file, &end, &snap.stamp_ns]).await?;
-        meta::inode(&row)
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+            &file,
+            &end,
+            &snap.stamp_ns,
+            &object,
+            &offsets,
+            &lengths,
+            &object_offsets,
+            &inline_data,
+        ];
+        let rows = c.query_and_commit(&sql, &params).await?;
+        let row = rows.first().ok_or(Fail::Fs(FsError::Stale))?;
+        meta::inode(row)
     });
     match done {
         Ok(after) => {

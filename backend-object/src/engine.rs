@@ -58,10 +58,22 @@ pub(crate) trait Sql {
         sql: &'a str,
         params: &'a [&'a (dyn ToSql + Sync)],
     ) -> impl Future<Output = Result<u64, tokio_postgres::Error>> + Send + 'a;
+    /// The last statement of a transaction, sent together with its COMMIT (one round trip
+    /// for both, [`Tx`]); nothing may follow it. Where the statement fails, PostgreSQL
+    /// takes the COMMIT for a ROLLBACK, and the statement's error is the answer. Outside a
+    /// [`Tx`] it is [`Sql::query`] (the caller's transaction, if any, commits later).
+    fn query_and_commit<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a {
+        self.query(sql, params)
+    }
 }
 
-/// The statement `prepare` makes, counting it in [`COUNTERS`] when `cache` did not hold
-/// it yet (a connection uses one operation at a time, so the size tells).
+/// The statement `prepare` makes, counting it in [`COUNTERS`] (a prepare and a round
+/// trip) when `cache` did not hold it yet (a connection uses one operation at a time, so
+/// the size tells).
 async fn cached(
     cache: &deadpool_postgres::StatementCache,
     prepare: impl Future<Output = Result<tokio_postgres::Statement, tokio_postgres::Error>>,
@@ -70,6 +82,7 @@ async fn cached(
     let statement = prepare.await?;
     if cache.size() > before {
         COUNTERS.db_prepares.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.db_round_trips.fetch_add(1, Ordering::Relaxed);
     }
     Ok(statement)
 }
@@ -84,6 +97,7 @@ macro_rules! cached_sql {
                 params: &'a [&'a (dyn ToSql + Sync)],
             ) -> Result<Vec<Row>, tokio_postgres::Error> {
                 let statement = cached(&self.statement_cache, self.prepare_cached(sql)).await?;
+                COUNTERS.sent(1, 1);
                 <$inner>::query(self, &statement, params).await
             }
             async fn query_one<'a>(
@@ -92,6 +106,7 @@ macro_rules! cached_sql {
                 params: &'a [&'a (dyn ToSql + Sync)],
             ) -> Result<Row, tokio_postgres::Error> {
                 let statement = cached(&self.statement_cache, self.prepare_cached(sql)).await?;
+                COUNTERS.sent(1, 1);
                 <$inner>::query_one(self, &statement, params).await
             }
             async fn query_opt<'a>(
@@ -100,6 +115,7 @@ macro_rules! cached_sql {
                 params: &'a [&'a (dyn ToSql + Sync)],
             ) -> Result<Option<Row>, tokio_postgres::Error> {
                 let statement = cached(&self.statement_cache, self.prepare_cached(sql)).await?;
+                COUNTERS.sent(1, 1);
                 <$inner>::query_opt(self, &statement, params).await
             }
             async fn execute<'a>(
@@ -108,6 +124,7 @@ macro_rules! cached_sql {
                 params: &'a [&'a (dyn ToSql + Sync)],
             ) -> Result<u64, tokio_postgres::Error> {
                 let statement = cached(&self.statement_cache, self.prepare_cached(sql)).await?;
+                COUNTERS.sent(1, 1);
                 <$inner>::execute(self, &statement, params).await
             }
         }
@@ -118,6 +135,171 @@ cached_sql!(
     deadpool_postgres::Transaction<'_>,
     tokio_postgres::Transaction<'_>
 );
+
+/// An operation's transaction on one pool connection, sent with as few round trips as
+/// its statements allow: BEGIN goes with the first statement (tokio-postgres pipelines
+/// requests whose futures are polled together, so the two cost one round trip), and the
+/// COMMIT may go with the last one ([`Sql::query_and_commit`]). A transaction that sent
+/// no statement sends neither. Dropped unfinished (a failure, or the operation's timeout),
+/// it queues a ROLLBACK on its connection without waiting for the answer (as
+/// tokio-postgres's own `Transaction` does): the connection goes back to the pool, and its
+/// next user's first request travels behind the ROLLBACK.
+pub(crate) struct Tx {
+    client: deadpool_postgres::Client,
+    /// BEGIN was sent.
+    begun: AtomicBool,
+    /// COMMIT was sent: the transaction is over.
+    ended: AtomicBool,
+}
+
+impl Tx {
+    pub(crate) fn new(client: deadpool_postgres::Client) -> Self {
+        Self {
+            client,
+            begun: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    /// The prepared statement of `sql` (from the connection's cache: no round trip once
+    /// it is there). Prepared before anything is sent with it, so the statement itself
+    /// never travels behind a COMMIT sent with it.
+    async fn prepared(
+        &self,
+        sql: &str,
+    ) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+        debug_assert!(
+            !self.ended.load(Ordering::Relaxed),
+            "a statement after COMMIT"
+        );
+        cached(
+            &self.client.statement_cache,
+            self.client.prepare_cached(sql),
+        )
+        .await
+    }
+
+    /// Sends `statement` (a future that sends its request when first polled), preceded
+    /// by BEGIN if this is the transaction's first statement, and followed by COMMIT if
+    /// `commit`: all in one round trip.
+    async fn send<T>(
+        &self,
+        statement: impl Future<Output = Result<T, tokio_postgres::Error>>,
+        commit: bool,
+    ) -> Result<T, tokio_postgres::Error> {
+        let begin = !self.begun.swap(true, Ordering::Relaxed);
+        if commit {
+            self.ended.store(true, Ordering::Relaxed);
+        }
+        COUNTERS.sent(1 + u64::from(begin) + u64::from(commit), 1);
+        let client: &tokio_postgres::Client = &self.client;
+        let control = |run: bool, sql: &'static str| async move {
+            if run {
+                client.batch_execute(sql).await
+            } else {
+                Ok(())
+            }
+        };
+        // `join3` polls in order, so the requests go out as BEGIN, statement, COMMIT.
+        let (begun, done, committed) = futures::future::join3(
+            control(begin, "BEGIN"),
+            statement,
+            control(commit, "COMMIT"),
+        )
+        .await;
+        begun?;
+        let v = done?;
+        committed?;
+        Ok(v)
+    }
+
+    /// Commits (a round trip of its own) unless the last statement carried the COMMIT,
+    /// or nothing was sent.
+    pub(crate) async fn commit(self) -> Result<(), tokio_postgres::Error> {
+        if !self.begun.load(Ordering::Relaxed) || self.ended.swap(true, Ordering::Relaxed) {
+            return Ok(());
+        }
+        COUNTERS.sent(1, 1);
+        self.client.batch_execute("COMMIT").await
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if !self.begun.load(Ordering::Relaxed) || self.ended.load(Ordering::Relaxed) {
+            return;
+        }
+        // tokio-postgres sends a request when its future is first polled; polled once
+        // here and dropped, the ROLLBACK is queued on the connection and its answer
+        // discarded.
+        COUNTERS.sent(1, 0);
+        use futures::FutureExt as _;
+        drop(self.client.batch_execute("ROLLBACK").now_or_never());
+    }
+}
+
+impl Sql for Tx {
+    async fn query<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let s = self.prepared(sql).await?;
+        self.send(
+            tokio_postgres::Client::query(&self.client, &s, params),
+            false,
+        )
+        .await
+    }
+    async fn query_one<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Result<Row, tokio_postgres::Error> {
+        let s = self.prepared(sql).await?;
+        self.send(
+            tokio_postgres::Client::query_one(&self.client, &s, params),
+            false,
+        )
+        .await
+    }
+    async fn query_opt<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, tokio_postgres::Error> {
+        let s = self.prepared(sql).await?;
+        self.send(
+            tokio_postgres::Client::query_opt(&self.client, &s, params),
+            false,
+        )
+        .await
+    }
+    async fn execute<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Result<u64, tokio_postgres::Error> {
+        let s = self.prepared(sql).await?;
+        self.send(
+            tokio_postgres::Client::execute(&self.client, &s, params),
+            false,
+        )
+        .await
+    }
+    async fn query_and_commit<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let s = self.prepared(sql).await?;
+        self.send(
+            tokio_postgres::Client::query(&self.client, &s, params),
+            true,
+        )
+        .await
+    }
+}
 
 /// Why an operation failed inside the backend, before it is told to the client as an
 /// [`FsError`].
@@ -134,6 +316,10 @@ pub(crate) enum Fail {
     /// Rows read without a lock changed before they were locked: run the operation
     /// again (counted with the serialization failures).
     Raced,
+    /// A rename found, under its row locks, that it moves a directory to another parent,
+    /// which takes the rename lock before any row lock: run it again, taking that lock
+    /// first (`meta::rename`).
+    DirMove,
     /// The operation did not finish within [`limits::OPERATION_TIMEOUT`].
     Timeout,
     /// The file's last publish failed a moment ago: not tried again before its rest is
@@ -186,17 +372,17 @@ impl Fail {
     }
 }
 
-/// Runs `$body` (which uses `$tx`, a transaction) until it commits, again after a
-/// retryable failure, at most [`limits::MAX_TRANSACTION_TRIES`] times. The connection is
-/// taken from `$pool` anew for each try.
+/// Runs `$body` (which uses `$tx`, a [`Tx`]) until it commits, again after a retryable
+/// failure, at most [`limits::MAX_TRANSACTION_TRIES`] times. The connection is taken
+/// from `$pool` anew for each try; a try that fails drops its `Tx`, which rolls it back.
 macro_rules! transaction {
     ($pool:expr, |$tx:ident| $body:expr) => {{
         let mut tries = 0u32;
         loop {
             tries += 1;
-            let mut client = $pool.get().await.map_err($crate::engine::Fail::from)?;
+            let client = $pool.get().await.map_err($crate::engine::Fail::from)?;
             $crate::engine::COUNTERS.transactions(1);
-            let $tx = client.transaction().await?;
+            let $tx = $crate::engine::Tx::new(client);
             let done: Result<_, $crate::engine::Fail> = async { $body }.await;
             let done = match done {
                 Ok(v) => $tx.commit().await.map(|()| v).map_err($crate::engine::Fail::from),
@@ -229,6 +415,14 @@ pub(crate) struct Counters {
     db_retries: AtomicU64,
     /// Statements prepared: one per connection and SQL text ([`Sql`]).
     db_prepares: AtomicU64,
+    /// Statements sent (BEGIN, COMMIT and ROLLBACK included; prepares not).
+    db_statements: AtomicU64,
+    /// Times a request waited for the database's answer: statements sent together
+    /// ([`Tx`]: BEGIN with the first, COMMIT with the last) count once, a prepare once.
+    db_round_trips: AtomicU64,
+    /// The ctime-floor writes among the statements (one a second at most, after changes):
+    /// tests subtract them from what an operation cost.
+    db_floor_writes: AtomicU64,
     s3_puts: AtomicU64,
     s3_put_bytes: AtomicU64,
     s3_gets: AtomicU64,
@@ -243,6 +437,9 @@ impl Counters {
             db_transactions: AtomicU64::new(0),
             db_retries: AtomicU64::new(0),
             db_prepares: AtomicU64::new(0),
+            db_statements: AtomicU64::new(0),
+            db_round_trips: AtomicU64::new(0),
+            db_floor_writes: AtomicU64::new(0),
             s3_puts: AtomicU64::new(0),
             s3_put_bytes: AtomicU64::new(0),
             s3_gets: AtomicU64::new(0),
@@ -259,6 +456,18 @@ impl Counters {
     /// `n` transactions begun (or statements sent outside a transaction).
     pub(crate) fn transactions(&self, n: u64) {
         self.db_transactions.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `statements` sent in `round_trips` waits for the database.
+    pub(crate) fn sent(&self, statements: u64, round_trips: u64) {
+        self.db_statements.fetch_add(statements, Ordering::Relaxed);
+        self.db_round_trips
+            .fetch_add(round_trips, Ordering::Relaxed);
+    }
+
+    /// One write of the ctime floor (a transaction, a statement, a round trip).
+    pub(crate) fn floor_written(&self) {
+        self.db_floor_writes.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn retried(&self) {
@@ -283,6 +492,9 @@ impl Counters {
             db_transactions: v(&self.db_transactions),
             db_retries: v(&self.db_retries),
             db_prepares: v(&self.db_prepares),
+            db_statements: v(&self.db_statements),
+            db_round_trips: v(&self.db_round_trips),
+            db_floor_writes: v(&self.db_floor_writes),
             s3_puts: v(&self.s3_puts),
             s3_put_bytes: v(&self.s3_put_bytes),
             s3_gets: v(&self.s3_gets),
@@ -427,7 +639,7 @@ impl Engines {
                 FsError::Jukebox
             }
             // Said once by the failure that began the rest.
-            Fail::Raced | Fail::Resting => FsError::Jukebox,
+            Fail::Raced | Fail::Resting | Fail::DirMove => FsError::Jukebox,
             Fail::Refused(why) => {
                 tracing::error!("object backend: {why}");
                 FsError::ServerFault

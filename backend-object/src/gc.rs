@@ -604,7 +604,7 @@ async fn fetch_into(
 /// The replacement transaction: `None` (nothing changed) if the file moved on since the
 /// snapshot; else the file's slice count after.
 async fn replace(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &crate::engine::Tx,
     file: i64,
     version: i64,
     built: &Built,

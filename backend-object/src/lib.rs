@@ -69,6 +69,14 @@ pub struct EngineCounters {
     /// Statements prepared (a round trip each): once per pool connection and statement
     /// text, so a steady load prepares none.
     pub db_prepares: u64,
+    /// Statements sent, BEGIN, COMMIT and ROLLBACK included (prepares not).
+    pub db_statements: u64,
+    /// Round trips to the database: the times a request waited for its answer
+    /// (statements sent together count once; a prepare once).
+    pub db_round_trips: u64,
+    /// The head's ctime-floor writes (each a transaction, a statement and a round trip,
+    /// counted in the fields above too): what tests subtract.
+    pub db_floor_writes: u64,
     /// S3 PUT requests and the bytes they carried.
     pub s3_puts: u64,
     pub s3_put_bytes: u64,
@@ -197,6 +205,7 @@ fn describe(e: &Fail) -> String {
         Fail::Pool(e) => format!("database: {e}"),
         Fail::Store(e) => format!("S3 store: {e}"),
         Fail::Raced => "a concurrent change".to_string(),
+        Fail::DirMove => "a directory move without the rename lock".to_string(),
         Fail::Timeout => "no answer in time".to_string(),
         Fail::Resting => "its last publish failed a moment ago".to_string(),
         Fail::Refused(why) => why.clone(),
@@ -399,6 +408,7 @@ async fn floor_writer(inner: Arc<Inner>, mut written: i64) {
             continue;
         };
         COUNTERS.transactions(1);
+        COUNTERS.floor_written();
         let r = c
             .execute(
                 "UPDATE granary_meta SET ctime_floor_ns = GREATEST(ctime_floor_ns, $1)",
@@ -496,13 +506,10 @@ impl vfs::Backend for ObjectFs {
         self.run(async move {
             // A guard is the ctime this head's clients were told: with its buffered writes.
             let told = inner.pending.overlay(file).map(|(_, stamp)| stamp);
+            // Under the row's lock, its checks passed, before the commit (see `truncated`).
+            let cut = |size| truncated(inner, file, size);
             let (mut change, _) = transaction!(inner.engines.pool, |tx| {
-                let done = meta::setattr(&tx, file, set, guard, told, checks, now).await?;
-                if let (_, Some(size)) = done {
-                    // Before the commit, under the row's lock (see `truncated`).
-                    truncated(inner, file, size);
-                }
-                Ok(done)
+                meta::setattr(&tx, file, set, guard, told, checks, now, &cut).await
             })?;
             // This head's clients see the size its buffered writes make.
             change.after = inner.overlay(change.after);
@@ -513,7 +520,7 @@ impl vfs::Backend for ObjectFs {
     fn lookup(&self, dir: FileId, name: &Name, checks: &dyn Checks) -> FsResult<Found> {
         let inner = &self.inner;
         self.run(async move {
-            let c = client!(inner, 2);
+            let c = client!(inner, 1);
             let (child, d) = meta::lookup(&c, to_db(dir), name, checks).await?;
             Ok(Found {
                 attr: inner.overlay(child.attr),
@@ -525,7 +532,7 @@ impl vfs::Backend for ObjectFs {
     fn parent(&self, dir: FileId, checks: &dyn Checks) -> FsResult<Found> {
         let inner = &self.inner;
         self.run(async move {
-            let c = client!(inner, 2);
+            let c = client!(inner, 1);
             let (p, d) = meta::parent(&c, to_db(dir), checks).await?;
             Ok(Found {
                 attr: p.attr,
@@ -733,10 +740,20 @@ impl vfs::Backend for ObjectFs {
     ) -> FsResult<Renamed> {
         let inner = &self.inner;
         let now = inner.now_ns();
+        let (from_dir, to_dir) = (to_db(from_dir), to_db(to_dir));
         let moved = self.run(async move {
-            transaction!(inner.engines.pool, |tx| {
-                meta::rename(&tx, to_db(from_dir), from, to_db(to_dir), to, checks, now).await
-            })
+            // A directory moved to another parent is found out under the row locks, and
+            // run again taking the rename lock first (`meta::rename`).
+            let mut dir_move = false;
+            loop {
+                let tried = transaction!(inner.engines.pool, |tx| {
+                    meta::rename(&tx, from_dir, from, to_dir, to, checks, now, dir_move).await
+                });
+                match tried {
+                    Err(Fail::DirMove) if !dir_move => dir_move = true,
+                    done => break done,
+                }
+            }
         })?;
         if let Some(gone) = moved.gone {
             inner.pending.drop_file(gone);
@@ -853,7 +870,17 @@ async fn check_write(
         ..SetAttr::default()
     };
     let (change, _) = transaction!(inner.engines.pool, |tx| {
-        meta::setattr(&tx, file, &set, None, None, &vfs::Trusted::ROOT, now).await
+        meta::setattr(
+            &tx,
+            file,
+            &set,
+            None,
+            None,
+            &vfs::Trusted::ROOT,
+            now,
+            &|_| {},
+        )
+        .await
     })?;
     Ok(inner.overlay(change.after))
 }

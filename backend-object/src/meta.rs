@@ -13,9 +13,20 @@
 //!    belong to its inode's lock, a file's slices to the file's).
 //!
 //! An operation that must know which inodes to lock (the child an entry names) reads the
-//! entry first without a lock, locks, and reads it again: if it changed meanwhile, the
-//! transaction runs again ([`Fail::Raced`]). Nothing locks `granary_meta` on the way
-//! (the ctime floor is written by a timer, see [`crate::backend`]).
+//! entry in the statement that takes the locks ([`lock_seeing`]), in that statement's
+//! snapshot, which predates the locks when it waited for one: its change then checks the
+//! entry again under the locks, in the statement that makes it (changing nothing if the
+//! entry moved), and the transaction runs again ([`Fail::Raced`]); a name that was free
+//! and is taken meanwhile fails the insert of the entry (a unique violation), which runs
+//! it again too. Nothing locks `granary_meta` on the way (the ctime floor is written by a
+//! timer, see [`crate::backend`]).
+//!
+//! **Round trips.** A client that waits for each reply waits for every round trip of its
+//! call, so each operation sends as few as its decisions allow: the reads an operation
+//! decides on come with its locks (one statement), its changes go in one statement
+//! (data-modifying CTEs) sent with the COMMIT ([`Sql::query_and_commit`]), and the BEGIN
+//! travels with the first statement ([`crate::engine::Tx`]). docs/OBJECT.md has each
+//! operation's count; `tests/costs.rs` pins them.
 //!
 //! Timestamps are nanoseconds since the epoch. A change stamps `ctime` (and `mtime` where
 //! it moves) with `GREATEST(now, ctime + 1)`: whatever the heads' clocks say, a file's
@@ -190,6 +201,57 @@ impl Locked {
     }
 }
 
+/// Step 2 of the lock order together with the reads it depends on: locks `ids` and,
+/// when `children`, the inodes the entries `keys` (directory, name) name, all in one
+/// statement in ascending id order; returns their rows and what each entry named, in
+/// the statement's snapshot (taken before the locks were granted: the change that relies
+/// on an entry checks it again, see the module's doc). `Stale` if one of `ids` is gone,
+/// `Raced` if an entry named an inode that is gone now.
+pub(crate) async fn lock_seeing<C: Sql + Sync>(
+    c: &C,
+    ids: &[i64],
+    keys: &[(i64, &Name)],
+    children: bool,
+) -> Result<(Locked, Vec<Option<i64>>), Fail> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let dirs: Vec<i64> = keys.iter().map(|k| k.0).collect();
+    let names: Vec<&[u8]> = keys.iter().map(|k| k.1.as_bytes()).collect();
+    let sql = format!(
+        "WITH seen AS (SELECT k.i, e.child FROM unnest($2::bigint[], $3::bytea[]) \
+         WITH ORDINALITY AS k(dir, name, i) JOIN entries e ON e.dir = k.dir AND e.name = k.name) \
+         SELECT {}, ARRAY(SELECT s.child FROM generate_series(1, cardinality($2::bigint[])) g(i) \
+         LEFT JOIN seen s ON s.i = g.i ORDER BY g.i) FROM inodes i \
+         WHERE i.id = ANY($1::bigint[] || ARRAY(SELECT child FROM seen WHERE $4)) \
+         ORDER BY i.id FOR UPDATE OF i",
+        cols_of("i")
+    );
+    let rows = c.query(&sql, &[&ids, &dirs, &names, &children]).await?;
+    let locked = Locked(rows.iter().map(inode).collect::<Result<_, _>>()?);
+    if ids.iter().any(|&id| locked.of(id).is_err()) {
+        return Err(Fail::Fs(FsError::Stale));
+    }
+    let seen: Vec<Option<i64>> = rows.first().map(|r| r.get(NCOLS)).unwrap_or_default();
+    if children
+        && seen
+            .iter()
+            .flatten()
+            .any(|&child| locked.of(child).is_err())
+    {
+        return Err(Fail::Raced);
+    }
+    Ok((locked, seen))
+}
+
+/// The [`COLS`] at column `at` of `row`, or `None` where an outer join found no row.
+fn inode_opt(row: &Row, at: usize) -> Result<Option<Inode>, Fail> {
+    match row.get::<_, Option<i64>>(at) {
+        Some(_) => inode_at(row, at).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// The child `name` names in `dir`.
 async fn entry<C: Sql + Sync>(c: &C, dir: i64, name: &Name) -> Result<Option<i64>, Fail> {
     let row = c
@@ -257,7 +319,12 @@ pub(crate) struct Made {
     pub truncated_to: Option<u64>,
 }
 
-/// CREATE, MKDIR, SYMLINK, MKNOD.
+/// CREATE, MKDIR, SYMLINK, MKNOD: two round trips for a new name. The first locks the
+/// directory (and, for a CREATE that may reuse a file, the file the name names) and reads
+/// the entry; the second inserts the inode and the entry and stamps the directory, in one
+/// statement sent with the COMMIT. A name taken since the first (another head's create
+/// committed while this one waited for the lock) fails the entry's insert, and the
+/// transaction runs again.
 pub(crate) async fn make<C: Sql + Sync>(
     c: &C,
     dir: i64,
@@ -266,18 +333,25 @@ pub(crate) async fn make<C: Sql + Sync>(
     checks: &dyn Checks,
     now: i64,
 ) -> Result<Made, Fail> {
-    let seen = entry(c, dir, name).await?;
-    let locked = lock(c, &[dir, seen.unwrap_or(dir)]).await?;
+    let reusable = matches!(
+        what,
+        Make::File(CreateMode::Unchecked(_) | CreateMode::Exclusive(_))
+    );
+    let (locked, seen) = lock_seeing(c, &[dir], &[(dir, name)], reusable).await?;
     let d = locked.of(dir)?;
     require_dir(d)?;
     checks.may_change_entries(&d.attr)?;
-    if entry(c, dir, name).await? != seen {
-        return Err(Fail::Raced);
-    }
-    if let Some(child) = seen {
+    if let Some(child) = seen.first().copied().flatten() {
         let Make::File(mode) = what else {
             return Err(Fail::Fs(FsError::Exist));
         };
+        if !reusable {
+            return Err(Fail::Fs(FsError::Exist));
+        }
+        // Read before the lock was granted: the name may name another file by now.
+        if entry(c, dir, name).await? != Some(child) {
+            return Err(Fail::Raced);
+        }
         return reuse(c, d, locked.of(child)?, mode, checks, now).await;
     }
     let empty = SetAttr::default();
@@ -324,10 +398,6 @@ pub(crate) async fn make<C: Sql + Sync>(
     };
     let (owner, attrs) = checks.new_file(&d.attr, kind, attrs);
     let is_dir = kind == FileType::Directory;
-    let id: i64 = c
-        .query_one("SELECT nextval('granary_inode_ids')", &[])
-        .await?
-        .get(0);
     let time = |t: SetTime| match t {
         SetTime::Client(t) => ns(t),
         SetTime::DontChange | SetTime::ServerTime => now,
@@ -337,17 +407,26 @@ pub(crate) async fn make<C: Sql + Sync>(
         FileType::Symlink => target.map_or(0, |t| t.len() as u64),
         _ => 0,
     };
+    // The new inode's row, its entry, the directory stamped (ctime and mtime as
+    // `touch`): the new row's columns, then the directory's.
     let sql = format!(
-        "INSERT INTO inodes (id, kind, mode, uid, gid, nlink, size_bytes, rdev_major, \
-         rdev_minor, atime_ns, mtime_ns, ctime_ns, parent, target, verifier) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING {COLS}"
+        "WITH n AS (INSERT INTO inodes (id, kind, mode, uid, gid, nlink, size_bytes, \
+         rdev_major, rdev_minor, atime_ns, mtime_ns, ctime_ns, parent, target, verifier) \
+         VALUES (nextval('granary_inode_ids'), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+         $13, $14, $15) RETURNING {COLS}), \
+         e AS (INSERT INTO entries (dir, name, child, cookie) \
+         SELECT $1::bigint, $16::bytea, n.id, nextval('granary_cookies') FROM n), \
+         d AS (UPDATE inodes SET ctime_ns = GREATEST($12, ctime_ns + 1), \
+         mtime_ns = GREATEST($12, ctime_ns + 1), size_bytes = size_bytes + $17, \
+         nlink = nlink + $18, version = version + 1 WHERE id = $1 RETURNING {COLS}) \
+         SELECT n.*, d.* FROM n, d"
     );
     let mode = i32::try_from(attrs.mode.unwrap_or(default_mode) & 0o7777).unwrap_or(0o644);
-    let row = c
-        .query_one(
+    let rows = c
+        .query_and_commit(
             &sql,
             &[
-                &id,
+                &dir,
                 &kind_of(kind),
                 &mode,
                 &i64::from(owner.uid),
@@ -362,12 +441,14 @@ pub(crate) async fn make<C: Sql + Sync>(
                 &(if is_dir { Some(dir) } else { None }),
                 &target,
                 &verifier,
+                &name.as_bytes(),
+                &(DIR_ENTRY_BYTES as i64),
+                &i32::from(is_dir),
             ],
         )
         .await?;
-    let new = inode(&row)?;
-    add_entry(c, dir, name, id).await?;
-    let after = touch(c, dir, now, true, DIR_ENTRY_BYTES as i64, i32::from(is_dir)).await?;
+    let row = rows.first().ok_or(Fail::Fs(FsError::ServerFault))?;
+    let (new, after) = (inode(row)?, inode_at(row, NCOLS)?);
     Ok(Made {
         created: Created {
             attr: new.attr,
@@ -375,16 +456,6 @@ pub(crate) async fn make<C: Sql + Sync>(
         },
         truncated_to: None,
     })
-}
-
-async fn add_entry<C: Sql + Sync>(c: &C, dir: i64, name: &Name, child: i64) -> Result<(), Fail> {
-    c.execute(
-        "INSERT INTO entries (dir, name, child, cookie) \
-         VALUES ($1, $2, $3, nextval('granary_cookies'))",
-        &[&dir, &name.as_bytes(), &child],
-    )
-    .await?;
-    Ok(())
 }
 
 /// CREATE over an existing name (see `Backend::create` and the mem backend's rules).
@@ -477,7 +548,11 @@ pub(crate) struct Removed {
     pub gone: Option<i64>,
 }
 
-/// REMOVE (`rmdir` false) or RMDIR.
+/// REMOVE (`rmdir` false) or RMDIR: two round trips. The first locks the directory and
+/// the file its entry names; the second, sent with the COMMIT, checks under the locks that
+/// the entry still names that file (else it changes nothing and the transaction runs
+/// again) and that a directory is empty, drops the entry, drops the file's row or one of
+/// its links, and stamps the directory.
 pub(crate) async fn remove<C: Sql + Sync>(
     c: &C,
     dir: i64,
@@ -486,62 +561,67 @@ pub(crate) async fn remove<C: Sql + Sync>(
     checks: &dyn Checks,
     now: i64,
 ) -> Result<Removed, Fail> {
-    let d = get(c, dir).await?;
-    require_dir(&d)?;
+    let (locked, seen) = lock_seeing(c, &[dir], &[(dir, name)], true).await?;
+    let d = locked.of(dir)?;
+    require_dir(d)?;
     checks.may_change_entries(&d.attr)?;
-    let child = entry(c, dir, name).await?.ok_or(Fail::Fs(FsError::NoEnt))?;
-    let locked = lock(c, &[dir, child]).await?;
-    if entry(c, dir, name).await? != Some(child) {
-        return Err(Fail::Raced);
-    }
-    let (d, v) = (locked.of(dir)?, locked.of(child)?);
-    checks.may_change_entries(&d.attr)?;
+    let child = seen
+        .first()
+        .copied()
+        .flatten()
+        .ok_or(Fail::Fs(FsError::NoEnt))?;
+    let v = locked.of(child)?;
     checks.may_unlink(&d.attr, &v.attr)?;
     match (rmdir, v.attr.is_dir()) {
         (true, false) => return Err(Fail::Fs(FsError::NotDir)),
         (false, true) => return Err(Fail::Fs(FsError::IsDir)),
-        (true, true) if has_entries(c, child).await? => return Err(Fail::Fs(FsError::NotEmpty)),
         _ => {}
     }
-    c.execute(
-        "DELETE FROM entries WHERE dir = $1 AND name = $2",
-        &[&dir, &name.as_bytes()],
-    )
-    .await?;
-    let gone = unlink(c, v, now).await?;
-    let after = touch(
-        c,
-        dir,
-        now,
-        true,
-        -(DIR_ENTRY_BYTES as i64),
-        -i32::from(rmdir),
-    )
-    .await?;
+    // A directory or a file's last link goes with its row (its slices with it), else the
+    // file loses a link and its ctime moves.
+    let drop_row = v.attr.is_dir() || v.attr.nlink <= 1;
+    let sql = format!(
+        "WITH ok AS (SELECT \
+         EXISTS (SELECT 1 FROM entries WHERE dir = $1 AND name = $2 AND child = $3) AS named, \
+         EXISTS (SELECT 1 FROM entries WHERE dir = $3) AS occupied), \
+         gone AS (DELETE FROM entries WHERE dir = $1 AND name = $2 AND child = $3 \
+         AND (SELECT named AND NOT occupied FROM ok) RETURNING child), \
+         dropped AS (DELETE FROM inodes WHERE id = $3 AND $4 AND EXISTS (SELECT 1 FROM gone)), \
+         kept AS (UPDATE inodes SET ctime_ns = GREATEST($5, ctime_ns + 1), nlink = nlink - 1, \
+         version = version + 1 WHERE id = $3 AND NOT $4 AND EXISTS (SELECT 1 FROM gone)), \
+         d AS (UPDATE inodes SET ctime_ns = GREATEST($5, ctime_ns + 1), \
+         mtime_ns = GREATEST($5, ctime_ns + 1), size_bytes = size_bytes - $6, \
+         nlink = nlink - $7, version = version + 1 \
+         WHERE id = $1 AND EXISTS (SELECT 1 FROM gone) RETURNING {COLS}) \
+         SELECT ok.named, ok.occupied, d.* FROM ok LEFT JOIN d ON true"
+    );
+    let rows = c
+        .query_and_commit(
+            &sql,
+            &[
+                &dir,
+                &name.as_bytes(),
+                &child,
+                &drop_row,
+                &now,
+                &(DIR_ENTRY_BYTES as i64),
+                &i32::from(rmdir),
+            ],
+        )
+        .await?;
+    let row = rows.first().ok_or(Fail::Fs(FsError::ServerFault))?;
+    let (named, occupied): (bool, bool) = (row.get(0), row.get(1));
+    if !named {
+        return Err(Fail::Raced);
+    }
+    if occupied {
+        return Err(Fail::Fs(FsError::NotEmpty));
+    }
+    let after = inode_opt(row, 2)?.ok_or(Fail::Fs(FsError::ServerFault))?;
     Ok(Removed {
         dir: change(d, after),
-        gone: gone.then_some(child),
+        gone: drop_row.then_some(child),
     })
-}
-
-/// Drops one link of locked `v` (whose entry is already gone): deletes a directory or a
-/// file's last link (its slices go with it), else stamps its ctime. True if deleted.
-async fn unlink<C: Sql + Sync>(c: &C, v: &Inode, now: i64) -> Result<bool, Fail> {
-    if v.attr.is_dir() || v.attr.nlink <= 1 {
-        c.execute("DELETE FROM inodes WHERE id = $1", &[&v.id()])
-            .await?;
-        return Ok(true);
-    }
-    touch(c, v.id(), now, false, 0, -1).await?;
-    Ok(false)
-}
-
-async fn has_entries<C: Sql + Sync>(c: &C, dir: i64) -> Result<bool, Fail> {
-    Ok(
-        c.query_opt("SELECT 1 FROM entries WHERE dir = $1 LIMIT 1", &[&dir])
-            .await?
-            .is_some(),
-    )
 }
 
 /// What RENAME did.
@@ -551,9 +631,20 @@ pub(crate) struct Moved {
     pub gone: Option<i64>,
 }
 
-/// RENAME. A directory moved to another parent first takes the rename lock (see the
-/// module's lock order), then its new parent's ancestors are walked: finding the
-/// directory among them is a cycle, refused with `Inval`.
+/// RENAME: two round trips for a file (or a directory kept in its parent). The first
+/// locks both directories and the files both entries name and reads the entries; the
+/// second, sent with the COMMIT, checks under the locks that both entries still name
+/// what they named (else it changes nothing and the transaction runs again) and that a
+/// directory it replaces is empty, moves the entry (or points the replaced one at the
+/// moved file), drops the replaced file's row or one of its links, and stamps the moved
+/// file and both directories.
+///
+/// A directory moved to another parent takes the rename lock before anything else (see
+/// the module's lock order), so the first try, which finds that out under its row locks,
+/// ends with [`Fail::DirMove`] and the caller runs it again with `dir_move` set; then
+/// the new parent's ancestors are walked (one statement): finding the directory among
+/// them is a cycle, refused with `Inval`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn rename<C: Sql + Sync>(
     c: &C,
     from_dir: i64,
@@ -562,29 +653,31 @@ pub(crate) async fn rename<C: Sql + Sync>(
     to: &Name,
     checks: &dyn Checks,
     now: i64,
+    dir_move: bool,
 ) -> Result<Moved, Fail> {
-    let Some(moving) = entry(c, from_dir, from).await? else {
-        // What the directories say comes first (a file or a stale id is not "no entry").
-        for dir in [from_dir, to_dir] {
-            let d = get(c, dir).await?;
-            require_dir(&d)?;
+    if dir_move {
+        c.execute("SELECT pg_advisory_xact_lock($1)", &[&RENAME_LOCK])
+            .await?;
+    }
+    let keys = [(from_dir, from), (to_dir, to)];
+    let (locked, seen) = lock_seeing(c, &[from_dir, to_dir], &keys, true).await?;
+    let (fd, td) = (locked.of(from_dir)?, locked.of(to_dir)?);
+    let named = |i: usize| seen.get(i).copied().flatten();
+    let Some(moving) = named(0) else {
+        // What the directories say comes first (a file is not "no entry").
+        for d in [fd, td] {
+            require_dir(d)?;
             checks.may_change_entries(&d.attr)?;
         }
         return Err(Fail::Fs(FsError::NoEnt));
     };
-    let moving_row = get(c, moving).await?;
-    if moving_row.attr.is_dir() && from_dir != to_dir {
-        c.execute("SELECT pg_advisory_xact_lock($1)", &[&RENAME_LOCK])
-            .await?;
+    let replaced = named(1);
+    let m = locked.of(moving)?;
+    let m_dir = m.attr.is_dir();
+    let reparent = m_dir && from_dir != to_dir;
+    if reparent && !dir_move {
+        return Err(Fail::DirMove);
     }
-    let replaced = entry(c, to_dir, to).await?;
-    let mut ids = vec![from_dir, to_dir, moving];
-    ids.extend(replaced);
-    let locked = lock(c, &ids).await?;
-    if entry(c, from_dir, from).await? != Some(moving) || entry(c, to_dir, to).await? != replaced {
-        return Err(Fail::Raced);
-    }
-    let (fd, td, m) = (locked.of(from_dir)?, locked.of(to_dir)?, locked.of(moving)?);
     require_dir(fd)?;
     require_dir(td)?;
     checks.may_change_entries(&fd.attr)?;
@@ -604,112 +697,145 @@ pub(crate) async fn rename<C: Sql + Sync>(
             gone: None,
         });
     }
-    let m_dir = m.attr.is_dir();
-    if let Some(r) = replaced {
-        checks.may_unlink(&td.attr, &locked.of(r)?.attr)?;
+    let r = match replaced {
+        Some(r) => Some(locked.of(r)?),
+        None => None,
+    };
+    if let Some(r) = r {
+        checks.may_unlink(&td.attr, &r.attr)?;
     }
     // Linux's order: a move into the moved directory's own subtree is EINVAL before
     // anything about the name it would replace.
-    if m_dir && from_dir != to_dir {
+    if reparent {
         checks.may_move_dir(&m.attr)?;
         refuse_cycle(c, moving, to_dir).await?;
     }
-    if let Some(r) = replaced {
-        let r = locked.of(r)?;
+    if let Some(r) = r {
         match (m_dir, r.attr.is_dir()) {
             (true, false) => return Err(Fail::Fs(FsError::NotDir)),
             (false, true) => return Err(Fail::Fs(FsError::IsDir)),
-            (true, true) if has_entries(c, r.id()).await? => {
-                return Err(Fail::Fs(FsError::NotEmpty))
-            }
             _ => {}
         }
     }
-    let mut gone = None;
-    if let Some(r) = replaced {
-        let r = locked.of(r)?;
-        c.execute(
-            "DELETE FROM entries WHERE dir = $1 AND name = $2",
-            &[&to_dir, &to.as_bytes()],
+    // The replaced file's row goes if it is a directory or this was its last link.
+    let drop_replaced = r.is_some_and(|r| r.attr.is_dir() || r.attr.nlink <= 1);
+    // Sizes and link counts of the directories: the one directory's, or each one's.
+    let entry_bytes = DIR_ENTRY_BYTES as i64;
+    let is_replaced = replaced.is_some();
+    let (from_delta, to_delta) = if from_dir == to_dir {
+        let size = if is_replaced { -entry_bytes } else { 0 };
+        ((size, -i32::from(is_replaced && m_dir)), (0, 0))
+    } else {
+        // A directory replacing a directory leaves the target's link count as it was.
+        let to_size = if is_replaced { 0 } else { entry_bytes };
+        (
+            (-entry_bytes, -i32::from(m_dir)),
+            (to_size, i32::from(m_dir && !is_replaced)),
+        )
+    };
+    let sql = format!(
+        "WITH ok AS (SELECT \
+         EXISTS (SELECT 1 FROM entries WHERE dir = $1 AND name = $2 AND child = $5) \
+         AND CASE WHEN $6::bigint IS NULL \
+         THEN NOT EXISTS (SELECT 1 FROM entries WHERE dir = $3 AND name = $4) \
+         ELSE EXISTS (SELECT 1 FROM entries WHERE dir = $3 AND name = $4 AND child = $6) END \
+         AS named, EXISTS (SELECT 1 FROM entries WHERE dir = $6) AS occupied), \
+         go AS (SELECT named AND NOT occupied AS go FROM ok), \
+         moved AS (UPDATE entries SET dir = $3, name = $4, cookie = nextval('granary_cookies') \
+         WHERE $6::bigint IS NULL AND dir = $1 AND name = $2 AND child = $5 \
+         AND (SELECT go FROM go)), \
+         over AS (UPDATE entries SET child = $5, cookie = nextval('granary_cookies') \
+         WHERE dir = $3 AND name = $4 AND child = $6 AND (SELECT go FROM go)), \
+         left_behind AS (DELETE FROM entries WHERE $6::bigint IS NOT NULL AND dir = $1 \
+         AND name = $2 AND child = $5 AND (SELECT go FROM go)), \
+         dropped AS (DELETE FROM inodes WHERE id = $6 AND $7 AND (SELECT go FROM go)), \
+         files AS (UPDATE inodes SET ctime_ns = GREATEST($8, ctime_ns + 1), \
+         parent = CASE WHEN id = $5 AND $9 THEN $3 ELSE parent END, \
+         nlink = nlink - CASE WHEN id = $5 THEN 0 ELSE 1 END, version = version + 1 \
+         WHERE (id = $5 OR (id = $6 AND NOT $7)) AND (SELECT go FROM go)), \
+         d AS (UPDATE inodes SET ctime_ns = GREATEST($8, ctime_ns + 1), \
+         mtime_ns = GREATEST($8, ctime_ns + 1), \
+         size_bytes = size_bytes + CASE WHEN id = $1 THEN $10::bigint ELSE $12::bigint END, \
+         nlink = nlink + CASE WHEN id = $1 THEN $11::int ELSE $13::int END, version = version + 1 \
+         WHERE (id = $1 OR id = $3) AND (SELECT go FROM go) RETURNING {COLS}) \
+         SELECT ok.named, ok.occupied, d.* FROM ok LEFT JOIN d ON true"
+    );
+    let rows = c
+        .query_and_commit(
+            &sql,
+            &[
+                &from_dir,
+                &from.as_bytes(),
+                &to_dir,
+                &to.as_bytes(),
+                &moving,
+                &replaced,
+                &drop_replaced,
+                &now,
+                &reparent,
+                &from_delta.0,
+                &from_delta.1,
+                &to_delta.0,
+                &to_delta.1,
+            ],
         )
         .await?;
-        if unlink(c, r, now).await? && !r.attr.is_dir() {
-            gone = Some(r.id());
-        }
+    let first = rows.first().ok_or(Fail::Fs(FsError::ServerFault))?;
+    let (named, occupied): (bool, bool) = (first.get(0), first.get(1));
+    if !named {
+        return Err(Fail::Raced);
     }
-    c.execute(
-        "UPDATE entries SET dir = $3, name = $4, cookie = nextval('granary_cookies') \
-         WHERE dir = $1 AND name = $2",
-        &[&from_dir, &from.as_bytes(), &to_dir, &to.as_bytes()],
-    )
-    .await?;
-    if m_dir && from_dir != to_dir {
-        c.execute(
-            "UPDATE inodes SET parent = $2 WHERE id = $1",
-            &[&moving, &to_dir],
-        )
-        .await?;
+    if occupied {
+        return Err(Fail::Fs(FsError::NotEmpty));
     }
-    touch(c, moving, now, false, 0, 0).await?;
-    let renamed = moved_dirs(c, fd, td, m_dir, replaced.is_some(), now).await?;
+    let mut after = Vec::new();
+    for row in &rows {
+        after.extend(inode_opt(row, 2)?);
+    }
+    let after = Locked(after);
+    let renamed = Renamed {
+        from_dir: change(fd, after.of(from_dir)?.clone()),
+        to_dir: change(td, after.of(to_dir)?.clone()),
+    };
+    let gone = r
+        .filter(|r| drop_replaced && !r.attr.is_dir())
+        .map(Inode::id);
     Ok(Moved { renamed, gone })
 }
 
-/// Stamps both directories of a rename and moves their sizes and link counts.
-async fn moved_dirs<C: Sql + Sync>(
-    c: &C,
-    fd: &Inode,
-    td: &Inode,
-    m_dir: bool,
-    replaced: bool,
-    now: i64,
-) -> Result<Renamed, Fail> {
-    let entry_bytes = DIR_ENTRY_BYTES as i64;
-    if fd.id() == td.id() {
-        let size = if replaced { -entry_bytes } else { 0 };
-        let replaced_dir = i32::from(replaced && m_dir);
-        let after = touch(c, fd.id(), now, true, size, -replaced_dir).await?;
-        let ch = change(fd, after);
-        return Ok(Renamed {
-            from_dir: ch.clone(),
-            to_dir: ch,
-        });
-    }
-    let from_after = touch(c, fd.id(), now, true, -entry_bytes, -i32::from(m_dir)).await?;
-    // A directory replacing a directory leaves the target's link count as it was.
-    let to_links = i32::from(m_dir && !replaced);
-    let to_size = if replaced { 0 } else { entry_bytes };
-    let to_after = touch(c, td.id(), now, true, to_size, to_links).await?;
-    Ok(Renamed {
-        from_dir: change(fd, from_after),
-        to_dir: change(td, to_after),
-    })
-}
-
-/// `Inval` if `moving` is `to_dir` or one of its ancestors.
+/// `Inval` if `moving` is `to_dir` or one of its ancestors: `to_dir`'s chain of parents
+/// walked in one statement, up to [`MAX_DEPTH`].
 async fn refuse_cycle<C: Sql + Sync>(c: &C, moving: i64, to_dir: i64) -> Result<(), Fail> {
-    let mut at = to_dir;
-    for _ in 0..MAX_DEPTH {
-        if at == moving {
-            return Err(Fail::Fs(FsError::Inval));
-        }
-        let row = c
-            .query_one("SELECT parent FROM inodes WHERE id = $1", &[&at])
-            .await?;
-        let parent: Option<i64> = row.get(0);
-        match parent {
-            Some(p) if p != at => at = p,
-            _ => return Ok(()),
-        }
+    let depth = i32::try_from(MAX_DEPTH).unwrap_or(i32::MAX);
+    let row = c
+        .query_one(
+            "WITH RECURSIVE up(id, parent, depth) AS (\
+             SELECT id, parent, 1 FROM inodes WHERE id = $1 \
+             UNION ALL SELECT i.id, i.parent, up.depth + 1 FROM up \
+             JOIN inodes i ON i.id = up.parent \
+             WHERE up.parent <> up.id AND up.id <> $2 AND up.depth < $3) \
+             SELECT coalesce(bool_or(id = $2), false), \
+             coalesce(bool_or(parent IS NULL OR parent = id), false) FROM up",
+            &[&to_dir, &moving, &depth],
+        )
+        .await?;
+    let (cycle, rooted): (bool, bool) = (row.get(0), row.get(1));
+    if cycle {
+        return Err(Fail::Fs(FsError::Inval));
     }
-    tracing::error!(
-        dir = to_dir,
-        "object backend: a directory's parent chain has no root"
-    );
-    Err(Fail::Fs(FsError::ServerFault))
+    if !rooted {
+        tracing::error!(
+            dir = to_dir,
+            "object backend: a directory's parent chain has no root"
+        );
+        return Err(Fail::Fs(FsError::ServerFault));
+    }
+    Ok(())
 }
 
-/// LINK.
+/// LINK: two round trips. The first locks the file and the directory and reads the
+/// entry; the second, sent with the COMMIT, inserts the entry (a name taken since fails
+/// it, and the transaction runs again) and stamps both.
 pub(crate) async fn link<C: Sql + Sync>(
     c: &C,
     file: i64,
@@ -718,34 +844,62 @@ pub(crate) async fn link<C: Sql + Sync>(
     checks: &dyn Checks,
     now: i64,
 ) -> Result<Linked, Fail> {
-    let locked = lock(c, &[file, dir]).await?;
+    let (locked, seen) = lock_seeing(c, &[file, dir], &[(dir, name)], false).await?;
     let (f, d) = (locked.of(file)?, locked.of(dir)?);
     require_dir(d)?;
     if f.attr.is_dir() {
         return Err(Fail::Fs(FsError::IsDir));
     }
     checks.may_change_entries(&d.attr)?;
-    if entry(c, dir, name).await?.is_some() {
+    if seen.first().copied().flatten().is_some() {
         return Err(Fail::Fs(FsError::Exist));
     }
     if f.attr.nlink >= vfs::limits::MAX_LINKS {
         return Err(Fail::Fs(FsError::MLink));
     }
-    add_entry(c, dir, name, file).await?;
-    let attr = touch(c, file, now, false, 0, 1).await?.attr;
-    let after = touch(c, dir, now, true, DIR_ENTRY_BYTES as i64, 0).await?;
+    // The file gains a link and a ctime, the directory an entry, a ctime and an mtime.
+    let sql = format!(
+        "WITH e AS (INSERT INTO entries (dir, name, child, cookie) \
+         VALUES ($1, $2, $3, nextval('granary_cookies'))) \
+         UPDATE inodes SET ctime_ns = GREATEST($4, ctime_ns + 1), \
+         mtime_ns = CASE WHEN id = $1 THEN GREATEST($4, ctime_ns + 1) ELSE mtime_ns END, \
+         size_bytes = size_bytes + CASE WHEN id = $1 THEN $5::bigint ELSE 0 END, \
+         nlink = nlink + CASE WHEN id = $3 THEN 1 ELSE 0 END, version = version + 1 \
+         WHERE id = $1 OR id = $3 RETURNING {COLS}"
+    );
+    let rows = c
+        .query_and_commit(
+            &sql,
+            &[
+                &dir,
+                &name.as_bytes(),
+                &file,
+                &now,
+                &(DIR_ENTRY_BYTES as i64),
+            ],
+        )
+        .await?;
+    let after = Locked(rows.iter().map(inode).collect::<Result<_, _>>()?);
     Ok(Linked {
-        attr,
-        dir: change(d, after),
+        attr: after.of(file)?.attr.clone(),
+        dir: change(d, after.of(dir)?.clone()),
     })
 }
 
-/// SETATTR. Returns the change and, when the size moved, the new size.
+/// SETATTR: two round trips. The first locks the row; the second, sent with the
+/// COMMIT, changes it (and, for a size, the slices: those past a new, smaller end go and
+/// a zero slice masks one that straddles it, as [`resize`]). Returns the change and,
+/// when the size was set, the new size.
 ///
 /// A `guard` (NFSv3's sattrguard3) is compared with the ctime of the row locked here, so
 /// a change committed through any head since the client read it answers `NotSync`; or,
 /// when this head holds buffered writes of the file, with the ctime their last WRITE
 /// told the client (`told`, ns), if later: what this head's GETATTR answers.
+///
+/// `cut(size)` is called once the row is locked and every check passed, before the
+/// statement and its COMMIT are sent: the head cuts its buffered writes there (see
+/// `truncated` in lib.rs).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn setattr<C: Sql + Sync>(
     c: &C,
     id: i64,
@@ -754,6 +908,7 @@ pub(crate) async fn setattr<C: Sql + Sync>(
     told: Option<i64>,
     checks: &dyn Checks,
     now: i64,
+    cut: &(dyn Fn(u64) + Sync),
 ) -> Result<(Change, Option<u64>), Fail> {
     let locked = lock(c, &[id]).await?;
     let f = locked.of(id)?;
@@ -769,9 +924,6 @@ pub(crate) async fn setattr<C: Sql + Sync>(
             _ => return Err(Fail::Fs(FsError::Inval)),
         }
     }
-    if let Some(size) = set.size_bytes {
-        resize(c, f, size, now).await?;
-    }
     let time = |t: SetTime| -> Option<i64> {
         match t {
             SetTime::DontChange => None,
@@ -779,62 +931,96 @@ pub(crate) async fn setattr<C: Sql + Sync>(
             SetTime::Client(t) => Some(ns(t)),
         }
     };
-    let sql = format!(
-        "UPDATE inodes SET mode = COALESCE($2, mode), uid = COALESCE($3, uid), \
-         gid = COALESCE($4, gid), atime_ns = COALESCE($5, atime_ns), \
-         mtime_ns = COALESCE($6, mtime_ns), ctime_ns = GREATEST($7, ctime_ns + 1), \
-         version = version + 1 WHERE id = $1 RETURNING {COLS}"
-    );
     let mode = set.mode.map(|m| i32::try_from(m & 0o7777).unwrap_or(0));
-    let row = c
-        .query_one(
-            &sql,
-            &[
-                &id,
-                &mode,
-                &set.uid.map(i64::from),
-                &set.gid.map(i64::from),
-                &time(set.atime),
-                &time(set.mtime),
-                &now,
-            ],
-        )
-        .await?;
-    let after = inode(&row)?;
+    let (uid, gid) = (set.uid.map(i64::from), set.gid.map(i64::from));
+    let (atime, mtime) = (time(set.atime), time(set.mtime));
+    let rows = match set.size_bytes {
+        None => {
+            let sql = format!(
+                "UPDATE inodes SET mode = COALESCE($2, mode), uid = COALESCE($3, uid), \
+                 gid = COALESCE($4, gid), atime_ns = COALESCE($5, atime_ns), \
+                 mtime_ns = COALESCE($6, mtime_ns), ctime_ns = GREATEST($7, ctime_ns + 1), \
+                 version = version + 1 WHERE id = $1 RETURNING {COLS}"
+            );
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+                [&id, &mode, &uid, &gid, &atime, &mtime, &now];
+            c.query_and_commit(&sql, &params).await?
+        }
+        Some(size) => {
+            let new = i64::try_from(size).map_err(|_| Fail::Fs(FsError::FBig))?;
+            let old = i64::try_from(f.attr.size_bytes).unwrap_or(i64::MAX);
+            cut(size);
+            // A shrink ($8 < $9) deletes the slices past the new end and masks what is
+            // left past it with a zero slice up to the farthest end of any slice left
+            // (an earlier mask past the new end goes with the rows above, and what it hid
+            // must stay hidden); a size that moves moves mtime too, unless it is set.
+            let sql = format!(
+                "WITH gone AS (DELETE FROM slices WHERE $8::bigint < $9::bigint AND file = $1 \
+                 AND offset_bytes >= $8), \
+                 mask AS (INSERT INTO slices (file, seq, offset_bytes, length_bytes) \
+                 SELECT $1, nextval('granary_slice_seq'), $8, reach - $8 FROM \
+                 (SELECT max(offset_bytes + length_bytes) AS reach FROM slices \
+                 WHERE file = $1 AND offset_bytes < $8) s WHERE $8 < $9 AND reach > $8) \
+                 UPDATE inodes SET mode = COALESCE($2, mode), uid = COALESCE($3, uid), \
+                 gid = COALESCE($4, gid), atime_ns = COALESCE($5, atime_ns), \
+                 mtime_ns = COALESCE($6, CASE WHEN $8 <> $9 \
+                 THEN GREATEST($7, ctime_ns + 1) ELSE mtime_ns END), \
+                 ctime_ns = GREATEST($7, ctime_ns + 1), size_bytes = $8, \
+                 version = version + 1 WHERE id = $1 RETURNING {COLS}"
+            );
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] =
+                [&id, &mode, &uid, &gid, &atime, &mtime, &now, &new, &old];
+            c.query_and_commit(&sql, &params).await?
+        }
+    };
+    let row = rows.first().ok_or(Fail::Fs(FsError::Stale))?;
+    let after = inode(row)?;
     Ok((change(f, after), set.size_bytes))
 }
 
-/// LOOKUP: the child and the directory, as read now.
+/// LOOKUP: the child and the directory, as read now, in one statement.
 pub(crate) async fn lookup<C: Sql + Sync>(
     c: &C,
     dir: i64,
     name: &Name,
     checks: &dyn Checks,
 ) -> Result<(Inode, Inode), Fail> {
-    let d = get(c, dir).await?;
-    require_dir(&d)?;
-    checks.may_search(&d.attr)?;
     let sql = format!(
-        "SELECT {} FROM entries e JOIN inodes i ON i.id = e.child WHERE e.dir = $1 AND e.name = $2",
+        "SELECT {}, {} FROM inodes d LEFT JOIN entries e ON e.dir = d.id AND e.name = $2 \
+         LEFT JOIN inodes i ON i.id = e.child WHERE d.id = $1",
+        cols_of("d"),
         cols_of("i")
     );
     let row = c
         .query_opt(&sql, &[&dir, &name.as_bytes()])
         .await?
-        .ok_or(Fail::Fs(FsError::NoEnt))?;
-    Ok((inode(&row)?, d))
+        .ok_or(Fail::Fs(FsError::Stale))?;
+    let d = inode(&row)?;
+    require_dir(&d)?;
+    checks.may_search(&d.attr)?;
+    let child = inode_opt(&row, NCOLS)?.ok_or(Fail::Fs(FsError::NoEnt))?;
+    Ok((child, d))
 }
 
-/// The parent of directory `dir`.
+/// The parent of directory `dir`, in one statement.
 pub(crate) async fn parent<C: Sql + Sync>(
     c: &C,
     dir: i64,
     checks: &dyn Checks,
 ) -> Result<(Inode, Inode), Fail> {
-    let d = get(c, dir).await?;
+    let sql = format!(
+        "SELECT {}, {} FROM inodes d LEFT JOIN inodes p ON p.id = d.parent WHERE d.id = $1",
+        cols_of("d"),
+        cols_of("p")
+    );
+    let row = c
+        .query_opt(&sql, &[&dir])
+        .await?
+        .ok_or(Fail::Fs(FsError::Stale))?;
+    let d = inode(&row)?;
     require_dir(&d)?;
     checks.may_search(&d.attr)?;
-    let p = get(c, d.parent).await?;
+    let p = inode_opt(&row, NCOLS)?.ok_or(Fail::Fs(FsError::Stale))?;
     Ok((p, d))
 }
 

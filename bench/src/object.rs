@@ -235,6 +235,8 @@ fn per_op(
     for (key, counter, scale) in [
         ("db_transactions", "db_transactions", 1.0),
         ("db_retries", "db_retries", 1.0),
+        ("db_statements", "db_statements", 1.0),
+        ("db_round_trips", "db_round_trips", 1.0),
         ("s3_puts", "s3_puts", 1.0),
         ("s3_gets", "s3_gets", 1.0),
         ("s3_put_kib", "s3_put_bytes", 1024.0),

@@ -181,9 +181,11 @@ fn each_once<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
 }
 
 /// The columns of the cost tables: key of `Sample::costs` and its heading.
-const COST_COLUMNS: [(&str, &str); 6] = [
+const COST_COLUMNS: [(&str, &str); 8] = [
     ("db_transactions", "db tx"),
     ("db_retries", "db retries"),
+    ("db_statements", "db statements"),
+    ("db_round_trips", "db round trips"),
     ("s3_puts", "S3 PUTs"),
     ("s3_put_kib", "PUT KiB"),
     ("s3_gets", "S3 GETs"),

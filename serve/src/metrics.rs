@@ -519,7 +519,7 @@ impl Collector for ObjectCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         use prometheus_client::metrics::MetricType;
         let c = backend_object::engine_counters();
-        let counters: [(&str, &str, u64); 8] = [
+        let counters: [(&str, &str, u64); 10] = [
             (
                 "object_db_transactions",
                 "Database transactions begun by object exports (each try; a statement sent \
@@ -536,6 +536,18 @@ impl Collector for ObjectCollector {
                 "Statements object exports prepared (once per database connection and \
                  statement text)",
                 c.db_prepares,
+            ),
+            (
+                "object_db_statements",
+                "Statements object exports sent to the database (BEGIN, COMMIT and ROLLBACK \
+                 included)",
+                c.db_statements,
+            ),
+            (
+                "object_db_round_trips",
+                "Times object exports waited for the database's answer (statements sent \
+                 together count once, a prepare once)",
+                c.db_round_trips,
             ),
             (
                 "object_s3_puts",

@@ -12,7 +12,12 @@
 //!   inside the time) and verified READ; with two heads each connection writes and reads
 //!   every other MiB, so half of what is read was written through the other head;
 //! - `object-rand4k`: 4 KiB random WRITE (UNSTABLE, a COMMIT every 64 per worker) and
-//!   verified READ.
+//!   verified READ;
+//! - `object-calls`: one call at a time (one connection, one in flight), as a client that
+//!   waits for each reply sends them (`chown -R`, `cp -a`, pjdfstest): `create` (CREATE),
+//!   `chmod` (SETATTR of one file's mode), `lookup` (LOOKUP of one name), `getattr`,
+//!   `create-remove` (a CREATE and the REMOVE of its name; one op, two calls). Each call
+//!   waits for every round trip to PostgreSQL it costs (`db_round_trips` per op).
 //!
 //! **Cost per operation.** Each head serves `--metrics`; the suite reads its
 //! `granary_object_*` counters (database transactions, S3 requests and bytes) before and
@@ -48,7 +53,7 @@ use super::targets::Group;
 use super::wire::{dir_entry_name, OpError};
 use super::workloads::{counted, make_file, remove_quietly, Env, WorkloadDef};
 
-pub const OBJECT_WORKLOADS: [WorkloadDef; 4] = [
+pub const OBJECT_WORKLOADS: [WorkloadDef; 5] = [
     WorkloadDef {
         name: "object-meta",
         group: Group::Object,
@@ -80,6 +85,13 @@ pub const OBJECT_WORKLOADS: [WorkloadDef; 4] = [
         about: "4 KiB random WRITE (UNSTABLE, COMMIT every 64 per worker) and verified READ; \
                 4 connections × 16 in flight",
     },
+    WorkloadDef {
+        name: "object-calls",
+        group: Group::Object,
+        limit_only: false,
+        servers_only: false,
+        about: "one call at a time: CREATE, SETATTR (chmod), LOOKUP, GETATTR, CREATE + REMOVE",
+    },
 ];
 
 #[must_use]
@@ -104,6 +116,9 @@ pub fn phases(def: &WorkloadDef) -> Vec<PhaseInfo> {
         "object-list" => vec![p("readdirplus", Metric::Entries, 1, 1)],
         "object-seq" => ["write1m", "read1m"]
             .map(|ph| p(ph, Metric::Mib, 1, SEQ_DEPTH))
+            .to_vec(),
+        "object-calls" => ["create", "chmod", "lookup", "getattr", "create-remove"]
+            .map(|ph| p(ph, Metric::Ops, 1, 1))
             .to_vec(),
         "object-rand4k" => ["write4k", "read4k"]
             .map(|ph| p(ph, Metric::Ops, OBJECT_CONNS, OBJECT_DEPTH))
@@ -175,6 +190,7 @@ pub async fn run(
         "object-meta" => meta(env, phases).await,
         "object-list" => list(env, phases).await,
         "object-seq" => seq(env, phases).await,
+        "object-calls" => calls(env, phases).await,
         _ => rand4k(env, phases).await,
     }
 }
@@ -337,6 +353,69 @@ async fn meta(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String
         let mut s = env.sample(info, &m);
         s.costs = costs;
         out.push(s);
+    }
+    Ok(out)
+}
+
+/// `object-calls`: each phase's op one at a time, a cost pass first (as `meta`).
+async fn calls(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String> {
+    let (conn, dir) = env
+        .workdir("object-calls")
+        .await
+        .map_err(|e| e.to_string())?;
+    let file = conn
+        .create(&dir, b"file")
+        .await
+        .map_err(|e| format!("setup (CREATE file) failed: {e}"))?;
+    let (dir, file) = (Rc::new(dir), Rc::new(file));
+    let mut out = Vec::new();
+    for info in phases {
+        let op = |pass: &'static str| {
+            let (d, f, phase) = (Rc::clone(&dir), Rc::clone(&file), info.phase.clone());
+            move |ctx: Ctx| -> OpFuture {
+                let (d, f, phase) = (Rc::clone(&d), Rc::clone(&f), phase.clone());
+                Box::pin(async move {
+                    let name = format!("{phase}-{pass}{}", ctx.ticket);
+                    match phase.as_str() {
+                        "create" => {
+                            ctx.conn.create(&d, name.as_bytes()).await?;
+                        }
+                        "chmod" => {
+                            let bits = if ctx.ticket.is_multiple_of(2) {
+                                0o600
+                            } else {
+                                0o644
+                            };
+                            ctx.conn.chmod(&f, bits).await?;
+                        }
+                        "lookup" => {
+                            ctx.conn.lookup(&d, b"file").await?;
+                        }
+                        "getattr" => {
+                            ctx.conn.getattr(&f).await?;
+                        }
+                        _ => {
+                            ctx.conn.create(&d, name.as_bytes()).await?;
+                            ctx.conn.remove(&d, name.as_bytes()).await?;
+                            return Ok(Done::calls(2));
+                        }
+                    }
+                    Ok(Done::calls(1))
+                })
+            }
+        };
+        let costs = match cost_pass(env, info, op("c")).await {
+            Ok(c) => c,
+            Err(why) => {
+                out.push(env.all_failed(std::slice::from_ref(info), &why).remove(0));
+                continue;
+            }
+        };
+        let conns = env.connect(info.conns).await;
+        let m = gen::run(env.clock, env.timed(info), conns, op("t")).await;
+        let mut s = env.sample(info, &m);
+        s.costs = costs;
+        out.push(s.with_note("one call at a time".to_owned()));
     }
     Ok(out)
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use client::RpcConnection;
 use common::nfs::connect;
-use common::object::{head_config, scratch};
+use common::object::{engine, head_config, scratch};
 use common::{HostDirs, Server};
 use nlm::nlm4::*;
 use nlm::nsm::{self, SmName, StatChge};
@@ -525,7 +525,8 @@ async fn next_res(host: &mut Host) -> (u32, Res) {
 /// runs again on the blocking pool; before it did, each answered NLM4_STALE_FH. TEST,
 /// LOCK, a conflicting owner DENIED, a blocked LOCK granted by the GRANTED callback after
 /// the UNLOCK, CANCEL, the `_MSG` variants answered by `_RES` calls, NM_LOCK,
-/// SHARE/UNSHARE, and the handle of a removed file NLM4_STALE_FH.
+/// SHARE/UNSHARE, a LOCK while the database is stopped NLM4_DENIED_NOLOCKS (and granted
+/// once it is back), and the handle of a removed file NLM4_STALE_FH.
 #[test]
 fn every_procedure_that_names_a_file_serves_an_object_export() {
     let Some(env) = backend_object::TestEngines::from_env() else {
@@ -632,6 +633,37 @@ async fn nlm_on_an_object_head(config: &str) {
         share(&c, true, "beta", &fh, w, FshMode::DenyNone).await,
         Stats::Granted
     );
+
+    // The database down: NLM4_DENIED_NOLOCKS, which clients retry; back, a lock again.
+    let patient = Nlm {
+        conn: RpcConnection::connect(server.addr)
+            .await
+            .unwrap()
+            .with_timeout(Duration::from_secs(30)),
+    };
+    tokio::task::spawn_blocking(|| engine("pg-stop"))
+        .await
+        .unwrap();
+    let down = patient.lock(&lock_args(&a, true, false)).await;
+    tokio::task::spawn_blocking(|| engine("pg-start"))
+        .await
+        .unwrap();
+    assert_eq!(
+        down,
+        Stats::DeniedNolocks,
+        "a lock while the database is down"
+    );
+    let back = tokio::time::Instant::now();
+    loop {
+        match patient.lock(&lock_args(&a, true, false)).await {
+            Stats::Granted => break,
+            Stats::DeniedNolocks if back.elapsed() < Duration::from_secs(60) => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            other => panic!("LOCK after the database came back: {other:?}"),
+        }
+    }
+    assert_eq!(c.unlock(&a).await, Stats::Granted);
 
     // The database says the file is gone: its handle is stale.
     let nfs = connect(&server).await;

@@ -5,14 +5,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use backend_object::{ObjectConfig, TestEngines};
 use common::nfs::connect;
-use common::object::{head_config, head_config_with, scratch};
+use common::object::{engine, head_config, head_config_with, scratch};
 use common::Server;
 use nfs3::nfs::{NfsFh3, StableHow};
 
@@ -88,22 +88,6 @@ fn audit_and_sweep(fs: &ObjectConfig) {
 /// outage's JUKEBOX reaches the test rather than the client's timeout.
 async fn patient(server: &Server) -> client::Nfs3Client {
     connect(server).await.with_timeout(Duration::from_secs(30))
-}
-
-/// Runs `scripts/object-env.sh WHAT DIR` on the engines the tests use.
-fn engine(what: &str) {
-    let env_dir = std::env::var("GRANARY_OBJECT_ENV_DIR")
-        .expect("GRANARY_OBJECT_ENV_DIR names the scripts/object-env.sh directory");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/object-env.sh");
-    let out = Command::new(&script)
-        .args([what, &env_dir])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "object-env.sh {what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn write_args(fh: &NfsFh3, offset: u64, data: &[u8], stable: StableHow) -> nfs3::nfs::WriteArgs {

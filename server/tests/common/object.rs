@@ -2,6 +2,7 @@
 //! that start the real binary on one: a scratch directory and a config file per head.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use backend_object::ObjectConfig;
 
@@ -40,4 +41,20 @@ pub fn head_config_with(
     let path = dir.join(format!("{head}.toml"));
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// Runs `scripts/object-env.sh WHAT DIR` on the engines the tests use.
+pub fn engine(what: &str) {
+    let env_dir = std::env::var("GRANARY_OBJECT_ENV_DIR")
+        .expect("GRANARY_OBJECT_ENV_DIR names the scripts/object-env.sh directory");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/object-env.sh");
+    let out = Command::new(&script)
+        .args([what, &env_dir])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "object-env.sh {what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

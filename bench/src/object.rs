@@ -17,7 +17,13 @@
 //!   waits for each reply sends them (`chown -R`, `cp -a`, pjdfstest): `create` (CREATE),
 //!   `chmod` (SETATTR of one file's mode), `lookup` (LOOKUP of one name), `getattr`,
 //!   `create-remove` (a CREATE and the REMOVE of its name; one op, two calls). Each call
-//!   waits for every round trip to PostgreSQL it costs (`db_round_trips` per op).
+//!   waits for every round trip to PostgreSQL it costs (`db_round_trips` per op);
+//! - `object-heads` (targets of two heads only): `write-a`, 1 MiB sequential WRITEs
+//!   through head A (UNSTABLE, a COMMIT at the end); `read-b`, that file read through
+//!   head B; `read-both`, a file written through head A (not timed) read whole through
+//!   both heads at once, each head reading every MiB: what another head's reads cost,
+//!   in S3 GETs and bytes per READ (`object-seq`'s two-head row splits one reader's MiBs
+//!   between the heads instead).
 //!
 //! **Cost per operation.** Each head serves `--metrics`; the suite reads its
 //! `granary_object_*` counters (database transactions, S3 requests and bytes) before and
@@ -39,7 +45,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 
-use nfs3::nfs::StableHow;
+use nfs3::nfs::{NfsFh3, StableHow};
 
 use super::gen::{self, Ctx, Done, Measured};
 use super::limits::{
@@ -50,10 +56,10 @@ use super::pattern;
 use super::sample::{Metric, PhaseInfo, Sample};
 use super::suites::Goal;
 use super::targets::Group;
-use super::wire::{dir_entry_name, OpError};
-use super::workloads::{counted, make_file, remove_quietly, Env, WorkloadDef};
+use super::wire::{dir_entry_name, Conn, OpError};
+use super::workloads::{counted, make_file, remove_quietly, setup_ok, Env, WorkloadDef};
 
-pub const OBJECT_WORKLOADS: [WorkloadDef; 5] = [
+pub const OBJECT_WORKLOADS: [WorkloadDef; 6] = [
     WorkloadDef {
         name: "object-meta",
         group: Group::Object,
@@ -92,6 +98,15 @@ pub const OBJECT_WORKLOADS: [WorkloadDef; 5] = [
         servers_only: false,
         about: "one call at a time: CREATE, SETATTR (chmod), LOOKUP, GETATTR, CREATE + REMOVE",
     },
+    WorkloadDef {
+        name: "object-heads",
+        group: Group::Object,
+        limit_only: false,
+        servers_only: false,
+        about: "two heads, one file: 1 MiB WRITEs through head A, verified READs of it \
+                through head B, then one file read whole through both heads at once; 16 in \
+                flight per head (targets of two heads only)",
+    },
 ];
 
 #[must_use]
@@ -123,6 +138,11 @@ pub fn phases(def: &WorkloadDef) -> Vec<PhaseInfo> {
         "object-rand4k" => ["write4k", "read4k"]
             .map(|ph| p(ph, Metric::Ops, OBJECT_CONNS, OBJECT_DEPTH))
             .to_vec(),
+        "object-heads" => vec![
+            p("write-a", Metric::Mib, 1, SEQ_DEPTH),
+            p("read-b", Metric::Mib, 1, SEQ_DEPTH),
+            p("read-both", Metric::Mib, 2, SEQ_DEPTH),
+        ],
         _ => Vec::new(),
     }
 }
@@ -191,6 +211,7 @@ pub async fn run(
         "object-list" => list(env, phases).await,
         "object-seq" => seq(env, phases).await,
         "object-calls" => calls(env, phases).await,
+        "object-heads" => two_heads(env, phases).await,
         _ => rand4k(env, phases).await,
     }
 }
@@ -604,6 +625,168 @@ async fn rand4k(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, Stri
         out.push(s);
     }
     remove_quietly(&conn, &dir, "data").await;
+    Ok(out)
+}
+
+/// `chunks` sequential 1 MiB WRITEs (UNSTABLE) or verified READs of `fh` on one
+/// connection, [`SEQ_DEPTH`] in flight.
+async fn sequential(
+    env: &Env<'_>,
+    conn: Result<Conn, OpError>,
+    fh: &NfsFh3,
+    chunks: u64,
+    write: bool,
+) -> Measured {
+    let f = Rc::new(fh.clone());
+    gen::run(
+        env.clock,
+        counted(1, SEQ_DEPTH, chunks),
+        vec![conn],
+        move |ctx| {
+            let f = Rc::clone(&f);
+            async move {
+                let at = ctx.ticket * u64::from(IO_CHUNK_BYTES);
+                if write {
+                    let data = pattern::fill(at, IO_CHUNK_BYTES as usize);
+                    ctx.conn.write(&f, at, data, StableHow::Unstable).await?;
+                } else {
+                    ctx.conn.read(&f, at, IO_CHUNK_BYTES).await?;
+                }
+                Ok(Done {
+                    calls: 1,
+                    bytes: u64::from(IO_CHUNK_BYTES),
+                    entries: 0,
+                })
+            }
+        },
+    )
+    .await
+}
+
+/// Writes `fh` through `at` ([`sequential`]) and COMMITs it there; the COMMIT is counted
+/// in `m` (a call, its time, its error).
+async fn write_through(env: &Env<'_>, at: SocketAddr, fh: &NfsFh3, chunks: u64) -> Measured {
+    let timeout = env.settings.op_timeout;
+    let mut m = sequential(
+        env,
+        Conn::connect(at, false, timeout).await,
+        fh,
+        chunks,
+        true,
+    )
+    .await;
+    if m.ops == chunks && m.error_count() == 0 {
+        let started = env.clock.monotonic();
+        let done = match Conn::connect(at, false, timeout).await {
+            Ok(c) => c.commit(fh).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match done {
+            Ok(()) => m.calls += 1,
+            Err(e) => {
+                m.add_error(&e);
+                m.aborted = Some(format!("the closing COMMIT failed: {e}"));
+            }
+        }
+        m.elapsed += env.clock.monotonic() - started;
+    }
+    m
+}
+
+/// Two passes that ran at once, as one: their ops, calls, bytes and errors added, the
+/// longer one's time.
+fn together(mut a: Measured, b: Measured) -> Measured {
+    a.ops += b.ops;
+    a.calls += b.calls;
+    a.bytes += b.bytes;
+    a.elapsed = a.elapsed.max(b.elapsed);
+    for (kind, n) in b.errors {
+        *a.errors.entry(kind).or_insert(0) += n;
+    }
+    a.first_error = a.first_error.or(b.first_error);
+    a.aborted = a.aborted.or(b.aborted);
+    // Both histograms have the same bounds (`gen::new_histogram`).
+    let _ = a.latency_ns.add(&b.latency_ns);
+    a.per_conn_ops.extend(b.per_conn_ops);
+    a.connected += b.connected;
+    a
+}
+
+/// The `object-heads` workload (see the module): no samples on a target of one head.
+async fn two_heads(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String> {
+    let [a, b, ..] = env.heads[..] else {
+        return Ok(Vec::new());
+    };
+    let (conn, dir) = env
+        .workdir("object-heads")
+        .await
+        .map_err(|e| e.to_string())?;
+    let size = env.settings.seq_file_bytes;
+    let chunks = size / u64::from(IO_CHUNK_BYTES);
+    let timeout = env.settings.op_timeout;
+    let shared = conn
+        .create(&dir, b"shared")
+        .await
+        .map_err(|e| format!("setup (CREATE shared) failed: {e}"))?;
+    let mut written = false;
+    let mut out = Vec::new();
+    for info in phases {
+        let (m, note) = match info.phase.as_str() {
+            "write-a" => {
+                let before = counters(env)?;
+                let m = write_through(env, a, &shared, chunks).await;
+                let after = counters(env)?;
+                written = m.ops == chunks && m.error_count() == 0;
+                (
+                    (m, per_op(&before, &after, chunks)),
+                    "through head A, a COMMIT there",
+                )
+            }
+            "read-b" => {
+                if !written {
+                    let m = write_through(env, a, &shared, chunks).await;
+                    setup_ok("writing shared through head A", &m, chunks)?;
+                    written = true;
+                }
+                let before = counters(env)?;
+                let conn = Conn::connect(b, false, timeout).await;
+                let m = sequential(env, conn, &shared, chunks, false).await;
+                let after = counters(env)?;
+                let costs = per_op(&before, &after, m.ops);
+                ((m, costs), "through head B, of the file head A wrote")
+            }
+            _ => {
+                let both = conn
+                    .create(&dir, b"both")
+                    .await
+                    .map_err(|e| format!("setup (CREATE both) failed: {e}"))?;
+                let m = write_through(env, a, &both, chunks).await;
+                setup_ok("writing both through head A", &m, chunks)?;
+                let before = counters(env)?;
+                let (ca, cb) = (
+                    Conn::connect(a, false, timeout).await,
+                    Conn::connect(b, false, timeout).await,
+                );
+                let (ma, mb) = tokio::join!(
+                    sequential(env, ca, &both, chunks, false),
+                    sequential(env, cb, &both, chunks, false)
+                );
+                let m = together(ma, mb);
+                let after = counters(env)?;
+                let costs = per_op(&before, &after, m.ops);
+                remove_quietly(&conn, &dir, "both").await;
+                (
+                    (m, costs),
+                    "each head reads every MiB of the file (head A wrote it), both at once",
+                )
+            }
+        };
+        let (m, costs) = m;
+        let mut s = env.sample(info, &m);
+        s.costs = costs;
+        out.push(s.with_note(note.to_owned()));
+    }
+    remove_quietly(&conn, &dir, "shared").await;
     Ok(out)
 }
 

@@ -306,7 +306,7 @@ pub fn counted(conns: usize, depth: usize, ops: u64) -> Load {
 }
 
 /// Turns a setup measurement into an error if any op failed.
-fn setup_ok(what: &str, m: &Measured, expected: u64) -> Result<(), String> {
+pub(super) fn setup_ok(what: &str, m: &Measured, expected: u64) -> Result<(), String> {
     if m.ops == expected && m.error_count() == 0 && m.aborted.is_none() {
         return Ok(());
     }

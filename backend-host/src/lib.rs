@@ -31,8 +31,9 @@
 //!   first, see [`index`]), and an evicted file's handle is resolved by the same search,
 //!   which records it again.
 //! - **Durable.** `FileSync` writes are `fsync`ed and `DataSync` writes `fdatasync`ed before
-//!   the call returns; `commit` runs `fdatasync` (and syncs the handle index). A failed
-//!   sync is reported to the client as an error and counted in
+//!   the call returns; `commit` runs `fdatasync` (and syncs the handle index); on a
+//!   memory-backed export, whose syncs are the kernel's `noop_fsync`, neither system call
+//!   is made. A failed sync is reported to the client as an error and counted in
 //!   [`HostFs::writeback_errors`], which the NFS server folds into the write verifier of
 //!   later WRITE and COMMIT replies (`vfs::Backend::writeback_errors`), so clients resend
 //!   the UNSTABLE data they could have lost.

@@ -284,8 +284,18 @@ impl Timers {
         }
         let became_migrator = self.groups.join(w);
         self.workers[w].published.store(NEVER, Ordering::Release);
+        // A new migrator must wake for its idle members' global timers and its own; its
+        // driver need not re-plan when it already wakes in time for them. A worker that
+        // was the last to go idle planned for everyone's earliest deadline, so a lone
+        // busy worker (one connection's calls) does not run a timer pass per call.
         if became_migrator {
-            self.workers[w].wake.notify_one();
+            let own = lock(&self.workers[w].global)
+                .next_deadline()
+                .unwrap_or(NEVER);
+            let due = own.min(self.earliest_idle(w));
+            if due < self.workers[w].sleeping_until.load(Ordering::Acquire) {
+                self.workers[w].wake.notify_one();
+            }
         }
     }
 

@@ -79,6 +79,11 @@ pub struct Cx<'a> {
     /// A WRITE or COMMIT of a COMPOUND tried on a network worker ([`worker_try`]) found
     /// that its backend call would sleep (`WouldBlock`, before it changed anything).
     pub blocked: bool,
+    /// The attributes the WRITE just run left its file with (export id, file): what a
+    /// GETATTR right after it answers without asking the backend again (the Linux client
+    /// sends SEQUENCE, PUTFH, WRITE, GETATTR; on a host export that is one `statx`
+    /// fewer). Only the operation that follows the WRITE sees it (see [`execute`]).
+    pub written: Option<(u32, FileId, vfs::Attr)>,
 }
 
 impl Cx<'_> {
@@ -542,6 +547,7 @@ fn execute(
         tail_read: None,
         result_room: None,
         blocked: false,
+        written: None,
     };
     let mut ticket = None;
     let mut rest = &args.ops[..];
@@ -595,6 +601,10 @@ fn execute(
             Some(Err(too_big)) => refuse(op, too_big),
             _ => super::ops_session::dispatch(&mut cx, op),
         };
+        if !matches!(op, ArgOp::Write(_)) {
+            // A WRITE's attributes serve the one operation after it, no later one.
+            cx.written = None;
+        }
         if cx.blocked && tried_here {
             // The tried WRITE or COMMIT would sleep: it changed nothing, nor did the
             // operations before it (`worker_try`).

@@ -99,7 +99,11 @@ pub fn attrs_of(cx: &Cx<'_>, fh: &Fh, mask: &Bitmap4) -> Result<Fattr, Nfsstat4>
             Ok(convert::fattr(&attr, mask, &c))
         }
         Fh::File { export, id, raw } => {
-            let attr = export.getattr(*id).map_err(status_of)?;
+            let attr = match &cx.written {
+                // Right after a WRITE of this file: the attributes it left.
+                Some((e, w, attr)) if *e == export.id.0 && w == id => attr.clone(),
+                _ => export.getattr(*id).map_err(status_of)?,
+            };
             file_attrs(cx, export, &attr, raw.clone(), mask)
         }
     }

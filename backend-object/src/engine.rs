@@ -238,55 +238,30 @@ impl Drop for Tx {
     }
 }
 
+/// The [`Sql`] methods of [`Tx`] that send one statement without COMMIT: each prepares
+/// (from the cache) and sends through [`Tx::send`], named after the
+/// `tokio_postgres::Client` method that makes the request.
+macro_rules! tx_statements {
+    ($($method:ident -> $out:ty),* $(,)?) => {$(
+        async fn $method<'a>(
+            &'a self,
+            sql: &'a str,
+            params: &'a [&'a (dyn ToSql + Sync)],
+        ) -> Result<$out, tokio_postgres::Error> {
+            let s = self.prepared(sql).await?;
+            self.send(tokio_postgres::Client::$method(&self.client, &s, params), false)
+                .await
+        }
+    )*};
+}
+
 impl Sql for Tx {
-    async fn query<'a>(
-        &'a self,
-        sql: &'a str,
-        params: &'a [&'a (dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>, tokio_postgres::Error> {
-        let s = self.prepared(sql).await?;
-        self.send(
-            tokio_postgres::Client::query(&self.client, &s, params),
-            false,
-        )
-        .await
-    }
-    async fn query_one<'a>(
-        &'a self,
-        sql: &'a str,
-        params: &'a [&'a (dyn ToSql + Sync)],
-    ) -> Result<Row, tokio_postgres::Error> {
-        let s = self.prepared(sql).await?;
-        self.send(
-            tokio_postgres::Client::query_one(&self.client, &s, params),
-            false,
-        )
-        .await
-    }
-    async fn query_opt<'a>(
-        &'a self,
-        sql: &'a str,
-        params: &'a [&'a (dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, tokio_postgres::Error> {
-        let s = self.prepared(sql).await?;
-        self.send(
-            tokio_postgres::Client::query_opt(&self.client, &s, params),
-            false,
-        )
-        .await
-    }
-    async fn execute<'a>(
-        &'a self,
-        sql: &'a str,
-        params: &'a [&'a (dyn ToSql + Sync)],
-    ) -> Result<u64, tokio_postgres::Error> {
-        let s = self.prepared(sql).await?;
-        self.send(
-            tokio_postgres::Client::execute(&self.client, &s, params),
-            false,
-        )
-        .await
-    }
+    tx_statements!(
+        query -> Vec<Row>,
+        query_one -> Row,
+        query_opt -> Option<Row>,
+        execute -> u64,
+    );
     async fn query_and_commit<'a>(
         &'a self,
         sql: &'a str,

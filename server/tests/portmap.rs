@@ -71,20 +71,27 @@ fn registers_with_rpcbind_and_unregisters_on_exit() {
     cmd.args(["--log", "warn", "serve", "--listen", "127.0.0.1:0"]);
     let server = common::Server::spawn(cmd);
     let port = server.addr.port();
+    let expected = vec![
+        "100003 3 tcp",
+        "100003 4 tcp",
+        "100005 3 tcp",
+        "100021 4 tcp",
+        "100021 4 udp",
+        "100024 1 tcp",
+        "100024 1 udp",
+    ];
+    // granary registers one program after another once it listens: under load the
+    // listing can come between two of them (CI, 2026-11-28: only NFSv3 and MOUNT yet), so
+    // wait up to 10 s for the whole set.
+    let deadline = Instant::now() + Duration::from_secs(10);
     let mut regs = registrations(port);
     regs.sort();
-    assert_eq!(
-        regs,
-        vec![
-            "100003 3 tcp",
-            "100003 4 tcp",
-            "100005 3 tcp",
-            "100021 4 tcp",
-            "100021 4 udp",
-            "100024 1 tcp",
-            "100024 1 udp"
-        ]
-    );
+    while regs != expected && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        regs = registrations(port);
+        regs.sort();
+    }
+    assert_eq!(regs, expected);
     // A libnfs client with no ports in its URL finds granary through the portmapper.
     // (Another NFS server registered on this host would be found instead; CI has none.)
     let out = Command::new("nfs-ls")

@@ -167,14 +167,18 @@ impl BlockingHandle {
         let shared = Arc::clone(&self.shared);
         self.shared.queue.push(Box::new(move || {
             shared.running.fetch_add(1, Ordering::Relaxed);
-            if let Ok(r) = std::panic::catch_unwind(AssertUnwindSafe(job)) {
-                let _ = done.send(r);
-            } else {
-                tracing::error!("a call on the blocking pool panicked");
-            }
+            let r = std::panic::catch_unwind(AssertUnwindSafe(job));
+            // Counted before the result is handed back: once the call is answered, a
+            // scrape of the metrics already shows it ran and is no longer running.
             shared.running.fetch_sub(1, Ordering::Relaxed);
             shared.ran.fetch_add(1, Ordering::Relaxed);
             drop(permit);
+            match r {
+                Ok(r) => {
+                    let _ = done.send(r);
+                }
+                Err(_) => tracing::error!("a call on the blocking pool panicked"),
+            }
         }));
         let waiting = self.shared.queue.len();
         self.shared

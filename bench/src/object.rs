@@ -57,7 +57,7 @@ use super::sample::{Metric, PhaseInfo, Sample};
 use super::suites::Goal;
 use super::targets::Group;
 use super::wire::{dir_entry_name, Conn, OpError};
-use super::workloads::{counted, make_file, remove_quietly, setup_ok, Env, WorkloadDef};
+use super::workloads::{counted, make_file, remove_quietly, seq_chunk, setup_ok, Env, WorkloadDef};
 
 pub const OBJECT_WORKLOADS: [WorkloadDef; 6] = [
     WorkloadDef {
@@ -526,20 +526,7 @@ async fn seq(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String>
             conns,
             move |ctx| {
                 let f = Rc::clone(&f);
-                async move {
-                    let at = ctx.ticket * u64::from(IO_CHUNK_BYTES);
-                    if write {
-                        let data = pattern::fill(at, IO_CHUNK_BYTES as usize);
-                        ctx.conn.write(&f, at, data, StableHow::Unstable).await?;
-                    } else {
-                        ctx.conn.read(&f, at, IO_CHUNK_BYTES).await?;
-                    }
-                    Ok(Done {
-                        calls: 1,
-                        bytes: u64::from(IO_CHUNK_BYTES),
-                        entries: 0,
-                    })
-                }
+                async move { seq_chunk(&ctx.conn, &f, ctx.ticket, write).await }
             },
         )
         .await;
@@ -644,20 +631,7 @@ async fn sequential(
         vec![conn],
         move |ctx| {
             let f = Rc::clone(&f);
-            async move {
-                let at = ctx.ticket * u64::from(IO_CHUNK_BYTES);
-                if write {
-                    let data = pattern::fill(at, IO_CHUNK_BYTES as usize);
-                    ctx.conn.write(&f, at, data, StableHow::Unstable).await?;
-                } else {
-                    ctx.conn.read(&f, at, IO_CHUNK_BYTES).await?;
-                }
-                Ok(Done {
-                    calls: 1,
-                    bytes: u64::from(IO_CHUNK_BYTES),
-                    entries: 0,
-                })
-            }
+            async move { seq_chunk(&ctx.conn, &f, ctx.ticket, write).await }
         },
     )
     .await

@@ -290,6 +290,28 @@ impl Env<'_> {
     }
 }
 
+/// One step of a sequential pass: the UNSTABLE WRITE of 1 MiB chunk `ticket` (its bytes
+/// from [`pattern`]) or that chunk's verified READ.
+pub async fn seq_chunk(
+    conn: &Conn,
+    fh: &NfsFh3,
+    ticket: u64,
+    write: bool,
+) -> Result<Done, OpError> {
+    let at = ticket * u64::from(IO_CHUNK_BYTES);
+    if write {
+        let data = pattern::fill(at, IO_CHUNK_BYTES as usize);
+        conn.write(fh, at, data, StableHow::Unstable).await?;
+    } else {
+        conn.read(fh, at, IO_CHUNK_BYTES).await?;
+    }
+    Ok(Done {
+        calls: 1,
+        bytes: u64::from(IO_CHUNK_BYTES),
+        entries: 0,
+    })
+}
+
 /// A count-bound load with no warm-up (setup and size-bound passes).
 #[must_use]
 pub fn counted(conns: usize, depth: usize, ops: u64) -> Load {
@@ -631,21 +653,7 @@ async fn seq(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String>
             conns,
             move |ctx| {
                 let f = Rc::clone(&f);
-                async move {
-                    let at = ctx.ticket * u64::from(IO_CHUNK_BYTES);
-                    let bytes = u64::from(IO_CHUNK_BYTES);
-                    if write {
-                        let data = pattern::fill(at, IO_CHUNK_BYTES as usize);
-                        ctx.conn.write(&f, at, data, StableHow::Unstable).await?;
-                    } else {
-                        ctx.conn.read(&f, at, IO_CHUNK_BYTES).await?;
-                    }
-                    Ok(Done {
-                        calls: 1,
-                        bytes,
-                        entries: 0,
-                    })
-                }
+                async move { seq_chunk(&ctx.conn, &f, ctx.ticket, write).await }
             },
         )
         .await;

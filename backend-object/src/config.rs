@@ -13,6 +13,9 @@ pub struct ObjectConfig {
     pub credentials: Credentials,
     /// Garbage collection and compaction on this head (docs/OBJECT.md).
     pub gc: GcConfig,
+    /// How long this head's byte-range locks count for the other heads after its last
+    /// heartbeat (`lock_lease_secs`; [`crate::limits::HEAD_LOCK_LEASE`] by default).
+    pub lock_lease: std::time::Duration,
 }
 
 /// When this head collects dead objects and compacts files (`gc.rs`).
@@ -208,6 +211,7 @@ impl TestEngines {
                 store,
                 credentials,
                 gc: GcConfig::default(),
+                lock_lease: crate::limits::HEAD_LOCK_LEASE,
             },
             env_dir: std::env::var_os("GRANARY_OBJECT_ENV_DIR").map(PathBuf::from),
         })
@@ -241,6 +245,7 @@ impl TestEngines {
                 store,
                 credentials,
                 gc: GcConfig::default(),
+                lock_lease: crate::limits::HEAD_LOCK_LEASE,
             },
             env_dir: std::env::var_os("GRANARY_OBJECT_ENV_DIR").map(PathBuf::from),
         })

@@ -12,6 +12,9 @@
 //!   protocol (objects first, then rows, reply after the commit);
 //! - `gc`: garbage collection of dead objects and compaction, safe against reads in
 //!   flight on other heads (a grace in the database's time);
+//! - `heads`: byte-range locks across heads (the [`vfs::HeadLocks`] seam): what each
+//!   head's lock manager holds, kept per file in the database and checked by every head
+//!   before it grants;
 //! - [`probe`]: the engines' own limits (transactions/s of CREATE's statements, S3
 //!   PUT/GET throughput), for `granary bench --suite object`;
 //! - [`limits`]: every bound, with why.
@@ -31,6 +34,7 @@ pub mod config;
 mod data;
 mod engine;
 mod gc;
+mod heads;
 pub mod limits;
 mod meta;
 mod pending;
@@ -74,8 +78,9 @@ pub struct EngineCounters {
     /// Round trips to the database: the times a request waited for its answer
     /// (statements sent together count once; a prepare once).
     pub db_round_trips: u64,
-    /// The head's ctime-floor writes (each a transaction, a statement and a round trip,
-    /// counted in the fields above too): what tests subtract.
+    /// The head's background writes: its ctime floor and, once it took a byte-range
+    /// lock, its lock lease's heartbeat (each a transaction, a statement and a round
+    /// trip, counted in the fields above too): what tests subtract.
     pub db_floor_writes: u64,
     /// S3 PUT requests and the bytes they carried.
     pub s3_puts: u64,
@@ -112,6 +117,8 @@ pub(crate) struct Inner {
     /// Where compaction's candidates go on from: the last file a round took, as
     /// (`slice_count`, `id`), most slices first.
     compact_cursor: Mutex<Option<(i64, i64)>>,
+    /// Byte-range locks across heads (`heads`).
+    heads: heads::Heads,
 }
 
 impl Inner {
@@ -238,6 +245,7 @@ impl ObjectFs {
             gc_running: AtomicBool::new(false),
             gc_cursor: Mutex::new(None),
             compact_cursor: Mutex::new(None),
+            heads: heads::Heads::new(config.lock_lease),
         });
         runtime.spawn(publisher(Arc::clone(&inner)));
         runtime.spawn(floor_writer(Arc::clone(&inner), m.ctime_floor_ns));
@@ -431,9 +439,40 @@ macro_rules! client {
     }};
 }
 
+impl vfs::HeadLocks for ObjectFs {
+    fn attach(&self, source: vfs::LockSource) {
+        self.inner.heads.attach(source);
+    }
+
+    fn lock(
+        &self,
+        id: FileId,
+        want: vfs::LockSpan,
+        grant: &mut dyn FnMut(),
+    ) -> FsResult<Option<vfs::HeadLock>> {
+        heads::lock(&self.inner, id, want, grant)
+    }
+
+    fn test(&self, id: FileId, want: vfs::LockSpan) -> FsResult<Option<vfs::HeadLock>> {
+        heads::test(&self.inner, id, want)
+    }
+
+    fn changed(&self, id: Option<FileId>) {
+        self.inner.heads.changed(id);
+    }
+
+    fn settle(&self, id: FileId) -> FsResult<()> {
+        heads::settle(&self.inner, id)
+    }
+}
+
 impl vfs::Backend for ObjectFs {
     fn kind(&self) -> &'static str {
         "object"
+    }
+
+    fn head_locks(&self) -> Option<&dyn vfs::HeadLocks> {
+        Some(self)
     }
 
     fn root(&self) -> FileId {

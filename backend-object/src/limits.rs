@@ -279,3 +279,44 @@ const _: () = assert!(PENDING_FILE_MAX_BYTES <= PENDING_HEAD_MAX_BYTES);
 const _: () = assert!((INLINE_MAX_BYTES as usize) < OBJECT_MAX_BYTES);
 const _: () = assert!(PUBLISH_INTERVAL.as_millis() <= PUBLISH_AGE.as_millis());
 const _: () = assert!(PUBLISH_RETRY_MIN.as_millis() <= PUBLISH_RETRY_MAX.as_millis());
+
+/// Byte-range locks across heads (`heads.rs`): how long a head's locks count for the
+/// other heads after its last heartbeat, unless the export says `lock_lease_secs`.
+/// A head that dies (`kill -9`, a lost machine) holds the ranges its clients locked for
+/// at most this long, then every other head ignores them; a head alive renews it every
+/// [`HEAD_HEARTBEAT`]. 20 s is far above a heartbeat or two missed on a busy machine,
+/// and keeps what a dead head's clients locked out of the others' reach for less than
+/// the 30 s a Linux client's blocked lock waits between two polls; a head that misses
+/// its heartbeats for longer loses its locks' protection (docs/LOCKS.md, "Across
+/// heads").
+pub const HEAD_LOCK_LEASE: Duration = Duration::from_secs(20);
+
+/// Shortest `lock_lease_secs` an export may give: several heartbeats, so one late
+/// heartbeat on a loaded head does not let another head past its locks.
+pub const HEAD_LOCK_MIN_LEASE: Duration = Duration::from_secs(3);
+
+/// How often a head that holds locks renews its lease (one statement), sweeps the rows
+/// of heads whose lease ended more than a lease ago, and records again the files whose
+/// record failed (an outage).
+pub const HEAD_HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// Most rows one head keeps for one file. A head records its locks on a file as maximal
+/// ranges of one kind (the owners stay in its lock manager), so most files need one or
+/// two; a client that locks thousands of separate records of one file (a database) would
+/// make every LOCK of that file on any head read and rewrite thousands of rows. Past 64
+/// the head records two hulls instead (one over its exclusive ranges, one over its
+/// shared ones): the other heads may then be refused ranges between this head's locks,
+/// never granted one inside them.
+pub const HEAD_LOCK_SPANS_PER_FILE: usize = 64;
+
+/// Most files one head keeps rows for; a LOCK on one more file is refused
+/// (NFS4ERR_RESOURCE, NLM4_DENIED_NOLOCKS) until it lets go of one. With
+/// [`HEAD_LOCK_SPANS_PER_FILE`] it bounds a head's rows at 1 Mi (about 100 MiB of table
+/// and index), and the head's memory of what it recorded at 16 Ki files; a head's lock
+/// manager allows 64 Ki locks per client, so a few clients locking many files each reach
+/// it first.
+pub const HEAD_LOCK_FILES_MAX: usize = 16_384;
+
+const _: () = assert!(HEAD_LOCK_MIN_LEASE.as_millis() >= 3 * HEAD_HEARTBEAT.as_millis());
+const _: () = assert!(HEAD_LOCK_MIN_LEASE.as_millis() <= HEAD_LOCK_LEASE.as_millis());
+const _: () = assert!(HEAD_LOCK_SPANS_PER_FILE >= 2);

@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use crate::engine::Fail;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// Key of the advisory lock `format` holds, so two heads starting at once create the
 /// schema once ("granary" in ASCII).
@@ -126,9 +126,64 @@ CREATE INDEX slices_by_offset ON slices (file, offset_bytes, seq);
 UPDATE granary_meta SET schema_version = 3;
 ";
 
+/// Version 4: byte-range locks across heads (`heads.rs`). `lock_heads` holds each head
+/// that took a lock since it started (a new number per start) and until when its locks
+/// count (`lease_until`, the database's clock, renewed by its heartbeat); `lock_ranges`
+/// what each head holds per file, as maximal ranges of one kind (`exclusive`), the
+/// offsets stored with their top bit flipped so that an unsigned 64-bit offset fits a
+/// `bigint` and keeps its order. No foreign key: a head's rows are ignored from the end
+/// of its lease and swept a lease later by another head's heartbeat.
+/// `granary_lock_take` is the per-file lock every head takes before it reads or writes a
+/// file's rows: a transaction-scoped advisory lock keyed by the inode id split into two
+/// 32-bit halves (that key space is apart from the one-key locks `format`, the rename
+/// lock and the collector use), taken alone in its transaction (no row lock is held by
+/// then), so `meta.rs`'s lock order is untouched. `granary_lock_check` takes it and then
+/// (a new statement, so a new snapshot in READ COMMITTED: it sees what the head it waited
+/// for committed) returns the first live range of another head in the way.
+const MIGRATION_4: &str = r"
+CREATE TABLE lock_heads (
+    head bigserial PRIMARY KEY,
+    lease_until timestamptz NOT NULL
+);
+CREATE TABLE lock_ranges (
+    inode bigint NOT NULL,
+    head bigint NOT NULL,
+    exclusive boolean NOT NULL,
+    first_byte bigint NOT NULL,
+    last_byte bigint NOT NULL
+);
+CREATE INDEX lock_ranges_by_inode ON lock_ranges (inode, head);
+CREATE INDEX lock_ranges_by_head ON lock_ranges (head);
+CREATE FUNCTION granary_lock_take(p_inode bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock((p_inode >> 32)::integer,
+                                  ((p_inode & 4294967295) - 2147483648)::integer);
+END $$;
+CREATE FUNCTION granary_lock_others(p_inode bigint, p_head bigint, p_exclusive boolean,
+                                    p_first bigint, p_last bigint)
+RETURNS TABLE (head bigint, exclusive boolean, first_byte bigint, last_byte bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT r.head, r.exclusive, r.first_byte, r.last_byte
+    FROM lock_ranges r JOIN lock_heads h ON h.head = r.head
+    WHERE r.inode = p_inode AND r.head <> p_head AND h.lease_until > now()
+      AND r.first_byte <= p_last AND r.last_byte >= p_first AND (r.exclusive OR p_exclusive)
+    ORDER BY r.first_byte, r.head
+    LIMIT 1
+$$;
+CREATE FUNCTION granary_lock_check(p_inode bigint, p_head bigint, p_exclusive boolean,
+                                   p_first bigint, p_last bigint)
+RETURNS TABLE (head bigint, exclusive boolean, first_byte bigint, last_byte bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM granary_lock_take(p_inode);
+    RETURN QUERY SELECT * FROM granary_lock_others(p_inode, p_head, p_exclusive, p_first, p_last);
+END $$;
+UPDATE granary_meta SET schema_version = 4;
+";
+
 /// The migrations after version 1, each bringing the schema from the version before it
 /// to the next (`MIGRATIONS[0]` makes version 2).
-const MIGRATIONS: [&str; 2] = [MIGRATION_2, MIGRATION_3];
+const MIGRATIONS: [&str; 3] = [MIGRATION_2, MIGRATION_3, MIGRATION_4];
 
 /// Creates the schema and the root directory if the database has none yet; brings one of
 /// an older version up to this one; refuses a newer one. Safe to run from several heads

@@ -505,10 +505,13 @@ fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
             .unwrap();
         (f, fs.incarnation())
     };
-    // What versions 2 and 3 added, taken away again: the database as version 1 left it.
+    // What versions 2 to 4 added, taken away again: the database as version 1 left it.
     sql(
         &config,
-        "DROP TRIGGER slices_added ON slices; DROP TRIGGER slices_removed ON slices; \
+        "DROP FUNCTION granary_lock_check(bigint, bigint, boolean, bigint, bigint); \
+         DROP FUNCTION granary_lock_others(bigint, bigint, boolean, bigint, bigint); \
+         DROP FUNCTION granary_lock_take(bigint); DROP TABLE lock_ranges; DROP TABLE lock_heads; \
+         DROP TRIGGER slices_added ON slices; DROP TRIGGER slices_removed ON slices; \
          DROP FUNCTION granary_slices_added(); DROP FUNCTION granary_slices_removed(); \
          DROP INDEX inodes_by_slice_count; DROP INDEX slices_by_offset; \
          ALTER TABLE inodes DROP COLUMN slice_count; \
@@ -519,7 +522,9 @@ fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
     let version = "SELECT schema_version::bigint FROM granary_meta";
     assert_eq!(query_i64(&config, version), 1);
     let fs = head(&config);
-    assert_eq!(query_i64(&config, version), 3);
+    assert_eq!(query_i64(&config, version), 4);
+    // Version 4's tables are there (empty: no head took a lock).
+    assert_eq!(query_i64(&config, "SELECT count(*) FROM lock_ranges"), 0);
     assert_eq!(fs.incarnation(), incarnation, "handles stay valid");
     assert!(
         read_all(&fs, f, 0, 200_000)
@@ -543,21 +548,21 @@ fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
     drop(head(&config));
     assert_eq!(
         query_i64(&config, version),
-        3,
+        4,
         "a second start changes nothing"
     );
     drop(fs);
 
-    sql(&config, "UPDATE granary_meta SET schema_version = 4");
+    sql(&config, "UPDATE granary_meta SET schema_version = 5");
     let refused = ObjectFs::open(&config, Arc::new(SystemClock::new()));
     // Said for a person (not "server fault"): which version, and what to do.
     let why = refused.err().expect("a newer schema is refused");
     assert!(
-        why.contains("version 4") && why.contains("newer than this granary knows"),
+        why.contains("version 5") && why.contains("newer than this granary knows"),
         "{why}"
     );
     let why = granary_backend_object::format(&config, Arc::new(SystemClock::new()))
         .expect_err("granary format refuses it too");
-    assert!(why.contains("version 4"), "{why}");
-    assert_eq!(query_i64(&config, version), 4, "and left alone");
+    assert!(why.contains("version 5"), "{why}");
+    assert_eq!(query_i64(&config, version), 5, "and left alone");
 }

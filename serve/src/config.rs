@@ -136,6 +136,9 @@ pub enum BackendConfig {
         /// `gc_interval_secs`, `gc_grace_secs`, `compact_slices`: garbage collection and
         /// compaction on this head (docs/OBJECT.md).
         gc: backend_object::GcConfig,
+        /// `lock_lease_secs`: how long this head's byte-range locks hold the other heads
+        /// off after its last heartbeat (docs/LOCKS.md, "Across heads").
+        lock_lease: std::time::Duration,
     },
 }
 
@@ -267,6 +270,8 @@ struct FileExport {
     gc_grace_secs: Option<Spanned<u64>>,
     #[cfg_attr(not(feature = "object"), expect(dead_code))]
     compact_slices: Option<Spanned<u32>>,
+    #[cfg_attr(not(feature = "object"), expect(dead_code))]
+    lock_lease_secs: Option<Spanned<u64>>,
     #[serde(default)]
     read_only: bool,
     clients: Option<Vec<Spanned<String>>>,
@@ -496,11 +501,26 @@ fn parse_object(export: &FileExport, at: At<'_>) -> Result<BackendConfig, Config
         }
         gc.compact_slices = *n.get_ref();
     }
+    let mut lock_lease = backend_object::limits::HEAD_LOCK_LEASE;
+    if let Some(secs) = &export.lock_lease_secs {
+        let min = backend_object::limits::HEAD_LOCK_MIN_LEASE.as_secs();
+        if *secs.get_ref() < min {
+            let msg = format!(
+                "lock_lease_secs = {} is too short: a head renews its lease every second, \
+                 so one late heartbeat would let another head past its locks; give at least \
+                 {min}",
+                secs.get_ref()
+            );
+            return Err(at(&secs.span(), msg));
+        }
+        lock_lease = Duration::from_secs(*secs.get_ref());
+    }
     Ok(BackendConfig::Object {
         postgres: Secret(postgres.get_ref().clone()),
         store: parsed,
         credentials: export.credentials.clone(),
         gc,
+        lock_lease,
     })
 }
 
@@ -1133,6 +1153,7 @@ capacity_bytes = 4096
             store,
             credentials,
             gc,
+            lock_lease,
         } = &c.exports[0].backend
         else {
             panic!("not an object export: {:?}", c.exports[0].backend);
@@ -1141,6 +1162,7 @@ capacity_bytes = 4096
         assert_eq!(store.prefix, "fs");
         assert_eq!(*credentials, None);
         assert_eq!(*gc, backend_object::GcConfig::default());
+        assert_eq!(*lock_lease, backend_object::limits::HEAD_LOCK_LEASE);
         assert!(
             !format!("{:?}", c.exports[0]).contains("pw"),
             "the password is never printed"
@@ -1168,5 +1190,12 @@ capacity_bytes = 4096
         assert!(e.contains("line 6") && e.contains("at least 20"), "{e}");
         let e = error_of(&format!("{object}compact_slices = 1\n"));
         assert!(e.contains("line 6") && e.contains("at least 2"), "{e}");
+        let e = error_of(&format!("{object}lock_lease_secs = 2\n"));
+        assert!(e.contains("line 6") && e.contains("at least 3"), "{e}");
+        let c = parse(&format!("{object}lock_lease_secs = 4\n"), "t").unwrap();
+        let BackendConfig::Object { lock_lease, .. } = &c.exports[0].backend else {
+            panic!("not an object export");
+        };
+        assert_eq!(*lock_lease, Duration::from_secs(4));
     }
 }

@@ -21,6 +21,7 @@ pub fn format(config: &ServerConfig) -> Result<Vec<String>, String> {
             store,
             credentials,
             gc,
+            lock_lease,
         } = &e.backend
         else {
             continue;
@@ -31,6 +32,7 @@ pub fn format(config: &ServerConfig) -> Result<Vec<String>, String> {
             credentials: backend_object::Credentials::load(credentials.as_deref())
                 .map_err(|m| format!("export {}: {m}", e.path))?,
             gc: *gc,
+            lock_lease: *lock_lease,
         };
         let clock: std::sync::Arc<dyn gtime::Clock> =
             std::sync::Arc::new(gtime::SystemClock::new());

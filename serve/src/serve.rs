@@ -636,6 +636,7 @@ fn build_exports(
                 store,
                 credentials,
                 gc,
+                lock_lease,
             } => {
                 let fail = |message: String| ServeError::Backend {
                     path: c.path.clone(),
@@ -647,6 +648,7 @@ fn build_exports(
                     credentials: backend_object::Credentials::load(credentials.as_deref())
                         .map_err(fail)?,
                     gc: *gc,
+                    lock_lease: *lock_lease,
                 };
                 let fs = backend_object::ObjectFs::open(&object, Arc::clone(clock.source()))
                     .map_err(fail)?;

@@ -68,6 +68,15 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// Byte-range locks across the heads of one namespace, when several servers serve
+    /// this backend's files (the object backend): the servers' lock front ends ask it
+    /// before they grant a lock and tell it what they hold ([`HeadLocks`]). A backend
+    /// served by one server keeps the default, `None`: the server's own lock manager is
+    /// the whole truth.
+    fn head_locks(&self) -> Option<&dyn HeadLocks> {
+        None
+    }
+
     /// Static properties; read once when the export is built.
     fn properties(&self) -> FsProperties;
 
@@ -411,6 +420,80 @@ pub trait Backend: Send + Sync + 'static {
     fn clone_block_bytes(&self) -> Option<u32> {
         None
     }
+}
+
+/// One range of byte-range locks a head holds (or grants to a waiter) on a file, as the
+/// other heads must see it: `first..=last`, exclusive or shared. The owners stay in the
+/// head's own lock manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockSpan {
+    pub exclusive: bool,
+    pub first: u64,
+    pub last: u64,
+}
+
+impl LockSpan {
+    /// Whether a lock of `self` and one of `other` would be in each other's way.
+    #[must_use]
+    pub fn conflicts(&self, other: &Self) -> bool {
+        (self.exclusive || other.exclusive) && self.first <= other.last && other.first <= self.last
+    }
+}
+
+/// A lock another head holds in the way of a request: that head's number and its span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadLock {
+    pub head: u64,
+    pub span: LockSpan,
+}
+
+/// What this head's lock manager holds on a file, as [`LockSpan`]s in order of offset
+/// (`locks::LockManager::mirror`), read when the backend records it.
+pub type LockSource = std::sync::Arc<dyn Fn(FileId) -> Vec<LockSpan> + Send + Sync>;
+
+/// Byte-range locks that hold across the heads (servers) of one namespace. The head's
+/// own lock manager stays the authority among its clients; this seam keeps, per file,
+/// what each head holds where every head can see it, and refuses a head a lock another
+/// live head holds. Calls that wait answer [`FsError::WouldBlock`] where blocking is
+/// forbidden, [`FsError::Jukebox`] when the engine is down.
+pub trait HeadLocks: Send + Sync {
+    /// Where [`HeadLocks`] reads what this head holds on a file: set once, when the
+    /// server builds its lock manager, before any other call.
+    fn attach(&self, source: LockSource);
+
+    /// A LOCK on this head: under a lock of `id` that every head takes, checks `want`
+    /// against the other live heads' locks; when none is in the way, runs `grant` (the
+    /// head's lock manager) and records what the head holds on `id` after it, all in one
+    /// transaction, and returns after its commit. `Ok(Some(_))`: another head's lock is
+    /// in the way and `grant` did not run.
+    ///
+    /// # Errors
+    /// `WouldBlock`, `Jukebox`; when the error comes after `grant` ran, the head holds
+    /// what `grant` took and the record follows later (the caller may undo it).
+    fn lock(
+        &self,
+        id: FileId,
+        want: LockSpan,
+        grant: &mut dyn FnMut(),
+    ) -> FsResult<Option<HeadLock>>;
+
+    /// A test (LOCKT, NLM TEST): another live head's lock in the way of `want`.
+    ///
+    /// # Errors
+    /// `WouldBlock`, `Jukebox`.
+    fn test(&self, id: FileId, want: LockSpan) -> FsResult<Option<HeadLock>>;
+
+    /// What this head holds on `id` (`None`: on any file) may have changed: the record
+    /// is brought in step in the background. Never blocks, never fails: a release is
+    /// never lost, it is recorded once the engine answers.
+    fn changed(&self, id: Option<FileId>);
+
+    /// Brings the record of `id` in step now and waits for it (an unlock, so that
+    /// another head's client finds the range free at once).
+    ///
+    /// # Errors
+    /// `WouldBlock`, `Jukebox` (the record then follows in the background).
+    fn settle(&self, id: FileId) -> FsResult<()>;
 }
 
 /// `Ok` for a regular file; `IsDir` for a directory, `Inval` for any other type.

@@ -21,7 +21,7 @@ pub mod handle;
 pub mod limits;
 pub mod types;
 
-pub use backend::Backend;
+pub use backend::{Backend, HeadLock, HeadLocks, LockSource, LockSpan};
 pub use checks::{Caller, Checks, Trusted};
 pub use error::{FsError, FsResult};
 pub use export::{Export, ExportId, ExportOptions, ExportTable, Squash};

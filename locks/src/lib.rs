@@ -257,6 +257,17 @@ pub trait Waker: Send + Sync {
     fn wake(&self, wakes: &[Wake]);
 }
 
+/// Told which file's locks changed, after the manager's mutex is released, on the
+/// thread whose call changed them (registered with [`LockManager::set_observer`]).
+/// The object backend's heads use it to keep their locks in the database in step with
+/// this manager ([`LockManager::mirror`]). It must not block, and it may be called
+/// while its caller holds other locks of its own: queue the work and return.
+pub trait Observer: Send + Sync {
+    /// `Some(file)`: that file's locks or waiters may have changed; `None`: any file's
+    /// may have (a release of an owner or a client, expired waiters).
+    fn changed(&self, file: Option<FileKey>);
+}
+
 /// A granted lock request, and the waiters it woke (a downgrade frees readers).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Granted {
@@ -563,6 +574,7 @@ pub struct LockManager {
     limits: Limits,
     inner: Mutex<Inner>,
     wakers: RwLock<[Option<Arc<dyn Waker>>; 2]>,
+    observer: RwLock<Option<Arc<dyn Observer>>>,
 }
 
 impl fmt::Debug for LockManager {
@@ -587,6 +599,7 @@ impl LockManager {
             limits,
             inner: Mutex::new(Inner::default()),
             wakers: RwLock::new([None, None]),
+            observer: RwLock::new(None),
         }
     }
 
@@ -594,6 +607,27 @@ impl LockManager {
     pub fn set_waker(&self, protocol: Protocol, waker: Arc<dyn Waker>) {
         let mut w = self.wakers.write().unwrap_or_else(PoisonError::into_inner);
         w[protocol_index(protocol)] = Some(waker);
+    }
+
+    /// Registers the observer told of every change ([`Observer`]), replacing an
+    /// earlier one.
+    pub fn set_observer(&self, observer: Arc<dyn Observer>) {
+        *self
+            .observer
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(observer);
+    }
+
+    /// Tells the observer, if one is registered, that `file` (or any file) changed.
+    fn observe(&self, file: Option<FileKey>) {
+        let o = self
+            .observer
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(o) = o {
+            o.changed(file);
+        }
     }
 
     /// Hands `wakes` to their protocols' wakers; returns them.
@@ -814,6 +848,7 @@ impl LockManager {
     /// waiting would deadlock; [`LockError::Limit`] when a bound would be passed.
     pub fn lock(&self, req: &Request, now: Duration) -> Result<Granted, LockError> {
         let (r, wakes) = self.lock_now(req, now);
+        self.observe(Some(req.file));
         let wakes = self.deliver(wakes);
         r.map(|()| Granted { wakes })
     }
@@ -823,6 +858,7 @@ impl LockManager {
     /// over its client's bound.
     pub fn unlock(&self, file: FileKey, owner: &Owner, range: Range, now: Duration) -> Vec<Wake> {
         let w = self.unlock_now(file, owner, range, now);
+        self.observe(Some(file));
         self.deliver(w)
     }
 
@@ -830,6 +866,7 @@ impl LockManager {
     /// gave up). `Released::waiters` is 1 when there was one.
     pub fn cancel(&self, file: FileKey, owner: &Owner, now: Duration) -> Released {
         let mut r = self.cancel_now(file, owner, now);
+        self.observe(Some(file));
         r.wakes = self.deliver(r.wakes);
         r
     }
@@ -838,6 +875,7 @@ impl LockManager {
     /// whose open is gone; a process that closed the file).
     pub fn release_owner_file(&self, file: FileKey, owner: &Owner, now: Duration) -> Released {
         let mut r = self.release_owner_file_now(file, owner, now);
+        self.observe(Some(file));
         r.wakes = self.deliver(r.wakes);
         r
     }
@@ -845,6 +883,9 @@ impl LockManager {
     /// Releases every lock and waiting request of `owner`.
     pub fn release_owner(&self, owner: &Owner, now: Duration) -> Released {
         let mut r = self.release_owner_now(owner, now);
+        if r != Released::default() {
+            self.observe(None);
+        }
         r.wakes = self.deliver(r.wakes);
         r
     }
@@ -853,6 +894,9 @@ impl LockManager {
     /// lease expiry, an NSM reboot notice, NLM FREE_ALL).
     pub fn release_client(&self, client: &Client, now: Duration) -> Released {
         let mut r = self.release_client_now(client, now);
+        if r != Released::default() {
+            self.observe(None);
+        }
         r.wakes = self.deliver(r.wakes);
         r
     }
@@ -862,6 +906,9 @@ impl LockManager {
     /// waiter holds nobody back.
     pub fn expire_waiters(&self, now: Duration) -> Vec<Wake> {
         let w = self.expire_waiters_now(now);
+        if !w.is_empty() {
+            self.observe(None);
+        }
         self.deliver(w)
     }
 
@@ -873,6 +920,34 @@ impl LockManager {
             return Vec::new();
         };
         f.pieces(*id, Range::WHOLE)
+    }
+
+    /// What another server must not be granted on `file` while this one holds what it
+    /// holds: every byte held, exclusive where any holder writes, and every byte a
+    /// [`Wait::Grant`] waiter waits for, of its kind (this manager grants it without
+    /// asking anyone when its range frees here), merged into maximal ranges in order of
+    /// offset. [`Wait::Poll`] waiters are left out: they ask again to take their lock.
+    #[must_use]
+    pub fn mirror(&self, file: FileKey) -> Vec<(Range, Kind)> {
+        let g = self.inner();
+        let Some(f) = g.files.get(&file) else {
+            return Vec::new();
+        };
+        let mut m: segments::Segments<Kind> = segments::Segments::default();
+        for (piece, hs) in f.holders.overlapping(Range::WHOLE) {
+            let k = if hs.iter().any(|(_, k)| *k == Kind::Write) {
+                Kind::Write
+            } else {
+                Kind::Read
+            };
+            m.update(piece, |_| Some(k));
+        }
+        for w in f.waiters.iter().filter(|w| w.delivery == Delivery::Grant) {
+            m.update(w.range, |old| {
+                Some(old.copied().map_or(w.kind, |o| o.max(w.kind)))
+            });
+        }
+        m.overlapping(Range::WHOLE).map(|(r, k)| (r, *k)).collect()
     }
 
     /// Whether `owner` holds any lock on `file` (NFSv4 FREE_STATEID and CLOSE ask).

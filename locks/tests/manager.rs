@@ -457,3 +457,61 @@ fn many_locks() {
         println!("{n:>7} | {pair_ns:>7} {test_ns:>7} | {list_pair_ns:>9} {list_test_ns:>9}");
     }
 }
+
+/// What another server must not be granted (`mirror`): every byte held, exclusive where
+/// any holder writes, merged across owners and protocols, plus the ranges of waiters the
+/// manager would grant on its own (NLM), and not those of waiters that ask again
+/// (NFSv4); and the observer hears of each file that changed.
+#[test]
+fn the_mirror_merges_owners_and_keeps_grant_waiters_and_the_observer_hears_each_change() {
+    use std::sync::{Arc, Mutex};
+    struct Heard(Mutex<Vec<Option<FileKey>>>);
+    impl granary_locks::Observer for Heard {
+        fn changed(&self, file: Option<FileKey>) {
+            self.0.lock().unwrap().push(file);
+        }
+    }
+    let lm = LockManager::default();
+    let heard = Arc::new(Heard(Mutex::new(Vec::new())));
+    lm.set_observer(heard.clone());
+    let (a, b, c) = (v4(1, "a"), v4(2, "b"), nlm("host", 7));
+    lock(&lm, &a, Kind::Read, r(0, 9)).unwrap();
+    lock(&lm, &b, Kind::Read, r(5, 14)).unwrap();
+    lock(&lm, &c, Kind::Write, r(15, 19)).unwrap();
+    lock(&lm, &a, Kind::Write, r(100, 109)).unwrap();
+    assert_eq!(
+        lm.mirror(F),
+        [
+            (r(0, 14), Kind::Read),
+            (r(15, 19), Kind::Write),
+            (r(100, 109), Kind::Write)
+        ]
+    );
+    // An NFSv4 waiter (it asks again) is not mirrored; an NLM waiter (granted here on
+    // its own) is, of its kind, over what it waits for.
+    let poll = req(
+        F,
+        &b,
+        Kind::Write,
+        r(100, 120),
+        Wait::Poll { deadline: NOW * 2 },
+    );
+    assert!(lm.lock(&poll, NOW).is_err());
+    assert_eq!(lm.mirror(F).len(), 3);
+    let d = nlm("other", 8);
+    let grant = req(F, &d, Kind::Write, r(200, 210), Wait::Grant);
+    lock(&lm, &a, Kind::Read, r(205, 205)).unwrap();
+    assert!(lm.lock(&grant, NOW).is_err(), "waits behind a's read");
+    assert_eq!(
+        lm.mirror(F)[3..],
+        [(r(200, 210), Kind::Write)],
+        "the waiter's whole range, exclusive over a's read"
+    );
+    assert!(lm.mirror(G).is_empty());
+    let before = heard.0.lock().unwrap().len();
+    lm.unlock(F, &c, r(15, 19), NOW);
+    lm.release_client(&Client::nfs4(1), NOW);
+    let heard = heard.0.lock().unwrap();
+    assert_eq!(heard[before..], [Some(F), None]);
+    assert!(heard[..before].iter().all(|f| *f == Some(F)));
+}

@@ -14,6 +14,7 @@
 pub mod convert;
 pub mod credcache;
 pub mod grace;
+pub mod heads;
 pub mod idmap;
 pub mod limits;
 pub mod mountproc;

@@ -119,6 +119,8 @@ impl NfsState {
             (1..=crate::limits::MAX_IO_BYTES).contains(&max_io_bytes),
             "max_io_bytes {max_io_bytes} out of range"
         );
+        let locks = Arc::new(locks::LockManager::default());
+        crate::heads::attach(&exports, &locks);
         Self {
             exports,
             write_verifier,
@@ -126,7 +128,7 @@ impl NfsState {
             mounts: Mutex::new(VecDeque::new()),
             creds: Some(CredCache::new()),
             sendfile: SendfileMode::default(),
-            locks: Arc::new(locks::LockManager::default()),
+            locks,
             shares: Arc::new(locks::ShareTable::default()),
             lock_grace: crate::grace::LockGrace::default(),
             idmap: Idmap::numeric(),

@@ -27,6 +27,7 @@ use vfs::FsError;
 use xdr::{Decoder, Encode, Encoder};
 
 use super::{kind, nlm_owner, share, BlockedLock, Callback, NlmState};
+use crate::heads::Across;
 
 use CacheClass::Idempotent;
 
@@ -206,9 +207,14 @@ fn test_reply(s: &NlmState, ctx: &CallContext, a: &TestArgs) -> Result<TestReply
         Err(st) => return Ok(TestReply::Other(st)),
     };
     let owner = owner_of(ctx, &a.alock);
-    Ok(match s.locks.test(file, &owner, kind(a.exclusive), range) {
-        Some(c) => TestReply::Denied(holder(&c)),
-        None => TestReply::Other(Stats::Granted),
+    let k = kind(a.exclusive);
+    if let Some(c) = s.locks.test(file, &owner, k, range) {
+        return Ok(TestReply::Denied(holder(&c)));
+    }
+    Ok(match crate::heads::test(&s.core.exports, file, k, range) {
+        Ok(Some(c)) => TestReply::Denied(holder(&c)),
+        Ok(None) => TestReply::Other(Stats::Granted),
+        Err(_) => TestReply::Other(Stats::DeniedNolocks),
     })
 }
 
@@ -284,7 +290,25 @@ fn take_lock(s: &NlmState, ctx: &CallContext, a: &LockArgs, file: FileKey, range
         range,
         wait: if block { Wait::Grant } else { Wait::No },
     };
-    let result = s.locks.lock(&req, s.now());
+    let across = crate::heads::lock(&s.core.exports, &s.locks, &req, s.now(), || {
+        s.locks.lock(&req, s.now()).map(|_| ())
+    });
+    let other_head = matches!(across, Across::OtherHead(_));
+    let result = match across {
+        Across::Local(r) => r,
+        // Not queued here: the client's own retry (Linux: every 30 s) takes it later.
+        Across::OtherHead(conflict) => Err(LockError::Denied {
+            conflict,
+            queued: None,
+        }),
+        Across::Engine(e) => {
+            tracing::debug!(peer = %ctx.peer, error = %e, "NLM lock: the other heads could not be checked");
+            if block {
+                super::lock(&s.waiting).blocked.remove(&(file, owner));
+            }
+            return Stats::DeniedNolocks;
+        }
+    };
     if !matches!(
         result,
         Err(LockError::Denied {
@@ -297,7 +321,8 @@ fn take_lock(s: &NlmState, ctx: &CallContext, a: &LockArgs, file: FileKey, range
     }
     match result {
         // Waiters a downgrade woke reach their protocols' wakers from the manager.
-        Ok(_) => Stats::Granted,
+        Ok(()) => Stats::Granted,
+        Err(LockError::Denied { queued: None, .. }) if other_head && a.block => Stats::Blocked,
         Err(LockError::Denied {
             queued: Some(_), ..
         }) => Stats::Blocked,
@@ -374,6 +399,7 @@ fn unlock_stat(s: &NlmState, ctx: &CallContext, a: &UnlockArgs) -> Result<Stats,
     let owner = owner_of(ctx, &a.alock);
     s.drop_pending(file, &owner);
     s.locks.unlock(file, &owner, range, s.now());
+    crate::heads::settle(&s.core.exports, file);
     Ok(Stats::Granted)
 }
 

@@ -45,6 +45,7 @@ use super::callback::Callbacks;
 use super::compound::{Cx, Fh};
 use super::convert::status_of;
 use super::FileKey;
+use crate::heads::{self, Across};
 use crate::limits::LOCK_POLL_KEEPS_PLACE_SECS;
 
 /// Why a LOCK or LOCKT did not succeed.
@@ -91,6 +92,16 @@ fn lock_target(cx: &Cx<'_>) -> Result<FileKey, Nfsstat4> {
         FileType::Directory => Err(Nfsstat4::Isdir),
         FileType::Symlink => Err(Nfsstat4::Symlink),
         _ => Err(Nfsstat4::WrongType),
+    }
+}
+
+/// The status for a failure of the other heads' check ([`heads`]): a head keeping rows
+/// for its most files is a bound (NFS4ERR_RESOURCE), anything else the engine's
+/// (NFS4ERR_DELAY while the database is down).
+fn head_status(e: vfs::FsError) -> Nfsstat4 {
+    match e {
+        vfs::FsError::NoSpc => Nfsstat4::Resource,
+        e => status_of(e),
     }
 }
 
@@ -181,7 +192,19 @@ fn try_lock(cx: &mut Cx<'_>, a: &LockArgs) -> Result<Stateid4, Refusal> {
         wait,
     };
     let notify = &cx.s.notify_lock;
-    match ask(cx, client, &req) {
+    let mgr = cx.s.state.lock_manager();
+    let asked = match heads::lock(&cx.s.core.exports, mgr, &req, cx.now, || {
+        ask(cx, client, &req)
+    }) {
+        Across::Local(r) => r,
+        // Not queued: the client polls (and asks the other heads again each time).
+        Across::OtherHead(conflict) => Err(LockError::Denied {
+            conflict,
+            queued: None,
+        }),
+        Across::Engine(e) => return Err(head_status(e).into()),
+    };
+    match asked {
         Ok(()) => notify.done(client, &owner, req.file),
         Err(LockError::Denied { conflict, queued }) => {
             if let (Some(_), Some(Fh::File { raw, .. })) = (queued, cx.cur.as_ref()) {
@@ -239,7 +262,7 @@ fn try_lockt(cx: &mut Cx<'_>, a: &LocktArgs) -> Result<Nothing, Refusal> {
     let owner = Owner::nfs4(client, a.owner.owner.0.clone());
     let mgr = cx.s.state.lock_manager();
     let Some(c) = mgr.test(file.lock_key(), &owner, kind, range) else {
-        return Ok(Nothing);
+        return lockt_other_heads(cx, &file, kind, range);
     };
     let expired = c
         .owner
@@ -247,9 +270,23 @@ fn try_lockt(cx: &mut Cx<'_>, a: &LocktArgs) -> Result<Nothing, Refusal> {
         .nfs4_clientid()
         .is_some_and(|holder| holder != client && cx.s.state.expire_client(holder, cx.now));
     match expired.then(|| mgr.test(file.lock_key(), &owner, kind, range)) {
-        Some(None) => Ok(Nothing),
+        Some(None) => lockt_other_heads(cx, &file, kind, range),
         Some(Some(again)) => Err(Refusal::Denied(denied(&again))),
         None => Err(Refusal::Denied(denied(&c))),
+    }
+}
+
+/// LOCKT past this server's own locks: another head's lock in the way ([`heads`]).
+fn lockt_other_heads(
+    cx: &Cx<'_>,
+    file: &FileKey,
+    kind: Kind,
+    range: Range,
+) -> Result<Nothing, Refusal> {
+    match heads::test(&cx.s.core.exports, file.lock_key(), kind, range) {
+        Ok(None) => Ok(Nothing),
+        Ok(Some(c)) => Err(Refusal::Denied(denied(&c))),
+        Err(e) => Err(head_status(e).into()),
     }
 }
 
@@ -262,6 +299,7 @@ pub fn locku(cx: &mut Cx<'_>, a: &LockuArgs) -> Result<Stateid4, Nfsstat4> {
     cx.s.state
         .lock_manager()
         .unlock(file.lock_key(), &l.lock_owner(), range, cx.now);
+    heads::settle(&cx.s.core.exports, file.lock_key());
     let new = cx.s.state.lock_changed(client, &sid)?;
     cx.cur_sid = Some(new);
     Ok(new)

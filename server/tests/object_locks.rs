@@ -1,0 +1,458 @@
+//! Byte-range locks across two heads of one object export (the real binary, PostgreSQL
+//! and S3 from `scripts/object-env.sh`), over NFSv4.1 and NLM as clients send them: a
+//! write lock through head A makes the same bytes DENIED through head B (both
+//! protocols, and across them), disjoint ranges and shared locks are granted, an unlock
+//! on A lets B take the range at once, a head killed with SIGKILL frees its locks on the
+//! other head after its lease, and with the database stopped a LOCK answers
+//! NFS4ERR_DELAY / NLM4_DENIED_NOLOCKS while the locks held before stay held after.
+//! Fails when the engines are absent unless GRANARY_OBJECT_TESTS=skip.
+
+mod common;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use backend_object::TestEngines;
+use bytes::Bytes;
+use client::RpcConnection;
+use common::object::{engine, head_config_with, scratch};
+use common::v4::V4;
+use common::Server;
+use nfs4::attr::Fattr;
+use nfs4::ops::*;
+use nfs4::results::*;
+use nfs4::types::*;
+use nfs4::{Nfsstat4, Stateid4};
+use nlm::nlm4;
+
+const NLM: u32 = 100_021;
+
+/// Lease of the heads here, the least a config may give: the killed head's locks go
+/// within it.
+const LEASE_SECS: u64 = 3;
+
+/// One test stops the database every test here uses: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Two heads of one fresh file system with a short lock lease.
+fn two_heads(tag: &str) -> Option<(Server, Server)> {
+    let env = TestEngines::from_env()?;
+    let fs = env.fresh(tag);
+    let dir = scratch(tag);
+    let key = dir.join("handle.key");
+    let extra = format!("lock_lease_secs = {LEASE_SECS}\n");
+    let a = head_config_with(&dir, "a", &fs, &key, &extra);
+    let b = head_config_with(&dir, "b", &fs, &key, &extra);
+    let a = Server::start(&["--config", a.to_str().unwrap()]);
+    let b = Server::start(&["--config", b.to_str().unwrap()]);
+    Some((a, b))
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn name(s: &str) -> Component4 {
+    Component4(Bytes::from(s.to_string()))
+}
+
+fn owner(s: &str) -> StateOwner4 {
+    StateOwner4 {
+        clientid: 0,
+        owner: Opaque4(Bytes::from(s.to_string())),
+    }
+}
+
+/// An NFSv4 client of one head with `file` open (created if new).
+struct Locker {
+    v4: V4,
+    open: Stateid4,
+    fh: Bytes,
+}
+
+impl Locker {
+    async fn new(server: &Server, client: &str, file: &str) -> Self {
+        let mut v4 = V4::connect(server, client).await;
+        let (status, r) = v4
+            .run(vec![
+                ArgOp::Putrootfh,
+                ArgOp::Open(OpenArgs {
+                    seqid: 0,
+                    share_access: share::ACCESS_BOTH,
+                    share_deny: share::DENY_NONE,
+                    owner: owner("open-owner"),
+                    openhow: Openflag4::Create(Createhow4::Unchecked(
+                        Fattr {
+                            mode: Some(0o644),
+                            ..Fattr::default()
+                        }
+                        .to_fattr4(),
+                    )),
+                    claim: OpenClaim4::Null(name(file)),
+                }),
+                ArgOp::Getfh,
+            ])
+            .await;
+        assert_eq!(status, Nfsstat4::Ok, "OPEN");
+        let ResOp::Open(Res4::Ok(o)) = &r[1] else {
+            panic!("OPEN: {r:?}")
+        };
+        let ResOp::Getfh(Res4::Ok(fh)) = &r[2] else {
+            panic!("GETFH: {r:?}")
+        };
+        Self {
+            v4,
+            open: o.stateid,
+            fh: fh.0.clone(),
+        }
+    }
+
+    /// PUTFH of the file, then `op`: its result.
+    async fn on(&mut self, op: ArgOp) -> ResOp {
+        let (_, mut r) = self
+            .v4
+            .run_unchecked(vec![ArgOp::Putfh(NfsFh4(self.fh.clone())), op])
+            .await;
+        assert_eq!(r.len(), 2, "PUTFH succeeds: {r:?}");
+        r.pop().expect("a result")
+    }
+
+    /// A LOCK of a new lock-owner `lo`.
+    async fn lock(&mut self, t: NfsLockType4, offset: u64, length: u64, lo: &str) -> ResOp {
+        let open = self.open;
+        self.on(ArgOp::Lock(LockArgs {
+            locktype: t,
+            reclaim: false,
+            offset,
+            length,
+            locker: Locker4::New(OpenToLockOwner4 {
+                open_seqid: 0,
+                open_stateid: open,
+                lock_seqid: 0,
+                lock_owner: owner(lo),
+            }),
+        }))
+        .await
+    }
+
+    async fn lockt(&mut self, t: NfsLockType4, offset: u64, length: u64, lo: &str) -> ResOp {
+        self.on(ArgOp::Lockt(LocktArgs {
+            locktype: t,
+            offset,
+            length,
+            owner: owner(lo),
+        }))
+        .await
+    }
+
+    async fn locku(&mut self, sid: Stateid4, offset: u64, length: u64) -> ResOp {
+        self.on(ArgOp::Locku(LockuArgs {
+            locktype: NfsLockType4::Write,
+            seqid: 0,
+            lock_stateid: sid,
+            offset,
+            length,
+        }))
+        .await
+    }
+}
+
+/// The NFSv3 handle of `file` in the root of `server`'s export, for NLM calls.
+async fn nlm_fh(server: &Server, file: &str) -> nlm4::Netobj {
+    let nfs = common::nfs::connect(server).await;
+    let root = nfs.mount("/").await.expect("MNT /");
+    let (fh, _) = nfs.lookup_ok(&root, file).await.expect("LOOKUP");
+    nlm4::Netobj(fh.0)
+}
+
+fn granted(r: &ResOp) -> Stateid4 {
+    match r {
+        ResOp::Lock(LockRes::Ok(sid)) => *sid,
+        other => panic!("expected a granted LOCK, got {other:?}"),
+    }
+}
+
+/// The lock in the way, of a LOCK or LOCKT refused with NFS4ERR_DENIED.
+fn denied(r: &ResOp) -> LockDenied4 {
+    match r {
+        ResOp::Lock(LockRes::Denied(d)) | ResOp::Lockt(LockRes::Denied(d)) => d.clone(),
+        other => panic!("expected NFS4ERR_DENIED, got {other:?}"),
+    }
+}
+
+/// An NLM client host `host` (svid 1) on one head.
+struct Nlm {
+    conn: RpcConnection,
+    host: &'static str,
+}
+
+impl Nlm {
+    async fn new(server: &Server, host: &'static str) -> Self {
+        let conn = RpcConnection::connect(server.addr)
+            .await
+            .unwrap()
+            .with_timeout(Duration::from_secs(30));
+        Self { conn, host }
+    }
+
+    fn alock(&self, fh: &nlm4::Netobj, offset: u64, len: u64) -> nlm4::Lock {
+        nlm4::Lock {
+            caller_name: nlm4::CallerName::new(self.host.as_bytes().to_vec()),
+            fh: fh.clone(),
+            oh: nlm4::Netobj::new(format!("1@{}", self.host).into_bytes()),
+            svid: 1,
+            l_offset: offset,
+            l_len: len,
+        }
+    }
+
+    async fn lock(
+        &self,
+        fh: &nlm4::Netobj,
+        exclusive: bool,
+        block: bool,
+        offset: u64,
+        len: u64,
+    ) -> nlm4::Stats {
+        let args = nlm4::LockArgs {
+            cookie: nlm4::Netobj::new(&b"c"[..]),
+            block,
+            exclusive,
+            alock: self.alock(fh, offset, len),
+            reclaim: false,
+            state: 1,
+        };
+        let r: nlm4::Res = self
+            .conn
+            .call_decode(NLM, 4, nlm4::Proc::Lock as u32, &args)
+            .await
+            .expect("NLM LOCK");
+        r.stat
+    }
+
+    async fn test(
+        &self,
+        fh: &nlm4::Netobj,
+        exclusive: bool,
+        offset: u64,
+        len: u64,
+    ) -> nlm4::TestReply {
+        let args = nlm4::TestArgs {
+            cookie: nlm4::Netobj::new(&b"t"[..]),
+            exclusive,
+            alock: self.alock(fh, offset, len),
+        };
+        let r: nlm4::TestRes = self
+            .conn
+            .call_decode(NLM, 4, nlm4::Proc::Test as u32, &args)
+            .await
+            .expect("NLM TEST");
+        r.stat
+    }
+
+    async fn unlock(&self, fh: &nlm4::Netobj, offset: u64, len: u64) -> nlm4::Stats {
+        let args = nlm4::UnlockArgs {
+            cookie: nlm4::Netobj::new(&b"u"[..]),
+            alock: self.alock(fh, offset, len),
+        };
+        let r: nlm4::Res = self
+            .conn
+            .call_decode(NLM, 4, nlm4::Proc::Unlock as u32, &args)
+            .await
+            .expect("NLM UNLOCK");
+        r.stat
+    }
+}
+
+/// Another head's lock, as NFSv4 reports its holder: client id 0, `granary head N`.
+fn is_another_head(d: &LockDenied4) -> bool {
+    d.owner.clientid == 0 && d.owner.owner.0.starts_with(b"granary head ")
+}
+
+#[test]
+fn locks_exclude_each_other_across_heads_over_nfsv4_and_nlm() {
+    let _serial = one_at_a_time();
+    let Some((a, b)) = two_heads("xlock-basic") else {
+        return;
+    };
+    rt().block_on(async {
+        let mut va = Locker::new(&a, "client-a", "db").await;
+        let mut vb = Locker::new(&b, "client-b", "db").await;
+        let fh = nlm_fh(&b, "db").await;
+        let (na, nb) = (Nlm::new(&a, "alpha").await, Nlm::new(&b, "beta").await);
+
+        // NFSv4 on A holds bytes 0-99 for writing.
+        let la = granted(&va.lock(NfsLockType4::Write, 0, 100, "lo-a").await);
+        // NFSv4 on B: the same bytes DENIED, named as head A's range; LOCKT too.
+        let d = denied(&vb.lock(NfsLockType4::Write, 50, 10, "lo-b").await);
+        assert!(is_another_head(&d), "{d:?}");
+        assert_eq!(
+            (d.offset, d.length, d.locktype),
+            (0, 100, NfsLockType4::Write)
+        );
+        let d = denied(&vb.lockt(NfsLockType4::Read, 99, 1, "lo-b").await);
+        assert!(is_another_head(&d), "{d:?}");
+        assert_eq!(
+            vb.lockt(NfsLockType4::Write, 100, 100, "lo-b").await,
+            ResOp::Lockt(LockRes::Ok(Nothing)),
+            "the bytes after it are free"
+        );
+        // NLM on B (across protocols and heads): DENIED, TEST names the holder, and a
+        // blocking LOCK is BLOCKED (its client polls).
+        assert_eq!(nb.lock(&fh, true, false, 10, 5).await, nlm4::Stats::Denied);
+        assert!(matches!(
+            nb.test(&fh, false, 0, 1).await,
+            nlm4::TestReply::Denied(h) if h.svid == 0 && h.oh.0.starts_with(b"granary head ")
+        ));
+        assert_eq!(nb.lock(&fh, true, true, 10, 5).await, nlm4::Stats::Blocked);
+        // Disjoint ranges: both heads grant.
+        let lb = granted(&vb.lock(NfsLockType4::Write, 200, 100, "lo-b").await);
+        assert_eq!(
+            nb.lock(&fh, true, false, 400, 10).await,
+            nlm4::Stats::Granted
+        );
+        // NLM on A against B's NFSv4 and NLM locks, the other way round.
+        assert_eq!(na.lock(&fh, true, false, 250, 1).await, nlm4::Stats::Denied);
+        assert_eq!(
+            na.lock(&fh, false, false, 405, 1).await,
+            nlm4::Stats::Denied
+        );
+        // Shared locks share across heads: read on A (NLM) and on B (NFSv4).
+        assert_eq!(
+            na.lock(&fh, false, false, 1000, 10).await,
+            nlm4::Stats::Granted
+        );
+        granted(&vb.lock(NfsLockType4::Read, 1005, 10, "lo-b2").await);
+        let d = denied(&va.lock(NfsLockType4::Write, 1010, 1, "lo-a2").await);
+        assert!(is_another_head(&d), "B's read is in A's write's way: {d:?}");
+
+        // A lets go: B takes the range at once (the unlock's reply waits for its record).
+        let u = va.locku(la, 0, 100).await;
+        assert!(matches!(u, ResOp::Locku(Res4::Ok(_))), "LOCKU: {u:?}");
+        granted(
+            &vb.on(ArgOp::Lock(LockArgs {
+                locktype: NfsLockType4::Write,
+                reclaim: false,
+                offset: 0,
+                length: 100,
+                locker: Locker4::Existing(ExistLockOwner4 {
+                    lock_stateid: lb,
+                    lock_seqid: 0,
+                }),
+            }))
+            .await,
+        );
+        let d = denied(&va.lock(NfsLockType4::Read, 0, 1, "lo-a3").await);
+        assert!(is_another_head(&d), "now B's is in A's way: {d:?}");
+        // NLM's unlock does the same for the other head's NFSv4 client.
+        assert_eq!(nb.unlock(&fh, 400, 10).await, nlm4::Stats::Granted);
+        granted(&va.lock(NfsLockType4::Write, 400, 10, "lo-a4").await);
+    });
+}
+
+#[test]
+fn a_killed_head_frees_its_locks_on_the_other_head_after_its_lease() {
+    let _serial = one_at_a_time();
+    let Some((a, b)) = two_heads("xlock-kill") else {
+        return;
+    };
+    rt().block_on(async {
+        let mut va = Locker::new(&a, "client-a", "f").await;
+        let mut vb = Locker::new(&b, "client-b", "f").await;
+        let fh = nlm_fh(&b, "f").await;
+        let nb = Nlm::new(&b, "beta").await;
+        granted(&va.lock(NfsLockType4::Write, 0, u64::MAX, "lo-a").await);
+        // Alive, A keeps its lease past the lease's length.
+        tokio::time::sleep(Duration::from_secs(LEASE_SECS + 1)).await;
+        denied(&vb.lock(NfsLockType4::Write, 0, 1, "lo-b").await);
+        let pid = a.pid();
+        let killed = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let at = Instant::now();
+        loop {
+            match vb.lock(NfsLockType4::Write, 0, 1, "lo-b").await {
+                ResOp::Lock(LockRes::Ok(_)) => break,
+                ResOp::Lock(LockRes::Denied(d))
+                    if at.elapsed() < Duration::from_secs(LEASE_SECS + 5) =>
+                {
+                    assert!(is_another_head(&d));
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                other => panic!(
+                    "head A's locks never went: {other:?} after {:?}",
+                    at.elapsed()
+                ),
+            }
+        }
+        eprintln!("head A's lock went {:?} after its kill", at.elapsed());
+        assert_eq!(
+            nb.lock(&fh, true, false, 10, 10).await,
+            nlm4::Stats::Granted
+        );
+    });
+    drop(a);
+}
+
+#[test]
+fn with_the_database_stopped_a_lock_is_delayed_and_held_locks_survive_it() {
+    let _serial = one_at_a_time();
+    let Some((a, b)) = two_heads("xlock-dbdown") else {
+        return;
+    };
+    rt().block_on(async {
+        let mut va = Locker::new(&a, "client-a", "f").await;
+        let mut vb = Locker::new(&b, "client-b", "f").await;
+        let fh = nlm_fh(&b, "f").await;
+        let nb = Nlm::new(&b, "beta").await;
+        let la = granted(&va.lock(NfsLockType4::Write, 0, 100, "lo-a").await);
+        tokio::task::spawn_blocking(|| engine("pg-stop"))
+            .await
+            .unwrap();
+        let v4 = vb.lock(NfsLockType4::Write, 500, 1, "lo-b").await;
+        let nlm = nb.lock(&fh, true, false, 600, 1).await;
+        tokio::task::spawn_blocking(|| engine("pg-start"))
+            .await
+            .unwrap();
+        assert_eq!(
+            v4.status(),
+            Nfsstat4::Delay,
+            "NFSv4 LOCK with the database down"
+        );
+        assert_eq!(
+            nlm,
+            nlm4::Stats::DeniedNolocks,
+            "NLM LOCK with the database down"
+        );
+        // Back: A's lock still keeps B off, disjoint bytes are granted again.
+        let back = Instant::now();
+        let r = loop {
+            let r = vb.lock(NfsLockType4::Write, 50, 1, "lo-b").await;
+            if r.status() != Nfsstat4::Delay || back.elapsed() > Duration::from_secs(60) {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        assert!(
+            is_another_head(&denied(&r)),
+            "A's lock held through the outage"
+        );
+        granted(&vb.lock(NfsLockType4::Write, 500, 1, "lo-b").await);
+        assert!(matches!(
+            va.locku(la, 0, 100).await,
+            ResOp::Locku(Res4::Ok(_))
+        ));
+        assert_eq!(nb.lock(&fh, true, false, 50, 1).await, nlm4::Stats::Granted);
+    });
+}

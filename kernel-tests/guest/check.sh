@@ -16,6 +16,8 @@
 #   KT_BACKING the directory behind KT_ROOT on the server (the reference: KT_ROOT itself)
 #   KT_ROOT_B heads group: a second view of KT_ROOT (the object target: head B's mount of
 #             the export head A's KT_ROOT mount serves; the reference: KT_ROOT itself)
+#   KT_ROOT_B4 heads group: a third view (the object target: head B's NFSv4.2 mount, for
+#             the byte-range lock check across heads; the reference: KT_ROOT itself)
 #   KT_RESTART, KT_PORT  restart group: "$KT_RESTART stop|term|start $KT_PORT" kills -9
 #             (or stops with SIGTERM) and starts again the server (restart.sh; the
 #             reference: true, nothing to restart)
@@ -301,9 +303,12 @@ grp_writers() {
 # The object target: a writer on head A's mount (NFSv4.2) writes and closes, a reader on
 # head B's mount (NFSv3) opens next and must read every byte; creates, renames, removes,
 # chmod, chown and utimes on one side seen at the other's next open or listing; and the
-# other way round (heads.py). On the reference both views are the same tmpfs directory.
+# other way round; then a fcntl write lock held through head A's mount makes F_SETLK of
+# the same bytes through head B's NFSv4.2 mount fail with EAGAIN (heads.py). On the
+# reference every view is the same tmpfs directory.
 grp_heads() {
-    python3 -S "$KT_GUEST/heads.py" "$KT_ROOT" "${KT_ROOT_B:?heads needs KT_ROOT_B}"
+    python3 -S "$KT_GUEST/heads.py" "$KT_ROOT" "${KT_ROOT_B:?heads needs KT_ROOT_B}" \
+        "${KT_ROOT_B4:?heads needs KT_ROOT_B4}"
     echo "heads: rc $?"
     step heads
 }

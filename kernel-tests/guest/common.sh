@@ -184,7 +184,7 @@ object_stop_heads() {
         p=$(cat "/tmp/granary-$port.pid" 2>/dev/null) && kill -KILL "$p" 2>/dev/null
         rm -f "/tmp/granary-$port.pid"
     done
-    umount -f -l /mnt/object /mnt/object-b 2>/dev/null
+    umount -f -l /mnt/object /mnt/object-b /mnt/object-b4 2>/dev/null
     return 0
 }
 

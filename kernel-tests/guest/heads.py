@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Close-to-open between two mounts of one file system (kernel-tests group `heads`).
 
-    heads.py A B
+    heads.py A B [C]
 
-A and B are two views of one directory: on the object target, head A's NFSv4.2 mount
+A and B (and C) are views of one directory: on the object target, head A's NFSv4.2 mount
 and head B's NFSv3 mount of one object export (two granary processes, one PostgreSQL
-database and one S3 bucket); on the reference, the same tmpfs directory twice. What one
+database and one S3 bucket), and C head B's NFSv4.2 mount, for the byte-range lock check
+(`heads-locks`: a lock through A keeps C's F_SETLK off the same bytes); on the reference,
+the same tmpfs directory each time. What one
 side writes and closes, the other opens next and must read whole; names, modes, owners,
 times and link counts changed on one side are seen by the other's next open or
 directory listing. That is what NFS promises across clients (close-to-open: the writer's
@@ -21,6 +23,7 @@ depends on times or inode numbers, so the output equals the reference's.
 """
 
 import errno
+import fcntl
 import hashlib
 import os
 import random
@@ -237,7 +240,72 @@ def main():
     read_check("B opens d/renamed", f"{db}/renamed", b"")
     write(f"{a}/after", b"after the remove")
     read_check("B reads after", f"{b}/after", b"after the remove")
+
+    if len(sys.argv) > 3:
+        locks_across(a, os.path.join(sys.argv[3], "heads"))
     check(None)
+
+
+def lock_in_child(path, start, length, go, done):
+    """A process that holds a write lock of PATH's bytes START..START+LENGTH (fcntl
+    F_SETLK) until it reads a byte from GO; it writes a byte to DONE once it holds it.
+    Returns its pid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fd = os.open(path, os.O_RDWR)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, length, start)
+            os.write(done, b"l")
+            os.read(go, 1)
+            os._exit(0)
+        except OSError as e:
+            print(f"the holder could not lock: {errno.errorcode.get(e.errno, e.errno)}")
+            os.write(done, b"e")
+            os._exit(1)
+    return pid
+
+
+def try_lock(path, start, length):
+    """F_SETLK of a write lock through PATH: 'granted' (then released) or 'refused'."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, length, start)
+        fcntl.lockf(fd, fcntl.LOCK_UN, length, start)
+        return "granted"
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES):
+            return "refused"
+        return f"failed: {errno.errorcode.get(e.errno, e.errno)}"
+    finally:
+        os.close(fd)
+
+
+def locks_across(a, c):
+    """A write lock held through A (head A's NFSv4.2 mount) makes F_SETLK of the same
+    bytes through C (head B's NFSv4.2 mount) fail with EAGAIN, not of other bytes, and
+    the bytes are C's once the holder lets go (docs/LOCKS.md, "Across heads"). On the
+    reference both views are one tmpfs directory, where two processes exclude each other
+    the same way."""
+    check("heads-locks")
+    write(f"{a}/locked", data(21, 4096))
+    go, go_w = os.pipe()
+    done_r, done = os.pipe()
+    pid = lock_in_child(f"{a}/locked", 0, 100, go, done)
+    held = os.read(done_r, 1) == b"l"
+    print(f"holder through A: {'holds bytes 0-99' if held else 'no lock'}")
+    print(f"through B, bytes 50-59: {try_lock(f'{c}/locked', 50, 10)}")
+    print(f"through B, bytes 200-299: {try_lock(f'{c}/locked', 200, 100)}")
+    os.write(go_w, b"g")
+    os.waitpid(pid, 0)
+    # The holder's exit unlocks (LOCKU, or CLOSE) before it is reaped; the other head
+    # finds the bytes free at once, or within a few tries while the record catches up.
+    got = "refused"
+    for _ in range(50):
+        got = try_lock(f"{c}/locked", 50, 10)
+        if got != "refused":
+            break
+        time.sleep(0.1)
+    print(f"through B after the holder exited: {got}")
 
 
 main()

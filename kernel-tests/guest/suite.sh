@@ -106,7 +106,7 @@ say() { echo "[$(secs) s] $*"; }
 
 setup() {
     install_granary || return 1
-    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/plain /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq /mnt/v4 /mnt/v4-sq /mnt/v4.1 /mnt/v4.1-sq /mnt/host-v4 /mnt/host-v4-sq /mnt/knfsd-v4 /mnt/knfsd-v4-sq /mnt/object /mnt/object-b
+    mkdir -p /ref /ref-sq /tmp/kt-src "$OUT" /mnt/plain /mnt/granary /mnt/granary-sq /mnt/knfsd /mnt/knfsd-sq /mnt/host /mnt/host-sq /mnt/host-ext4 /mnt/host-ext4-sq /mnt/v4 /mnt/v4-sq /mnt/v4.1 /mnt/v4.1-sq /mnt/host-v4 /mnt/host-v4-sq /mnt/knfsd-v4 /mnt/knfsd-v4-sq /mnt/object /mnt/object-b /mnt/object-b4
     mount -t tmpfs -o size=3G tmpfs /ref || return 1
     mount -t tmpfs -o size=512M,mode=0777 tmpfs /ref-sq || return 1
     local n
@@ -163,7 +163,8 @@ start_target() {
     object)
         object_start_both &&
             $(granary_v4_mount_cmd "$OBJECT_PORT" /mnt/object) &&
-            $(object_b_mount_cmd) ;;
+            $(object_b_mount_cmd) &&
+            $(granary_v4_mount_cmd "$OBJECT_B_PORT" /mnt/object-b4) ;;
     knfsd)
         knfsd_start_both &&
             $(knfsd_mount_cmd /export /mnt/knfsd) &&
@@ -177,10 +178,10 @@ start_target() {
 # ctx_env CTX SQ: root, kind, mount point, mount command and user for a context.
 ctx_env() {
     local ctx=$1 sq=$2 exp
-    kind=nfs user=() backing= restart=true root_b=
+    kind=nfs user=() backing= restart=true root_b= root_b4=
     case $ctx in
     plain) kind=plain root=/mnt/plain mnt=/mnt/plain mcmd="mount -t nfs 127.0.0.1:/ /mnt/plain" ;;
-    ref) kind=ref root=/ref mnt= mcmd= backing=/ref root_b=/ref
+    ref) kind=ref root=/ref mnt= mcmd= backing=/ref root_b=/ref root_b4=/ref
          [ "$sq" = sq ] && { root=/ref-sq backing=/ref-sq user=(setpriv --reuid=65534 --regid=65534 --clear-groups); } ;;
     granary) mnt=/mnt/granary port=$GRANARY_PORT
              [ "$sq" = sq ] && { mnt=/mnt/granary-sq port=$GRANARY_SQ_PORT; }
@@ -207,7 +208,7 @@ ctx_env() {
            [ "$sq" = sq ] && { mnt=/mnt/knfsd-v4-sq exp=/export-v4-sq; }
            restart="bash $KT_GUEST/restart.sh --knfsd"
            root=$mnt backing=$exp mcmd=$(knfsd_v4_mount_cmd "$exp" "$mnt") ;;
-    object) mnt=/mnt/object port=$OBJECT_PORT root_b=/mnt/object-b
+    object) mnt=/mnt/object port=$OBJECT_PORT root_b=/mnt/object-b root_b4=/mnt/object-b4
         root=$mnt mcmd=$(granary_v4_mount_cmd "$port" "$mnt") ;;
     knfsd) mnt=/mnt/knfsd exp=/export
            [ "$sq" = sq ] && { mnt=/mnt/knfsd-sq exp=/export-sq; }
@@ -258,7 +259,7 @@ watchdog() {
 # run_ctx CTX GROUP LIMIT SQ: run GROUP in context CTX; its checks' outputs in
 # $OUT/CTX/CHECK (the last one ends with the group's exit status).
 run_ctx() {
-    local ctx=$1 group=$2 limit=$3 sq=$4 kind root root_b mnt mcmd user backing restart port rc t0
+    local ctx=$1 group=$2 limit=$3 sq=$4 kind root root_b root_b4 mnt mcmd user backing restart port rc t0
     ctx_env "$ctx" "$sq"
     local dir=$OUT/$ctx raw=$OUT/$ctx/$group.raw
     mkdir -p "$dir"
@@ -271,7 +272,7 @@ run_ctx() {
         rm -rf "$dir/$group.detail"; mkdir -p "$dir/$group.detail"; chmod 777 "$dir/$group.detail"
         timeout -k 10 "$limit" "${user[@]}" env KT_KIND=$kind KT_ROOT="$root" KT_MNT="$mnt" \
             KT_MOUNT="$mcmd" KT_SRC=/tmp/kt-src KT_GUEST="$KT_GUEST" KT_DETAIL="$dir/$group.detail" \
-            KT_BACKING="$backing" KT_RESTART="$restart" KT_PORT="${port:-}" KT_ROOT_B="$root_b" \
+            KT_BACKING="$backing" KT_RESTART="$restart" KT_PORT="${port:-}" KT_ROOT_B="$root_b" KT_ROOT_B4="$root_b4" \
             bash "$KT_GUEST/check.sh" "$group" >"$raw" 2>&1 </dev/null
         rc=$?
         kill "$wd" 2>/dev/null; wait "$wd" 2>/dev/null

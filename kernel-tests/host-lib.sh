@@ -63,7 +63,7 @@ kt_stage_pjdfstest() {
 }
 
 # kt_object_start: when the targets include `object` (KT_TARGETS unset: the default
-# list does) and one of its groups may be selected (KT_CHECKS unset or matching its default group heads, or KT_OBJECT_GROUPS
+# list does) and one of its groups may be selected (KT_CHECKS unset or matching one of its default groups, heads and pjdfstest, or KT_OBJECT_GROUPS
 # given), start its engines, PostgreSQL and `weed mini` (scripts/object-env.sh: throwaway,
 # bound to the host's 127.0.0.1), in the background while the guest boots.
 # The guest (common.sh object_start_both) waits for $KT_STAGE/object/env, which names
@@ -72,7 +72,7 @@ kt_stage_pjdfstest() {
 # KT_OBJECT_DIR, which makes kt_boot give the guest its NIC; kt_object_stop stops both.
 kt_object_start() {
     [[ " ${KT_TARGETS:-object} " == *" object "* ]] || return 0
-    [ -z "${KT_CHECKS:-}" ] || [ -n "${KT_OBJECT_GROUPS:-}" ] || [[ heads =~ $KT_CHECKS ]] || return 0
+    [ -z "${KT_CHECKS:-}" ] || [ -n "${KT_OBJECT_GROUPS:-}" ] || [[ heads =~ $KT_CHECKS || pjdfstest =~ $KT_CHECKS ]] || return 0
     KT_OBJECT_DIR=$(mktemp -d /tmp/granary-kt-object.XXXXXX)
     mkdir -p "$KT_STAGE/object"
     kt_log "object-env.sh start (PostgreSQL and S3 on the host's loopback for the object target)"

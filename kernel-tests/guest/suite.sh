@@ -38,11 +38,13 @@ V4_GROUPS=${KT_V4_GROUPS:-^(copy|posix|squash|writers|ownership|space|locks|pers
 HOST_V4_GROUPS=${KT_HOST_V4_GROUPS:-^(copy|writers|restart)$}
 KNFSD_V4_GROUPS=${KT_KNFSD_V4_GROUPS:-^(copy|posix|pjdfstest)$}
 V41_GROUPS=${KT_V41_GROUPS:-^(copy|posix)$}
-# The object target: heads (the two-mount close-to-open checker) by default, 75-105 s of
-# guest time with its setup (README.md); a heads group that runs out of time stops the
-# heads (object_stop_heads), so a head that cannot reach its S3 store leaves the rest
-# alone; copy, posix, fio, writers and the rest with KT_OBJECT_GROUPS.
-OBJECT_GROUPS=${KT_OBJECT_GROUPS:-^(heads)$}
+# The object target: heads (the two-mount close-to-open checker) and pjdfstest (the POSIX
+# suite through head A's NFSv4.2 mount, knfsd-v4's failures its reference) by default,
+# about 180 s of guest time with its setup at load 10 (README.md); a heads group that
+# runs out of time stops the heads (object_stop_heads), so a head that cannot reach its
+# S3 store leaves the rest alone; copy, posix, fio, writers and the rest with
+# KT_OBJECT_GROUPS.
+OBJECT_GROUPS=${KT_OBJECT_GROUPS:-^(heads|pjdfstest)$}
 OUT=/tmp/kt-out
 T0=${EPOCHREALTIME/./}
 

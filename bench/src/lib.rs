@@ -687,6 +687,7 @@ async fn run_one(
         heads: t.heads(),
         metrics: t.metrics(),
         engines: t.engine_config(),
+        cpu: t.cpu_watch(),
     };
     let mut out = workloads::run(def, &env, phases).await;
     if !t.alive() {

@@ -255,6 +255,88 @@ fn scrape(at: SocketAddr) -> Result<Vec<(String, u64)>, String> {
     Ok(found)
 }
 
+/// The processes whose CPU time the suite reads around a data pass (`/proc/PID/stat`,
+/// a tick is 10 ms): the target's heads, the S3 server and PostgreSQL (its postmaster
+/// and the backends, its children), found by the ports their URLs name, and this
+/// process (the load generator, or the engines target's probe). A process that cannot
+/// be found is left out of the table, not counted as zero.
+#[derive(Debug, Clone, Default)]
+pub struct CpuWatch {
+    heads: Vec<u32>,
+    s3: Option<u32>,
+    db: Option<u32>,
+}
+
+/// CPU time in ns of each watched process at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuNow {
+    head: Option<u64>,
+    s3: Option<u64>,
+    db: Option<u64>,
+    bench: Option<u64>,
+}
+
+/// The port of a URL's authority (`scheme://[user@]host:port[/...]`).
+fn url_port(url: &str) -> Option<u16> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?']).next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    host_port.rsplit_once(':')?.1.parse().ok()
+}
+
+impl CpuWatch {
+    pub fn new(heads: Vec<u32>, engines: Option<&backend_object::ObjectConfig>) -> Self {
+        let find = |url: Option<&str>| {
+            url.and_then(url_port)
+                .and_then(harness::procstat::listener_pid)
+        };
+        Self {
+            heads,
+            s3: find(engines.and_then(|c| c.store.endpoint.as_deref())),
+            db: find(engines.map(|c| c.postgres.as_str())),
+        }
+    }
+
+    fn now(&self) -> CpuNow {
+        use harness::procstat::process_cpu_ns;
+        let heads: Option<u64> = (!self.heads.is_empty())
+            .then(|| {
+                self.heads
+                    .iter()
+                    .map(|&p| process_cpu_ns(p, false).ok())
+                    .sum()
+            })
+            .flatten();
+        CpuNow {
+            head: heads,
+            s3: self.s3.and_then(|p| process_cpu_ns(p, false).ok()),
+            db: self.db.and_then(|p| process_cpu_ns(p, true).ok()),
+            bench: process_cpu_ns(std::process::id(), false).ok(),
+        }
+    }
+}
+
+/// CPU seconds per GiB moved between two readings, one key per process (the
+/// `cpu_*_s_gib` columns of the report).
+fn cpu_per_gib(before: &CpuNow, after: &CpuNow, bytes: u64) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    if bytes == 0 {
+        return out;
+    }
+    let gib = bytes as f64 / f64::from(1u32 << 30);
+    for (key, b, a) in [
+        ("cpu_head_s_gib", before.head, after.head),
+        ("cpu_s3_s_gib", before.s3, after.s3),
+        ("cpu_db_s_gib", before.db, after.db),
+        ("cpu_bench_s_gib", before.bench, after.bench),
+    ] {
+        if let (Some(b), Some(a)) = (b, a) {
+            out.insert(key.to_owned(), a.saturating_sub(b) as f64 / 1e9 / gib);
+        }
+    }
+    out
+}
+
 /// What `ops` operations cost between two readings, per op.
 fn per_op(
     before: &BTreeMap<String, u64>,
@@ -519,6 +601,7 @@ async fn seq(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String>
             Vec::new()
         };
         let before = counters(env)?;
+        let cpu_before = env.cpu.now();
         let f = Rc::new(fh.clone());
         let mut m = gen::run(
             env.clock,
@@ -547,9 +630,15 @@ async fn seq(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String>
             }
             m.elapsed += env.clock.monotonic() - started;
         }
+        let cpu_after = env.cpu.now();
         let after = counters(env)?;
         let mut s = env.sample(info, &m);
         s.costs = per_op(&before, &after, m.ops);
+        s.costs.extend(cpu_per_gib(
+            &cpu_before,
+            &cpu_after,
+            m.ops * u64::from(IO_CHUNK_BYTES),
+        ));
         if heads > 1 {
             s = s.with_note(format!(
                 "{heads} connections, one per head, {SEQ_DEPTH} in flight each; every other \
@@ -764,10 +853,24 @@ async fn two_heads(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, S
     Ok(out)
 }
 
+/// A probe's result with the CPU seconds per GiB it cost ([`cpu_per_gib`]).
+type Probed = (backend_object::probe::Probed, BTreeMap<String, f64>);
+
+/// Runs probe `p` and reads the CPU it cost the engines and this process.
+fn with_cpu(
+    watch: &CpuWatch,
+    p: impl FnOnce() -> Result<backend_object::probe::Probed, String>,
+) -> Result<Probed, String> {
+    let before = watch.now();
+    let probed = p()?;
+    let after = watch.now();
+    Ok((probed, cpu_per_gib(&before, &after, probed.bytes)))
+}
+
 /// A probe's rate for a note: MiB/s, or why it failed.
-fn rate(p: &Result<backend_object::probe::Probed, String>) -> String {
+fn rate(p: &Result<Probed, String>) -> String {
     match p {
-        Ok(p) => format!(
+        Ok((p, _)) => format!(
             "{:.1} MiB/s",
             p.bytes as f64 / f64::from(1u32 << 20) / p.elapsed.as_secs_f64().max(1e-9)
         ),
@@ -777,12 +880,8 @@ fn rate(p: &Result<backend_object::probe::Probed, String>) -> String {
 
 /// The faster of two probes of the same bytes (either, if one failed; the first error if
 /// both did).
-fn faster(
-    a: Result<backend_object::probe::Probed, String>,
-    b: Result<backend_object::probe::Probed, String>,
-) -> Result<backend_object::probe::Probed, String> {
-    let per_byte =
-        |p: &backend_object::probe::Probed| p.elapsed.as_secs_f64() / (p.bytes.max(1) as f64);
+fn faster(a: Result<Probed, String>, b: Result<Probed, String>) -> Result<Probed, String> {
+    let per_byte = |(p, _): &Probed| p.elapsed.as_secs_f64() / (p.bytes.max(1) as f64);
     match (a, b) {
         (Ok(a), Ok(b)) => Ok(if per_byte(&b) < per_byte(&a) { b } else { a }),
         (Ok(p), Err(_)) | (Err(_), Ok(p)) => Ok(p),
@@ -803,15 +902,16 @@ fn engines(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String> {
     let objects = (size / object_bytes as u64).max(1);
     let mut out = Vec::new();
     let mut put = false;
-    let sample = |info: &PhaseInfo, p: Result<backend_object::probe::Probed, String>, note| match p
-    {
-        Ok(p) => {
+    let sample = |info: &PhaseInfo, p: Result<Probed, String>, note| match p {
+        Ok((p, cpu)) => {
             let mut m = Measured::empty(1);
             m.ops = p.ops;
             m.calls = p.ops;
             m.bytes = p.bytes;
             m.elapsed = p.elapsed;
-            env.sample(info, &m).with_note(note)
+            let mut s = env.sample(info, &m).with_note(note);
+            s.costs = cpu;
+            s
         }
         Err(why) => env.all_failed(std::slice::from_ref(info), &why).remove(0),
     };
@@ -820,7 +920,9 @@ fn engines(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String> {
             ("object-meta", "create0") => {
                 let ops = COST_OPS * 8;
                 let in_flight = backend_object::limits::POOL_CONNECTIONS;
-                let p = backend_object::probe::creates(config, env.clock.clone(), ops, in_flight);
+                let p = with_cpu(&env.cpu, || {
+                    backend_object::probe::creates(config, env.clock.clone(), ops, in_flight)
+                });
                 let note = format!(
                     "CREATE's transaction (backend-object's own statements), {ops} of them, \
                      {in_flight} at once (a head's pool)"
@@ -831,8 +933,12 @@ fn engines(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String> {
                 // One file's objects go up to UPLOADS_PER_FILE at once from a head: the
                 // store's rate at the faster of that and one at a time.
                 let at_once = backend_object::limits::UPLOADS_PER_FILE;
-                let one = backend_object::probe::puts(config, object_bytes, objects, 1);
-                let many = backend_object::probe::puts(config, object_bytes, objects, at_once);
+                let one = with_cpu(&env.cpu, || {
+                    backend_object::probe::puts(config, object_bytes, objects, 1)
+                });
+                let many = with_cpu(&env.cpu, || {
+                    backend_object::probe::puts(config, object_bytes, objects, at_once)
+                });
                 put = one.is_ok() || many.is_ok();
                 let note = format!(
                     "{objects} PUTs of {} MiB objects, the faster of one at a time ({}) and \
@@ -852,25 +958,29 @@ fn engines(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String> {
                 // more): the store's rate at the faster of the READs' own shape and that,
                 // each with at least the bytes in flight the head may have.
                 let count = size / u64::from(IO_CHUNK_BYTES);
-                let ranged = backend_object::probe::gets(
-                    config,
-                    objects,
-                    object_bytes,
-                    IO_CHUNK_BYTES as usize,
-                    count,
-                    SEQ_DEPTH,
-                );
+                let ranged = with_cpu(&env.cpu, || {
+                    backend_object::probe::gets(
+                        config,
+                        objects,
+                        object_bytes,
+                        IO_CHUNK_BYTES as usize,
+                        count,
+                        SEQ_DEPTH,
+                    )
+                });
                 let window = SEQ_DEPTH as u64 * u64::from(IO_CHUNK_BYTES);
                 let ahead = u64::try_from(backend_object::limits::READ_AHEAD_BYTES).unwrap_or(0);
                 let whole_at_once = ((window + ahead) / object_bytes as u64).max(1) as usize;
-                let whole = backend_object::probe::gets(
-                    config,
-                    objects,
-                    object_bytes,
-                    object_bytes,
-                    objects,
-                    whole_at_once,
-                );
+                let whole = with_cpu(&env.cpu, || {
+                    backend_object::probe::gets(
+                        config,
+                        objects,
+                        object_bytes,
+                        object_bytes,
+                        objects,
+                        whole_at_once,
+                    )
+                });
                 let note = format!(
                     "the faster of {count} ranged GETs of 1 MiB, {SEQ_DEPTH} at once ({}), and \
                      {objects} GETs of whole {} MiB objects, {whole_at_once} at once ({})",
@@ -889,4 +999,21 @@ fn engines(env: &Env<'_>, phases: &[PhaseInfo]) -> Result<Vec<Sample>, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_port;
+
+    #[test]
+    fn an_engines_port_is_read_from_its_url() {
+        assert_eq!(
+            url_port("postgres://postgres@127.0.0.1:22375/granary"),
+            Some(22375)
+        );
+        assert_eq!(url_port("http://127.0.0.1:8333"), Some(8333));
+        assert_eq!(url_port("http://[::1]:8333/x?y=1"), Some(8333));
+        assert_eq!(url_port("postgres://u:pw@db:5432"), Some(5432));
+        assert_eq!(url_port("https://s3.example.com"), None);
+    }
 }

@@ -141,7 +141,9 @@ pub fn check_cost_goals(r: &Results) -> Vec<CostCheck> {
         let targets = each_once(
             r.samples
                 .iter()
-                .filter(|s| s.workload == g.workload && s.phase == g.phase && !s.costs.is_empty())
+                .filter(|s| {
+                    s.workload == g.workload && s.phase == g.phase && s.costs.contains_key(g.cost)
+                })
                 .map(|s| s.target.as_str()),
         );
         for t in targets {
@@ -192,8 +194,17 @@ const COST_COLUMNS: [(&str, &str); 8] = [
     ("s3_get_kib", "GET KiB"),
 ];
 
-/// Rows of what each op cost the engines: (phase, target, medians per column).
-fn cost_rows(r: &Results) -> Vec<(String, String, Vec<String>)> {
+/// The columns of the CPU table: key of `Sample::costs` and its heading.
+const CPU_COLUMNS: [(&str, &str); 4] = [
+    ("cpu_head_s_gib", "heads"),
+    ("cpu_s3_s_gib", "S3 server"),
+    ("cpu_db_s_gib", "PostgreSQL"),
+    ("cpu_bench_s_gib", "bench (client or probe)"),
+];
+
+/// Rows of `columns` of the samples' costs: (phase, target, medians per column), for the
+/// samples that have any of them.
+fn cost_rows(r: &Results, columns: &[(&str, &str)]) -> Vec<(String, String, Vec<String>)> {
     let sum = Summary::new(r);
     let mut rows = Vec::new();
     for (w, p, _) in &sum.keys {
@@ -202,12 +213,12 @@ fn cost_rows(r: &Results) -> Vec<(String, String, Vec<String>)> {
                 .samples
                 .iter()
                 .filter(|s| &s.workload == w && &s.phase == p && &s.target == t)
-                .filter(|s| !s.costs.is_empty())
+                .filter(|s| columns.iter().any(|(key, _)| s.costs.contains_key(*key)))
                 .collect();
             if samples.is_empty() {
                 continue;
             }
-            let cols = COST_COLUMNS
+            let cols = columns
                 .iter()
                 .map(|(key, _)| {
                     let v: Vec<f64> = samples
@@ -224,9 +235,33 @@ fn cost_rows(r: &Results) -> Vec<(String, String, Vec<String>)> {
     rows
 }
 
+/// The object suite's CPU seconds per GiB moved, per process.
+fn cpu_section(md: &mut String, r: &Results) {
+    let rows = cost_rows(r, &CPU_COLUMNS);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "\n## CPU seconds per GiB moved\n");
+    let _ = writeln!(
+        md,
+        "Each process's user + system time (`/proc/PID/stat`, 10 ms ticks) around the \
+         data pass, per GiB it moved, median over repeats: the heads, the S3 server and \
+         PostgreSQL (found by their ports; `–` if not found) and the bench itself (the load \
+         generator; on the engines row, the probe's client). Counts, not rates: other \
+         jobs on the machine do not move them much (see docs/BENCH.md).\n"
+    );
+    let heads: Vec<&str> = CPU_COLUMNS.iter().map(|(_, h)| *h).collect();
+    let _ = writeln!(md, "| phase | target | {} |", heads.join(" | "));
+    let _ = writeln!(md, "|---|---|{}", "---|".repeat(heads.len()));
+    for (phase, target, cols) in rows {
+        let _ = writeln!(md, "| {phase} | {target} | {} |", cols.join(" | "));
+    }
+}
+
 /// The object suite's cost per operation and its goals.
 fn costs_section(md: &mut String, r: &Results) {
-    let rows = cost_rows(r);
+    cpu_section(md, r);
+    let rows = cost_rows(r, &COST_COLUMNS);
     if rows.is_empty() {
         return;
     }
@@ -278,7 +313,15 @@ fn met_text(met: Option<bool>) -> &'static str {
 
 /// The cost table for the terminal.
 fn cost_terminal(out: &mut String, r: &Results) {
-    let rows = cost_rows(r);
+    let cpu = cost_rows(r, &CPU_COLUMNS);
+    if !cpu.is_empty() {
+        let heads: Vec<&str> = CPU_COLUMNS.iter().map(|(_, h)| *h).collect();
+        let _ = writeln!(out, "\nCPU s per GiB (median): {}", heads.join(", "));
+        for (phase, target, cols) in cpu {
+            let _ = writeln!(out, "{phase:<28} {target:<11} {}", cols.join("  "));
+        }
+    }
+    let rows = cost_rows(r, &COST_COLUMNS);
     if rows.is_empty() {
         return;
     }

@@ -165,6 +165,20 @@ impl Target {
         }
     }
 
+    /// The processes whose CPU time the object suite reads around a pass: this target's
+    /// heads, and the engines its file system is on (found by their ports; none for a
+    /// target of another suite).
+    #[must_use]
+    pub fn cpu_watch(&self) -> super::object::CpuWatch {
+        let heads = match &self.kind {
+            Kind::Object { servers, .. } => servers.iter().map(ServeProcess::id).collect(),
+            Kind::Engines => Vec::new(),
+            _ => return super::object::CpuWatch::default(),
+        };
+        let config = self.fixtures.as_ref().and_then(|f| f.object.as_ref());
+        super::object::CpuWatch::new(heads, config.map(|o| &o.config))
+    }
+
     /// The engines' configuration, for the engines target.
     #[must_use]
     pub fn engine_config(&self) -> Option<&backend_object::ObjectConfig> {

@@ -192,6 +192,8 @@ pub struct Env<'a> {
     pub metrics: Vec<SocketAddr>,
     /// The engines themselves (the object suite's `engines` target).
     pub engines: Option<&'a backend_object::ObjectConfig>,
+    /// The processes whose CPU time a pass of the object suite costs.
+    pub cpu: super::object::CpuWatch,
 }
 
 impl WorkloadDef {

@@ -1,7 +1,9 @@
 //! What a running process costs while it waits: how often its threads went to sleep
 //! (each voluntary context switch ends one wake-up) and how much CPU time it used, read
 //! from `/proc/PID/task/*` (Linux). Used to show that a server holding idle connections
-//! is not woken for them (seed 002, issue 15).
+//! is not woken for them (seed 002, issue 15). [`process_cpu_ns`] and [`listener_pid`]:
+//! what a process (a head, an engine found by its port) spent over a bench pass
+//! (`granary bench --suite object`'s CPU per GiB).
 
 use std::fs;
 use std::io::{Read, Write};
@@ -54,6 +56,104 @@ impl ProcCounters {
     }
 }
 
+/// Nanoseconds of one clock tick of `/proc/PID/stat` (`USER_HZ`, 100 on every
+/// architecture Linux runs this on: the ABI fixes it, whatever the kernel's `HZ`).
+const TICK_NS: u64 = 10_000_000;
+
+/// CPU time `pid` has used, user and system, in ns: its own threads, those that exited
+/// included (`/proc/PID/stat`, in ticks of 10 ms), and with `children` its exited
+/// children that it waited for and its live children too (PostgreSQL's backends are
+/// children of its postmaster). Unlike [`ProcCounters::cpu_ns`] nothing a thread did is
+/// lost when it exits between two readings, so the difference of two readings is what
+/// the process spent between them, to a tick.
+///
+/// # Errors
+/// If `/proc/PID/stat` cannot be read or parsed (the process is gone, or not Linux).
+pub fn process_cpu_ns(pid: u32, children: bool) -> std::io::Result<u64> {
+    let (own, waited) = stat_ticks(pid)?;
+    if !children {
+        return Ok(own * TICK_NS);
+    }
+    let mut ticks = own + waited;
+    for entry in fs::read_dir("/proc")?.flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if parent_of(child) == Some(pid) {
+            // A child that exits now is not counted twice: gone from /proc, it is in
+            // `waited` only once its parent reaped it, at a later reading.
+            ticks += stat_ticks(child).map_or(0, |(own, _)| own);
+        }
+    }
+    Ok(ticks * TICK_NS)
+}
+
+/// The fields of `/proc/PID/stat` after the command name (which may hold spaces).
+fn stat_fields(pid: u32) -> std::io::Result<Vec<String>> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| std::io::Error::other(format!("/proc/{pid}/stat: no command name")))?;
+    Ok(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// (utime + stime, cutime + cstime) of `pid`, in ticks.
+fn stat_ticks(pid: u32) -> std::io::Result<(u64, u64)> {
+    let f = stat_fields(pid)?;
+    // After the name: state is field 3 of the whole line, so utime (14) is index 11.
+    let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    if f.len() < 15 {
+        return Err(std::io::Error::other(format!(
+            "/proc/{pid}/stat: too short"
+        )));
+    }
+    Ok((n(11) + n(12), n(13) + n(14)))
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    stat_fields(pid).ok()?.get(1)?.parse().ok()
+}
+
+/// The process listening on TCP `port` of 127.0.0.1 or any address (an engine of the
+/// object suite, found by the port its URL names), if this process may see it.
+#[must_use]
+pub fn listener_pid(port: u16) -> Option<u32> {
+    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| fs::read_to_string(p).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    let local_port = f.get(1)?.rsplit_once(':')?.1;
+                    let listening = f.get(3)? == &"0A";
+                    let ours = u16::from_str_radix(local_port, 16).ok()? == port;
+                    let inode = f.get(9)?;
+                    (listening && ours).then(|| format!("socket:[{inode}]"))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if inodes.is_empty() {
+        return None;
+    }
+    fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+        let fds = fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+        fds.flatten()
+            .filter_map(|fd| fs::read_link(fd.path()).ok())
+            .any(|link| inodes.iter().any(|i| link.as_os_str() == i.as_str()))
+            .then_some(pid)
+    })
+}
+
 /// An RPC NULL call to NFSv3 with AUTH_NONE, in one record.
 pub fn null_call(xid: u32) -> Vec<u8> {
     let words = [xid, 0, 2, 100_003, 3, 0, 0, 0, 0, 0];
@@ -95,6 +195,26 @@ fn first_number(text: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn process_cpu_counts_a_thread_that_exited_and_a_listener_is_found_by_its_port() {
+        let pid = std::process::id();
+        let before = process_cpu_ns(pid, false).unwrap();
+        std::thread::spawn(|| {
+            let ran = || first_number(&fs::read_to_string("/proc/thread-self/schedstat").unwrap());
+            let start = ran();
+            while ran() < start + 50_000_000 {}
+        })
+        .join()
+        .unwrap();
+        let after = process_cpu_ns(pid, true).unwrap();
+        assert!(after >= before + 40_000_000, "{before} {after}");
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert_eq!(listener_pid(port), Some(pid));
+        drop(l);
+        assert_eq!(listener_pid(port), None);
+    }
 
     #[test]
     fn a_sleeping_thread_counts_its_wakeups_and_a_spinning_one_its_cpu() {

@@ -18,7 +18,7 @@
 //!   [`vfs::HeadLocks::changed`] and recorded by this head's keeper task in the
 //!   background, each file under the same per-inode lock, reading the manager's state
 //!   after it holds that lock (so the last write of a file is its newest state). An
-//!   unlock also waits for its record ([`settle`]) where it may. A record that fails (an
+//!   unlock records its own change and waits for it ([`settle`]) where it may. A record that fails (an
 //!   outage) is tried again every heartbeat: a release is never lost, and until it is
 //!   recorded the other heads are refused more than they need, never granted too much.
 //! - **Heads and leases**: a head takes a number (`lock_heads`) at its first LOCK, and
@@ -62,8 +62,8 @@ struct Files {
     dirty: HashSet<i64>,
     /// Every file of `recorded` may be behind (a release of a whole client).
     all_dirty: bool,
-    /// Files a LOCK of this head is running on (how many), which writes their rows
-    /// itself: a change it reports while it runs is looked at when it ends instead.
+    /// Files a LOCK or an unlock of this head is running on (how many), which writes
+    /// their rows itself: a change reported meanwhile is looked at when it ends instead.
     locking: HashMap<i64, usize>,
 }
 
@@ -385,13 +385,24 @@ pub(crate) fn test(inner: &Arc<Inner>, id: FileId, want: LockSpan) -> FsResult<O
     })
 }
 
-/// [`vfs::HeadLocks::settle`].
-pub(crate) fn settle(inner: &Arc<Inner>, id: FileId) -> FsResult<()> {
+/// [`vfs::HeadLocks::settle`]: the change `release` makes is this call's to record (the
+/// keeper is not woken for it, as for a LOCK's grant), so one transaction records it.
+pub(crate) fn settle(inner: &Arc<Inner>, id: FileId, release: &mut dyn FnMut()) -> FsResult<()> {
     let Some(head) = inner.heads.registered() else {
+        release();
         return Ok(());
     };
     let inode = to_db(id);
-    inner.engines.run(record(inner, head, inode))
+    inner.heads.begin_lock(inode);
+    release();
+    let done = if sync::blocking::allowed() {
+        inner.engines.run(record(inner, head, inode))
+    } else {
+        Err(FsError::WouldBlock)
+    };
+    // Left to the keeper when not recorded here.
+    inner.heads.end_lock(inode);
+    done
 }
 
 /// Brings this head's rows of `inode` in step with its lock manager, under the file's

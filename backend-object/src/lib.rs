@@ -461,8 +461,8 @@ impl vfs::HeadLocks for ObjectFs {
         self.inner.heads.changed(id);
     }
 
-    fn settle(&self, id: FileId) -> FsResult<()> {
-        heads::settle(&self.inner, id)
+    fn settle(&self, id: FileId, release: &mut dyn FnMut()) -> FsResult<()> {
+        heads::settle(&self.inner, id, release)
     }
 }
 

@@ -48,9 +48,11 @@ impl Head {
 
     /// Lets go of everything on `id` and waits for the record, as an unlock does.
     fn unlock_all(&self, id: FileId) {
-        self.held.lock().unwrap().remove(&id);
-        self.seam().changed(Some(id));
-        self.seam().settle(id).expect("the record");
+        let held = Arc::clone(&self.held);
+        let mut release = move || {
+            held.lock().unwrap().remove(&id);
+        };
+        self.seam().settle(id, &mut release).expect("the record");
     }
 }
 

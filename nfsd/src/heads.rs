@@ -174,14 +174,25 @@ pub fn test(
         .map(|o| conflict(&o)))
 }
 
-/// After an unlock: the backend's record of `file` is brought in step before the reply,
-/// so another head's client finds the range free at once. A failure is left to the
-/// backend's own retries (the release itself is done).
-pub fn settle(exports: &ExportTable, file: FileKey) {
+/// An unlock: `release` (the server's lock manager) runs, and on an export with heads
+/// the backend's record of `file` is brought in step before the reply, so another head's
+/// client finds the range free at once. A failed record is left to the backend's own
+/// retries (the release itself is done).
+pub fn unlock(exports: &ExportTable, file: FileKey, release: impl FnOnce()) {
     let Some(h) = head_locks(exports, file) else {
+        release();
         return;
     };
-    if let Err(e) = h.settle(FileId(file.file)) {
+    let mut release = Some(release);
+    let r = h.settle(FileId(file.file), &mut || {
+        if let Some(f) = release.take() {
+            f();
+        }
+    });
+    if let Some(f) = release.take() {
+        f();
+    }
+    if let Err(e) = r {
         tracing::debug!(error = %e, "unlock not recorded for the other heads yet; recorded in the background");
     }
 }

@@ -42,6 +42,11 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 
 /// Two heads of one fresh file system with a short lock lease.
 fn two_heads(tag: &str) -> Option<(Server, Server)> {
+    two_heads_with(tag, &[])
+}
+
+/// [`two_heads`], head A started with `a_args` too.
+fn two_heads_with(tag: &str, a_args: &[&str]) -> Option<(Server, Server)> {
     let env = TestEngines::from_env()?;
     let fs = env.fresh(tag);
     let dir = scratch(tag);
@@ -49,7 +54,9 @@ fn two_heads(tag: &str) -> Option<(Server, Server)> {
     let extra = format!("lock_lease_secs = {LEASE_SECS}\n");
     let a = head_config_with(&dir, "a", &fs, &key, &extra);
     let b = head_config_with(&dir, "b", &fs, &key, &extra);
-    let a = Server::start(&["--config", a.to_str().unwrap()]);
+    let mut args = vec!["--config", a.to_str().unwrap()];
+    args.extend_from_slice(a_args);
+    let a = Server::start(&args);
     let b = Server::start(&["--config", b.to_str().unwrap()]);
     Some((a, b))
 }
@@ -454,5 +461,72 @@ fn with_the_database_stopped_a_lock_is_delayed_and_held_locks_survive_it() {
             ResOp::Locku(Res4::Ok(_))
         ));
         assert_eq!(nb.lock(&fh, true, false, 50, 1).await, nlm4::Stats::Granted);
+    });
+}
+
+/// What a LOCK and a LOCKU cost the database on an object export, from head A's
+/// `granary_object_db_*` metrics over 20 pairs on one range (the head's first LOCK,
+/// which registers it, left out): each call reads the file's row (the handle's file must
+/// be a regular file) and runs one transaction of its own (LOCK: the check with its
+/// BEGIN, then the rows with the COMMIT; LOCKU: the per-file lock, then the rows with the
+/// COMMIT; the unlock's change is the LOCKU's own to record, not the keeper's too). The
+/// head's heartbeat (one a second) adds one now and then.
+#[test]
+fn a_lock_and_an_unlock_cost_two_transactions_each() {
+    let _serial = one_at_a_time();
+    let port = common::metrics::free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let Some((a, _b)) = two_heads_with("xlock-cost", &["--metrics", &metrics]) else {
+        return;
+    };
+    let counters = || {
+        let text = common::metrics::scrape(port);
+        let v = |n: &str| common::metrics::sample(&text, &format!("granary_object_{n}_total "));
+        (v("db_transactions"), v("db_round_trips"))
+    };
+    rt().block_on(async {
+        let mut va = Locker::new(&a, "client-a", "f").await;
+        let first = granted(&va.lock(NfsLockType4::Write, 0, 100, "lo-a").await);
+        let mut sid = match va.locku(first, 0, 100).await {
+            ResOp::Locku(Res4::Ok(s)) => s,
+            other => panic!("LOCKU: {other:?}"),
+        };
+        let pairs = 20;
+        let (tx0, rt0) = counters();
+        let started = Instant::now();
+        for _ in 0..pairs {
+            sid = granted(
+                &va.on(ArgOp::Lock(LockArgs {
+                    locktype: NfsLockType4::Write,
+                    reclaim: false,
+                    offset: 0,
+                    length: 100,
+                    locker: Locker4::Existing(ExistLockOwner4 {
+                        lock_stateid: sid,
+                        lock_seqid: 0,
+                    }),
+                }))
+                .await,
+            );
+            sid = match va.locku(sid, 0, 100).await {
+                ResOp::Locku(Res4::Ok(s)) => s,
+                other => panic!("LOCKU: {other:?}"),
+            };
+        }
+        let took = started.elapsed();
+        let (tx1, rt1) = counters();
+        let per_pair = (tx1 - tx0) / f64::from(pairs);
+        let trips = (rt1 - rt0) / f64::from(pairs);
+        eprintln!(
+            "a LOCK+LOCKU pair: {per_pair:.2} database transactions, {trips:.2} round trips, \
+             {:.1} ms",
+            took.as_secs_f64() * 1000.0 / f64::from(pairs)
+        );
+        // Four, and the heartbeats of the time it took (one a second).
+        let beats = took.as_secs_f64().ceil() + 1.0;
+        assert!(
+            per_pair >= 4.0 && tx1 - tx0 <= 4.0 * f64::from(pairs) + beats,
+            "{per_pair} transactions per pair"
+        );
     });
 }

@@ -488,12 +488,13 @@ pub trait HeadLocks: Send + Sync {
     /// never lost, it is recorded once the engine answers.
     fn changed(&self, id: Option<FileId>);
 
-    /// Brings the record of `id` in step now and waits for it (an unlock, so that
-    /// another head's client finds the range free at once).
+    /// An unlock on this head: runs `release` (the head's lock manager), then brings
+    /// the record of `id` in step and waits for it, so that another head's client finds
+    /// the range free at once. `release` always runs, first.
     ///
     /// # Errors
     /// `WouldBlock`, `Jukebox` (the record then follows in the background).
-    fn settle(&self, id: FileId) -> FsResult<()>;
+    fn settle(&self, id: FileId, release: &mut dyn FnMut()) -> FsResult<()>;
 }
 
 /// `Ok` for a regular file; `IsDir` for a directory, `Inval` for any other type.

@@ -398,8 +398,9 @@ fn unlock_stat(s: &NlmState, ctx: &CallContext, a: &UnlockArgs) -> Result<Stats,
     };
     let owner = owner_of(ctx, &a.alock);
     s.drop_pending(file, &owner);
-    s.locks.unlock(file, &owner, range, s.now());
-    crate::heads::settle(&s.core.exports, file);
+    crate::heads::unlock(&s.core.exports, file, || {
+        s.locks.unlock(file, &owner, range, s.now());
+    });
     Ok(Stats::Granted)
 }
 

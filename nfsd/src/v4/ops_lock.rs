@@ -296,10 +296,11 @@ pub fn locku(cx: &mut Cx<'_>, a: &LockuArgs) -> Result<Stateid4, Nfsstat4> {
     let range = range(a.offset, a.length)?;
     let sid = cx.stateid(&a.lock_stateid)?;
     let l = cx.s.state.lock_stateid(client, &sid, &file, None)?;
-    cx.s.state
-        .lock_manager()
-        .unlock(file.lock_key(), &l.lock_owner(), range, cx.now);
-    heads::settle(&cx.s.core.exports, file.lock_key());
+    heads::unlock(&cx.s.core.exports, file.lock_key(), || {
+        cx.s.state
+            .lock_manager()
+            .unlock(file.lock_key(), &l.lock_owner(), range, cx.now);
+    });
     let new = cx.s.state.lock_changed(client, &sid)?;
     cx.cur_sid = Some(new);
     Ok(new)

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use gtime::{Clock, SystemClock};
 
 use runtime::timers::{Callback, Scope, TimerMode, Timers};
-use runtime::{WorkerHooks, Workers};
+use runtime::{Pinning, WorkerHooks, Workers};
 
 /// Timers per measured batch (the seed's loop size).
 pub const BATCH: usize = 1000;
@@ -109,7 +109,8 @@ impl Rig {
             count: (0..workers).map(|_| AtomicU64::new(0)).collect(),
         });
         let hooks: Arc<dyn WorkerHooks> = unparks.clone();
-        let pool = Workers::start_with_hooks(workers, name, DRAIN, Some(hooks)).ok()?;
+        let pool =
+            Workers::start_with_hooks(workers, name, DRAIN, Some(hooks), Pinning::PerCore).ok()?;
         let (stop, _) = tokio::sync::watch::channel(false);
         if let Some(t) = &timers {
             for w in 0..workers {

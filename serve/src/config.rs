@@ -17,6 +17,9 @@ use toml::Spanned;
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub workers: usize,
+    /// Bind each worker to a core (`runtime::Pinning::PerCore`); off by default, see
+    /// `runtime::Pinning` for why.
+    pub pin_workers: bool,
     pub limits: Limits,
     pub exports: Vec<ExportConfig>,
     /// Register with a local portmapper/rpcbind if one runs.
@@ -212,6 +215,7 @@ pub struct ConfigError(pub String);
 struct FileConfig {
     listen: Option<Spanned<String>>,
     workers: Option<Spanned<usize>>,
+    pin_workers: Option<bool>,
     portmap: Option<bool>,
     timers: Option<Spanned<String>>,
     timestamps: Option<Spanned<String>>,
@@ -315,6 +319,7 @@ pub fn parse(text: &str, origin: &str) -> Result<ServerConfig, ConfigError> {
     if let Some(workers) = &file.workers {
         config.workers = check_workers(*workers.get_ref()).map_err(|m| at(&workers.span(), m))?;
     }
+    config.pin_workers = file.pin_workers.unwrap_or(false);
     config.portmap = file.portmap.unwrap_or(true);
     if let Some(t) = &file.timers {
         config.timers = t.get_ref().parse().map_err(|m| at(&t.span(), m))?;
@@ -619,6 +624,7 @@ impl ServerConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 2049)),
             workers: default_workers(),
+            pin_workers: false,
             limits: Limits::default(),
             exports: vec![ExportConfig {
                 path: "/".to_string(),
@@ -915,6 +921,7 @@ mod tests {
         let text = r#"
 listen = "127.0.0.1:3049"
 workers = 3
+pin_workers = true
 [limits]
 max_connections = 10
 idle_timeout_secs = 5
@@ -931,6 +938,8 @@ capacity_bytes = 4096
         let c = parse(text, "t.toml").unwrap();
         assert_eq!(c.listen, "127.0.0.1:3049".parse().unwrap());
         assert_eq!(c.workers, 3);
+        assert!(c.pin_workers);
+        assert!(!ServerConfig::defaults().pin_workers);
         assert_eq!(c.limits.max_connections, 10);
         assert_eq!(c.limits.idle_timeout, Duration::from_secs(5));
         assert_eq!(c.exports.len(), 2);

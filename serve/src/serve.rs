@@ -172,6 +172,11 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         "granary-worker",
         DRAIN_DEADLINE,
         Some(hooks),
+        if config.pin_workers {
+            runtime::Pinning::PerCore
+        } else {
+            runtime::Pinning::Free
+        },
     )
     .map_err(ServeError::Workers)?;
     let main_rt = tokio::runtime::Builder::new_current_thread()

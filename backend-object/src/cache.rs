@@ -21,6 +21,9 @@
 //!   object it reads from (the part of it the file's map names, see
 //!   [`crate::limits::WHOLE_SLICE_READ_MIN_BYTES`]) and reads the objects of the next
 //!   [`READ_AHEAD_BYTES`] ahead, so a sequential reader costs about one GET per object.
+//!   The bytes are kept as the HTTP client received them (pieces, see `rope`), and a
+//!   READ's answer is pieces of them: the NFS reply carries them uncopied
+//!   (`vfs::Backend::read_shared`).
 //!
 //! Compaction replaces a file's rows and moves `version` with them, so every head reads
 //! the new map (and the new objects) at its next READ. A READ that began before the
@@ -41,6 +44,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::StreamExt;
+use object_store::{GetOptions, GetRange, ObjectStore};
 use vfs::FsError;
 
 use crate::data::READ_PARALLEL_GETS;
@@ -50,6 +54,7 @@ use crate::limits::{
     STREAM_FILES_MAX, STREAM_MIN_TOUCHING, STREAM_WINDOW_READS, WHOLE_SLICE_MAX,
 };
 use crate::meta::{self, Inode};
+use crate::rope::Rope;
 use crate::Inner;
 
 /// One `slices` row, as a READ lays it.
@@ -104,7 +109,7 @@ pub struct CacheHits {
 }
 
 /// One GET that several READs wait for: its bytes, or `None` if it failed.
-type SharedGet = Shared<BoxFuture<'static, Option<Bytes>>>;
+type SharedGet = Shared<BoxFuture<'static, Option<Rope>>>;
 
 #[derive(Default)]
 struct Maps {
@@ -114,7 +119,8 @@ struct Maps {
 
 #[derive(Default)]
 struct ObjectBytes {
-    by_range: HashMap<(i64, u64, u64), Bytes>,
+    /// As the GET received them (see `rope`): no copy into one buffer.
+    by_range: HashMap<(i64, u64, u64), Rope>,
     order: VecDeque<(i64, u64, u64)>,
     total: usize,
 }
@@ -200,8 +206,8 @@ impl Caches {
         &self,
         object: i64,
         range: &Range<u64>,
-        start: impl FnOnce() -> BoxFuture<'static, Option<Bytes>>,
-    ) -> Result<SharedGet, Bytes> {
+        start: impl FnOnce() -> BoxFuture<'static, Option<Rope>>,
+    ) -> Result<SharedGet, Rope> {
         let mut flying = locked(&self.in_flight);
         let key = (object, range.start, range.end);
         if let Some(get) = flying.get(&key) {
@@ -230,7 +236,7 @@ impl Caches {
     }
 
     /// The bytes of `range` of `object`, if fetched before.
-    pub(crate) fn bytes(&self, object: i64, range: &Range<u64>) -> Option<Bytes> {
+    pub(crate) fn bytes(&self, object: i64, range: &Range<u64>) -> Option<Rope> {
         locked(&self.bytes)
             .by_range
             .get(&(object, range.start, range.end))
@@ -238,7 +244,7 @@ impl Caches {
     }
 
     /// Keeps the bytes of `range` of `object`.
-    pub(crate) fn keep_bytes(&self, object: i64, range: &Range<u64>, bytes: Bytes) {
+    pub(crate) fn keep_bytes(&self, object: i64, range: &Range<u64>, bytes: Rope) {
         if bytes.len() > OBJECT_CACHE_MAX_BYTES / 4 {
             return;
         }
@@ -463,12 +469,13 @@ fn visible(slices: Vec<Slice>, (start, end): (i64, i64)) -> Vec<Slice> {
 
 /// One GET's answer: where it lands (an index into the laid slices) and the part of it
 /// the read wants.
-type Fetched = (usize, Range<usize>, Result<Bytes, object_store::Error>);
+type Fetched = (usize, Range<usize>, Result<Rope, object_store::Error>);
 
-/// Appends `len` bytes at `offset` of `file` to `out`: its published slices (`found`,
-/// from [`row_and_slices`]) laid over zeros through the caches (see the module). A
-/// `long` READ (a long one, or one of a sequential stream, [`Caches::sequential`])
-/// fetches whole objects. GETs run [`READ_PARALLEL_GETS`] at once.
+/// The `len` bytes at `offset` of `file`: its published slices (`found`, from
+/// [`row_and_slices`]) laid over zeros through the caches (see the module), as pieces of
+/// the cached objects where they follow one another ([`lay`]). A `long` READ (a long
+/// one, or one of a sequential stream, [`Caches::sequential`]) fetches whole objects.
+/// GETs run [`READ_PARALLEL_GETS`] at once.
 pub(crate) async fn read<C: Sql + Sync>(
     inner: &Inner,
     c: &C,
@@ -476,26 +483,18 @@ pub(crate) async fn read<C: Sql + Sync>(
     found: &Found,
     long: bool,
     (offset, len): (u64, usize),
-    out: &mut BytesMut,
-) -> Result<(), Fail> {
-    let base = out.len();
+) -> Result<Rope, Fail> {
     let whole = long.then(|| found.map.as_deref().map(Vec::as_slice));
-    match read_once(inner, found.slices.clone(), whole, (offset, len), out).await {
+    match read_once(inner, found.slices.clone(), whole, (offset, len)).await {
         Err(Fail::Store(object_store::Error::NotFound { .. })) => {
             // A map cached before a compaction named an object GC has since deleted: read
             // the rows as they are now, past the caches.
             inner.caches.drop_map(file);
-            out.truncate(base);
             COUNTERS.transactions(1);
             let bytes = crate::data::read_published(inner, c, file, offset, len).await?;
-            out.extend_from_slice(&bytes);
-            Ok(())
+            Ok(Rope::from(Bytes::from(bytes)))
         }
-        Err(e) => {
-            out.truncate(base);
-            Err(e)
-        }
-        Ok(()) => Ok(()),
+        done => done,
     }
 }
 
@@ -506,12 +505,9 @@ async fn read_once(
     slices: Vec<Slice>,
     whole: Option<Option<&[Slice]>>,
     (offset, len): (u64, usize),
-    out: &mut BytesMut,
-) -> Result<(), Fail> {
-    let base = out.len();
-    out.resize(base + len, 0);
+) -> Result<Rope, Fail> {
     if len == 0 {
-        return Ok(());
+        return Ok(Rope::default());
     }
     let start = i64::try_from(offset).map_err(|_| Fail::Fs(FsError::Inval))?;
     let end = start + i64::try_from(len).unwrap_or(0);
@@ -520,7 +516,7 @@ async fn read_once(
     // flight on it, kept in the byte cache): a sequential reader's next READs of it are
     // then served from memory, in whatever order they come.
     // Where each slice lands in `out`, and the object range to fetch for it.
-    let mut laid: Vec<(usize, usize, Option<Bytes>)> = Vec::with_capacity(slices.len());
+    let mut laid: Vec<(usize, usize, Option<Rope>)> = Vec::with_capacity(slices.len());
     let mut fetches = Vec::new();
     for s in &slices {
         let from = s.offset.max(start);
@@ -541,14 +537,16 @@ async fn read_once(
                 };
                 if let Some(hit) = inner.caches.bytes(obj, &range) {
                     inner.caches.hit_bytes();
-                    Some(hit.slice(part.start.min(hit.len())..part.end.min(hit.len())))
+                    Some(hit.slice(part))
                 } else {
                     fetches.push((laid.len(), obj, range, part));
                     None
                 }
             }
-            (None, Some(d)) => Some(d.slice(skip.min(d.len())..(skip + n).min(d.len()))),
-            (None, None) => Some(Bytes::new()),
+            (None, Some(d)) => Some(Rope::from(
+                d.slice(skip.min(d.len())..(skip + n).min(d.len())),
+            )),
+            (None, None) => Some(Rope::default()),
         };
         laid.push((at, n, bytes));
     }
@@ -558,11 +556,32 @@ async fn read_once(
         .collect()
         .await;
     for (i, part, bytes) in got {
-        let bytes = bytes?;
-        laid[i].2 = Some(bytes.slice(part.start.min(bytes.len())..part.end.min(bytes.len())));
+        laid[i].2 = Some(bytes?.slice(part));
     }
-    // In seq order, newest last: a zero slice (a truncation's mask) writes zeros.
-    let buf = &mut out[base..];
+    Ok(lay(laid, len))
+}
+
+/// The `len` bytes the `laid` slices make (each `(at, n, bytes)`, in seq order, newest
+/// last). Slices that follow one another from the start to the end (the usual READ: one
+/// object's range, or a few in order) are joined as they are, uncopied; anything else
+/// (holes, overlaps, a truncation's zeros, which come as empty bytes) is laid over zeros
+/// in a buffer of its own.
+fn lay(laid: Vec<(usize, usize, Option<Rope>)>, len: usize) -> Rope {
+    let end = laid.iter().try_fold(0, |at, (from, n, b)| match b {
+        Some(b) if *from == at && *n > 0 && b.len() >= *n => Some(at + n),
+        _ => None,
+    });
+    if end == Some(len) {
+        let mut out = Rope::default();
+        for (_, n, b) in laid {
+            if let Some(b) = b {
+                out.append(b.slice(0..n));
+            }
+        }
+        return out;
+    }
+    let mut out = BytesMut::zeroed(len);
+    let buf = &mut out[..];
     for (at, n, bytes) in laid {
         let Some(b) = bytes else { continue };
         let n = n.min(len - at);
@@ -570,23 +589,41 @@ async fn read_once(
             buf[at..at + n].fill(0);
         } else {
             let k = b.len().min(n);
-            buf[at..at + k].copy_from_slice(&b[..k]);
+            b.copy_to(&mut buf[at..at + k]);
         }
     }
-    Ok(())
+    Rope::from(out.freeze())
+}
+
+/// `range` of object `obj`, as the HTTP client received it (no copy into one buffer).
+async fn get(
+    store: &dyn ObjectStore,
+    path: &object_store::path::Path,
+    range: Range<u64>,
+) -> Result<Rope, object_store::Error> {
+    let options = GetOptions {
+        range: Some(GetRange::Bounded(range)),
+        ..GetOptions::default()
+    };
+    let mut body = store.get_opts(path, options).await?.into_stream();
+    let mut rope = Rope::default();
+    while let Some(piece) = body.next().await {
+        rope.push(piece?);
+    }
+    Ok(rope)
 }
 
 /// `range` of object `obj`: one GET, shared with every READ of this head that wants the
 /// same range while it is in flight. A shared GET that failed is tried again by each
 /// waiter on its own, so each gets its own error.
-async fn fetch(inner: &Inner, obj: i64, range: Range<u64>) -> Result<Bytes, object_store::Error> {
+async fn fetch(inner: &Inner, obj: i64, range: Range<u64>) -> Result<Rope, object_store::Error> {
     let path = inner.engines.object_path(obj);
     let store = Arc::clone(&inner.engines.store);
     let flying = inner.caches.in_flight(obj, &range, || {
         let (store, path, range) = (Arc::clone(&store), path.clone(), range.clone());
         async move {
-            let got = store.get_range(&path, range).await;
-            COUNTERS.get(got.as_ref().map_or(0, Bytes::len));
+            let got = get(&*store, &path, range).await;
+            COUNTERS.get(got.as_ref().map_or(0, Rope::len));
             got.ok()
         }
         .boxed()
@@ -609,8 +646,8 @@ async fn fetch(inner: &Inner, obj: i64, range: Range<u64>) -> Result<Bytes, obje
     match got {
         Some(b) => Ok(b),
         None => {
-            let got = store.get_range(&path, range).await;
-            COUNTERS.get(got.as_ref().map_or(0, Bytes::len));
+            let got = get(&*store, &path, range).await;
+            COUNTERS.get(got.as_ref().map_or(0, Rope::len));
             if got.is_ok() {
                 inner.engines.store_answered();
             }
@@ -640,7 +677,7 @@ mod tests {
         }
         assert!(c.any_map(0).is_none(), "the oldest map went");
         assert!(c.any_map(SLICE_MAPS_MAX as i64).is_some());
-        let piece = Bytes::from(vec![1u8; OBJECT_CACHE_MAX_BYTES / 8]);
+        let piece = Rope::from(Bytes::from(vec![1u8; OBJECT_CACHE_MAX_BYTES / 8]));
         for o in 0..16 {
             c.keep_bytes(o, &(0..piece.len() as u64), piece.clone());
         }

@@ -179,7 +179,7 @@ fn start_upload(inner: &Arc<Inner>, file: i64, full: Option<usize>) -> bool {
     let task = Arc::clone(inner);
     let started = inner.pending.seal_for_upload(file, full, now, move |snap| {
         async move {
-            let body = concatenate(&snap.extents);
+            let body = payload(&snap.extents);
             let done = tokio::time::timeout(OPERATION_TIMEOUT, upload(&task, body)).await;
             task.pending.upload_over();
             match done.unwrap_or(Err(Fail::Timeout)) {
@@ -246,7 +246,7 @@ async fn stored(inner: &Inner, group: &Group) -> Result<i64, Fail> {
             }
         }
     }
-    upload(inner, concatenate(&group.snap.extents)).await
+    upload(inner, payload(&group.snap.extents)).await
 }
 
 /// Commits one group's rows, after its object is stored (unless inline); `None` if the
@@ -289,7 +289,7 @@ async fn publish_one(inner: &Inner, file: i64, group: Group) -> Result<Option<In
                 offsets.push(offset);
                 lengths.push(length);
                 object_offsets.push(object_offset);
-                inline_data.push(inline.then(|| &e.data[..kept]));
+                inline_data.push(inline.then(|| e.data.slice(0..kept).to_vec()));
                 kept_end = kept_end.max(Some(offset + length));
             }
             if !inline {
@@ -339,32 +339,21 @@ async fn publish_one(inner: &Inner, file: i64, group: Group) -> Result<Option<In
 }
 
 /// Uploads `body` as one object under a fresh id; returns the id.
-pub(crate) async fn upload(inner: &Inner, body: Vec<u8>) -> Result<i64, Fail> {
-    debug_assert!(body.len() <= OBJECT_MAX_BYTES);
-    let client = inner.engines.pool.get().await?;
-    COUNTERS.transactions(1);
-    let id: i64 = client
-        .query_one("SELECT nextval('granary_object_ids')", &[])
-        .await?
-        .get(0);
-    drop(client);
+pub(crate) async fn upload(inner: &Inner, body: PutPayload) -> Result<i64, Fail> {
+    debug_assert!(body.content_length() <= OBJECT_MAX_BYTES);
+    let id = inner.engines.object_id().await?;
     let path = inner.engines.object_path(id);
-    COUNTERS.put(body.len());
-    inner
-        .engines
-        .store
-        .put(&path, PutPayload::from(body))
-        .await?;
+    COUNTERS.put(body.content_length());
+    inner.engines.store.put(&path, body).await?;
     inner.engines.store_answered();
     Ok(id)
 }
 
-/// The extents' bytes end to end, as one object holds them.
-fn concatenate(extents: &[crate::pending::Extent]) -> Vec<u8> {
-    let size: usize = extents.iter().map(|e| e.data.len()).sum();
-    let mut body = Vec::with_capacity(size);
-    for e in extents {
-        body.extend_from_slice(&e.data);
-    }
-    body
+/// The extents' bytes end to end, as one object holds them: their pieces, not a copy
+/// (see `rope`).
+fn payload(extents: &[crate::pending::Extent]) -> PutPayload {
+    extents
+        .iter()
+        .flat_map(|e| e.data.parts().iter().cloned())
+        .collect()
 }

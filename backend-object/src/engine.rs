@@ -492,6 +492,9 @@ pub(crate) struct Engines {
     store_down: AtomicBool,
     /// An operation ran out of time and none has finished since.
     timed_out: AtomicBool,
+    /// Object ids this head took from the database's sequence and has not used yet
+    /// ([`Engines::object_id`]).
+    object_ids: std::sync::Mutex<Vec<i64>>,
 }
 
 impl Engines {
@@ -522,6 +525,7 @@ impl Engines {
             db_down: AtomicBool::new(false),
             store_down: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
+            object_ids: std::sync::Mutex::new(Vec::new()),
         };
         drop(_inside);
         Ok((runtime, engines))
@@ -670,9 +674,61 @@ impl Engines {
         drop(self.handle.spawn(fut));
     }
 
+    /// A fresh object id: one this head took from the database's sequence before, or the
+    /// first of [`limits::OBJECT_IDS_PER_FETCH`] taken now in one statement (a
+    /// transaction per that many uploads instead of one each). Ids are never reused;
+    /// those a head never used are gaps, which cost nothing.
+    pub(crate) async fn object_id(&self) -> Result<i64, Fail> {
+        let held = || {
+            self.object_ids
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(id) = held().pop() {
+            return Ok(id);
+        }
+        let client = self.pool.get().await?;
+        COUNTERS.transactions(1);
+        let rows = client
+            .query(
+                "SELECT nextval('granary_object_ids') FROM generate_series(1, $1::int)",
+                &[&limits::OBJECT_IDS_PER_FETCH],
+            )
+            .await?;
+        drop(client);
+        let mut ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+        let id = ids.pop().ok_or(Fail::Fs(FsError::ServerFault))?;
+        held().extend(ids);
+        Ok(id)
+    }
+
     /// The object key of object `id`.
     pub(crate) fn object_path(&self, id: i64) -> object_store::path::Path {
         object_store::path::Path::from(format!("{}objects/{id:016x}", self.prefix))
+    }
+}
+
+/// Whether PUTs to `endpoint` leave their body out of the request's signature
+/// (`UNSIGNED-PAYLOAD`): when TLS protects it (an `https` endpoint, or none: AWS's own)
+/// or it never leaves the machine (a loopback host). A signed body costs a SHA-256 pass
+/// over every byte on the head and another on the store; over plain HTTP to another
+/// host the signature is what keeps the body from being altered on the way, so there it
+/// stays.
+pub(crate) fn payload_unsigned(endpoint: Option<&str>) -> bool {
+    let Some(endpoint) = endpoint else {
+        return true;
+    };
+    let Ok(url) = url::Url::parse(endpoint) else {
+        return false;
+    };
+    if url.scheme() == "https" {
+        return true;
+    }
+    match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
     }
 }
 
@@ -733,6 +789,7 @@ fn store(config: &ObjectConfig) -> Result<Arc<dyn ObjectStore>, String> {
         .with_connect_timeout(limits::CONNECT_TIMEOUT)
         .with_timeout(limits::OPERATION_TIMEOUT);
     let mut builder = object_store::aws::AmazonS3Builder::new()
+        .with_unsigned_payload(payload_unsigned(s.endpoint.as_deref()))
         .with_bucket_name(&s.bucket)
         .with_region(&s.region)
         .with_access_key_id(&config.credentials.access_key_id)
@@ -748,4 +805,26 @@ fn store(config: &ObjectConfig) -> Result<Arc<dyn ObjectStore>, String> {
         .build()
         .map_err(|e| format!("S3 store {:?}: {e}", s.bucket))?;
     Ok(Arc::new(store))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::payload_unsigned;
+
+    #[test]
+    fn a_body_is_signed_unless_tls_or_loopback_protects_it() {
+        for (endpoint, unsigned) in [
+            (None, true),
+            (Some("https://s3.example.com"), true),
+            (Some("http://127.0.0.1:8333"), true),
+            (Some("http://127.8.0.1:8333"), true),
+            (Some("http://localhost:8333"), true),
+            (Some("http://[::1]:8333"), true),
+            (Some("http://10.0.0.5:8333"), false),
+            (Some("http://s3.internal:8333"), false),
+            (Some("not a url"), false),
+        ] {
+            assert_eq!(payload_unsigned(endpoint), unsigned, "{endpoint:?}");
+        }
+    }
 }

@@ -409,7 +409,7 @@ async fn pass(inner: &Inner, file: i64, after: Key) -> Result<Pass, Fail> {
     let (object, bytes) = if inline {
         (None, bytes)
     } else {
-        (Some(data::upload(inner, bytes).await?), Vec::new())
+        (Some(data::upload(inner, bytes.into()).await?), Vec::new())
     };
     let built = Built {
         group,

@@ -10,6 +10,8 @@
 //! - `cache`: slice maps (checked against `inodes.version`) and object bytes a head keeps;
 //! - `data`, `pending`: slices, reads, UNSTABLE writes buffered per head and the publish
 //!   protocol (objects first, then rows, reply after the commit);
+//! - `rope`: object bytes held as shared pieces, so a WRITE's bytes are copied once on
+//!   their way to S3 and a GET's once on their way into a READ's reply;
 //! - `gc`: garbage collection of dead objects and compaction, safe against reads in
 //!   flight on other heads (a grace in the database's time);
 //! - `heads`: byte-range locks across heads (the [`vfs::HeadLocks`] seam): what each
@@ -39,6 +41,7 @@ pub mod limits;
 mod meta;
 mod pending;
 pub mod probe;
+mod rope;
 mod schema;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -48,8 +51,8 @@ use bytes::{Bytes, BytesMut};
 use gtime::{Clock, Timestamp};
 use vfs::{
     Attr, Change, Checks, Cookie, CreateMode, Created, DirPage, FileId, FileType, Found, FsError,
-    FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone, Renamed, SetAttr, SpecialFile,
-    Stability, Written,
+    FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone, ReadParts, Renamed, SetAttr,
+    SpecialFile, Stability, Written,
 };
 
 pub use cache::CacheHits;
@@ -588,48 +591,25 @@ impl vfs::Backend for ObjectFs {
         out: &mut BytesMut,
         checks: &dyn Checks,
     ) -> FsResult<ReadDone> {
-        let inner = &self.inner;
-        let file = to_db(id);
-        let base = out.len();
-        let dst = &mut *out;
-        let done = self.run(async move {
-            let c = client!(inner, 1);
-            // Past any file's end when it is past i64 (the READ then answers eof).
-            let start = i64::try_from(offset_bytes).unwrap_or(i64::MAX);
-            let range = (start, start.saturating_add(i64::from(count)));
-            let found = cache::row_and_slices(inner, &c, file, range).await?;
-            let attr = inner.overlay(found.row.attr.clone());
-            match attr.file_type {
-                FileType::Regular => {}
-                FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
-                _ => return Err(Fail::Fs(FsError::Inval)),
-            }
-            checks.may_read(&attr)?;
-            let size = attr.size_bytes;
-            if offset_bytes >= size {
-                return Ok(ReadDone { attr, eof: true });
-            }
-            let len = usize::try_from((size - offset_bytes).min(u64::from(count))).unwrap_or(0);
-            let end = offset_bytes + len as u64;
-            let streaming = inner.caches.sequential(file, offset_bytes, end);
-            let long = streaming || len >= limits::WHOLE_SLICE_READ_MIN_BYTES;
-            let eof = end >= size;
-            if !eof && long {
-                // Started first, so the next objects come while this READ waits for its
-                // own (which the read-ahead may share).
-                let map = found.map.as_deref().map(Vec::as_slice);
-                cache::read_ahead(inner, map, i64::try_from(end).unwrap_or(i64::MAX));
-            }
-            cache::read(inner, &c, file, &found, long, (offset_bytes, len), dst).await?;
-            inner
-                .pending
-                .read_over(file, offset_bytes, &mut dst[base..]);
-            Ok(ReadDone { attr, eof })
-        });
-        if done.is_err() {
-            out.truncate(base);
-        }
-        done
+        let (done, bytes) = self.read_rope(id, offset_bytes, count, checks)?;
+        bytes.extend_into(out);
+        Ok(done)
+    }
+
+    /// The bytes as the head holds them (pieces of cached objects, see `rope`): the
+    /// reply carries them uncopied.
+    fn read_shared(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        checks: &dyn Checks,
+    ) -> FsResult<Option<ReadParts>> {
+        let (done, bytes) = self.read_rope(id, offset_bytes, count, checks)?;
+        Ok(Some(ReadParts {
+            parts: bytes.into_parts(),
+            done,
+        }))
     }
 
     fn write(
@@ -637,6 +617,23 @@ impl vfs::Backend for ObjectFs {
         id: FileId,
         offset_bytes: u64,
         data: &[u8],
+        stable: Stability,
+        checks: &dyn Checks,
+    ) -> FsResult<Written> {
+        // Copied only where the call goes on (on a network worker it answers WouldBlock).
+        if !sync::blocking::allowed() {
+            return Err(FsError::WouldBlock);
+        }
+        let data = Bytes::copy_from_slice(data);
+        self.write_shared(id, offset_bytes, &data, stable, checks)
+    }
+
+    /// A WRITE's bytes are buffered as the request holds them: no copy (see `rope`).
+    fn write_shared(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        data: &Bytes,
         stable: Stability,
         checks: &dyn Checks,
     ) -> FsResult<Written> {
@@ -832,6 +829,53 @@ impl vfs::Backend for ObjectFs {
 }
 
 impl ObjectFs {
+    /// READ: the file's row and slices in one statement (`cache::row_and_slices`), the
+    /// checks, then the bytes from the caches or S3 with this head's buffered writes over
+    /// them. A long READ, or one of a sequential stream, reads whole objects and starts
+    /// the read-ahead.
+    fn read_rope(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        checks: &dyn Checks,
+    ) -> FsResult<(ReadDone, rope::Rope)> {
+        let inner = &self.inner;
+        let file = to_db(id);
+        self.run(async move {
+            let c = client!(inner, 1);
+            // Past any file's end when it is past i64 (the READ then answers eof).
+            let start = i64::try_from(offset_bytes).unwrap_or(i64::MAX);
+            let range = (start, start.saturating_add(i64::from(count)));
+            let found = cache::row_and_slices(inner, &c, file, range).await?;
+            let attr = inner.overlay(found.row.attr.clone());
+            match attr.file_type {
+                FileType::Regular => {}
+                FileType::Directory => return Err(Fail::Fs(FsError::IsDir)),
+                _ => return Err(Fail::Fs(FsError::Inval)),
+            }
+            checks.may_read(&attr)?;
+            let size = attr.size_bytes;
+            if offset_bytes >= size {
+                return Ok((ReadDone { attr, eof: true }, rope::Rope::default()));
+            }
+            let len = usize::try_from((size - offset_bytes).min(u64::from(count))).unwrap_or(0);
+            let end = offset_bytes + len as u64;
+            let streaming = inner.caches.sequential(file, offset_bytes, end);
+            let long = streaming || len >= limits::WHOLE_SLICE_READ_MIN_BYTES;
+            let eof = end >= size;
+            if !eof && long {
+                // Started first, so the next objects come while this READ waits for its
+                // own (which the read-ahead may share).
+                let map = found.map.as_deref().map(Vec::as_slice);
+                cache::read_ahead(inner, map, i64::try_from(end).unwrap_or(i64::MAX));
+            }
+            let bytes = cache::read(inner, &c, file, &found, long, (offset_bytes, len)).await?;
+            let bytes = inner.pending.read_over_rope(file, offset_bytes, bytes);
+            Ok((ReadDone { attr, eof }, bytes))
+        })
+    }
+
     fn make(
         &self,
         dir: FileId,

@@ -98,6 +98,12 @@ pub const MAX_TRANSACTION_TRIES: u32 = 8;
 /// `max_connections` of 100 then serves several heads.
 pub const POOL_CONNECTIONS: usize = 16;
 
+/// Object ids a head takes from the database's sequence in one statement: a sequential
+/// writer's uploads then cost a transaction per 64 MiB (16 objects) instead of one per
+/// object, and a head that stops leaves at most 15 ids unused (gaps in a 64-bit
+/// sequence, nothing to sweep).
+pub const OBJECT_IDS_PER_FETCH: i32 = 16;
+
 /// Threads of the head's own tokio runtime that drive the database and S3 clients'
 /// sockets. The calls themselves wait on blocking-pool threads; two drivers keep one
 /// stalled socket from delaying every other.

@@ -23,24 +23,29 @@
 //! cover a sealed one; reads lay extents oldest first and the groups commit before the
 //! newer extents, so the newer bytes win in both. A publish or an upload that fails rests
 //! the file (`may_publish`, `failed`, `upload_failed`) before the next try.
+//!
+//! A write's bytes are held as the request brought them, shared pieces (see `rope`):
+//! merging, sealing and uploading copy none of them.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::{BoxFuture, Shared};
 
 use crate::limits::{
     OBJECT_MAX_BYTES, PENDING_FILE_MAX_BYTES, PENDING_HEAD_MAX_BYTES, PUBLISH_RETRY_MAX,
     PUBLISH_RETRY_MIN, UPLOADS_PER_FILE, UPLOADS_PER_HEAD,
 };
+use crate::rope::Rope;
 
-/// One buffered write (consecutive writes merged).
+/// One buffered write (consecutive writes merged: their pieces joined, not copied).
 #[derive(Debug, Clone)]
 pub(crate) struct Extent {
     pub offset: u64,
-    pub data: Vec<u8>,
+    pub data: Rope,
     seq: u64,
 }
 
@@ -112,7 +117,7 @@ impl FileBuf {
             }
             if e.end() > to {
                 let gone = usize::try_from(to - e.offset).unwrap_or(0);
-                e.data.drain(..gone);
+                e.data.advance(gone);
                 e.offset = to;
                 return true;
             }
@@ -237,7 +242,7 @@ impl Pending {
         &self,
         file: i64,
         offset: u64,
-        data: &[u8],
+        data: &Bytes,
         now: Duration,
         stamp_ns: i64,
     ) -> Result<(), Full> {
@@ -267,14 +272,16 @@ impl Pending {
         *next_seq += 1;
         let seq = *next_seq;
         let sealed = f.sealed;
+        // The request's own bytes, kept as they are (see `rope`).
+        let bytes = Rope::from(data.clone());
         match f.extents.last_mut() {
             Some(last) if last.seq > sealed && last.end() == offset => {
-                last.data.extend_from_slice(data);
+                last.data.append(bytes);
                 last.seq = seq;
             }
             _ => f.extents.push(Extent {
                 offset,
-                data: data.to_vec(),
+                data: bytes,
                 seq,
             }),
         }
@@ -292,23 +299,30 @@ impl Pending {
         Some((end, f.stamp_ns))
     }
 
-    /// Copies buffered bytes of `file` over `buf`, which holds the file from `offset`.
-    pub(crate) fn read_over(&self, file: i64, offset: u64, buf: &mut [u8]) {
+    /// `bytes`, which hold `file` from `offset`, with its buffered bytes over them: the
+    /// same pieces when none overlaps them (the usual READ of published data), else a
+    /// copy with them laid over.
+    pub(crate) fn read_over_rope(&self, file: i64, offset: u64, bytes: Rope) -> Rope {
         let s = self.state();
         let Some(f) = s.files.get(&file) else {
-            return;
+            return bytes;
         };
-        let end = offset + buf.len() as u64;
-        for e in &f.extents {
-            let from = e.offset.max(offset);
-            let to = e.end().min(end);
-            if from >= to {
-                continue;
-            }
-            let dst = usize::try_from(from - offset).unwrap_or(0);
-            let src = usize::try_from(from - e.offset).unwrap_or(0);
-            let n = usize::try_from(to - from).unwrap_or(0);
-            buf[dst..dst + n].copy_from_slice(&e.data[src..src + n]);
+        let end = offset + bytes.len() as u64;
+        if !f.extents.iter().any(|e| e.offset < end && e.end() > offset) {
+            return bytes;
+        }
+        let mut buf = vec![0u8; bytes.len()];
+        bytes.copy_to(&mut buf);
+        lay_over(f, offset, &mut buf);
+        Rope::from(Bytes::from(buf))
+    }
+
+    /// Copies buffered bytes of `file` over `buf`, which holds the file from `offset`.
+    #[cfg(test)]
+    pub(crate) fn read_over(&self, file: i64, offset: u64, buf: &mut [u8]) {
+        let s = self.state();
+        if let Some(f) = s.files.get(&file) {
+            lay_over(f, offset, buf);
         }
     }
 
@@ -529,6 +543,23 @@ impl Pending {
     }
 }
 
+/// Copies `f`'s buffered bytes over `buf`, which holds the file from `offset`, oldest
+/// first (newer bytes win).
+fn lay_over(f: &FileBuf, offset: u64, buf: &mut [u8]) {
+    let end = offset + buf.len() as u64;
+    for e in &f.extents {
+        let from = e.offset.max(offset);
+        let to = e.end().min(end);
+        if from >= to {
+            continue;
+        }
+        let dst = usize::try_from(from - offset).unwrap_or(0);
+        let src = usize::try_from(from - e.offset).unwrap_or(0);
+        let n = usize::try_from(to - from).unwrap_or(0);
+        e.data.slice(src..src + n).copy_to(&mut buf[dst..dst + n]);
+    }
+}
+
 /// Cuts `e` at `size`; false if nothing of it is left.
 fn cut(e: &mut Extent, size: u64) -> bool {
     if e.end() > size {
@@ -549,16 +580,30 @@ fn backoff(tries: u32) -> Duration {
 mod tests {
     use super::*;
 
+    impl Pending {
+        /// [`Pending::add`] of a copy of `data`.
+        fn add_copy(
+            &self,
+            file: i64,
+            offset: u64,
+            data: &[u8],
+            now: Duration,
+            stamp_ns: i64,
+        ) -> Result<(), Full> {
+            self.add(file, offset, &Bytes::copy_from_slice(data), now, stamp_ns)
+        }
+    }
+
     #[test]
     fn merges_consecutive_writes_but_not_into_a_snapshot() {
         let p = Pending::default();
         let t = Duration::ZERO;
-        p.add(1, 0, b"abc", t, 5).unwrap();
-        p.add(1, 3, b"def", t, 6).unwrap();
+        p.add_copy(1, 0, b"abc", t, 5).unwrap();
+        p.add_copy(1, 3, b"def", t, 6).unwrap();
         let snap = p.oldest(1).unwrap().snap;
         assert_eq!(snap.extents.len(), 1);
-        assert_eq!(snap.extents[0].data, b"abcdef");
-        p.add(1, 6, b"g", t, 7).unwrap();
+        assert_eq!(snap.extents[0].data.to_vec(), b"abcdef");
+        p.add_copy(1, 6, b"g", t, 7).unwrap();
         p.release(1, snap.upto);
         let mut buf = [0u8; 7];
         p.read_over(1, 0, &mut buf);
@@ -574,17 +619,17 @@ mod tests {
         let objects = PENDING_FILE_MAX_BYTES / mib.len();
         let t = Duration::ZERO;
         for i in 0..objects {
-            p.add(1, (i * mib.len()) as u64, &mib, t, 0).unwrap();
+            p.add_copy(1, (i * mib.len()) as u64, &mib, t, 0).unwrap();
         }
         let at = |i: usize| (i * mib.len()) as u64;
-        assert_eq!(p.add(1, at(objects), &mib, t, 0), Err(Full::File));
+        assert_eq!(p.add_copy(1, at(objects), &mib, t, 0), Err(Full::File));
         // A publish took the first object's worth: the next one fills while it uploads.
         let first = p.oldest(1).unwrap().snap;
         assert_eq!(first.extents.len(), 1, "consecutive writes merged");
         for i in objects..2 * objects {
-            p.add(1, at(i), &mib, t, 0).unwrap();
+            p.add_copy(1, at(i), &mib, t, 0).unwrap();
         }
-        assert_eq!(p.add(1, at(2 * objects), &mib, t, 0), Err(Full::File));
+        assert_eq!(p.add_copy(1, at(2 * objects), &mib, t, 0), Err(Full::File));
         assert_eq!(p.total_bytes(), 2 * PENDING_FILE_MAX_BYTES);
         // That publish failed (no release): the next snapshot takes the same data first,
         // and no more than one object.
@@ -596,7 +641,7 @@ mod tests {
         p.release(1, again.upto);
         assert_eq!(p.total_bytes(), PENDING_FILE_MAX_BYTES);
         // The rest is the second object, newest last; still full of open data.
-        assert_eq!(p.add(1, at(2 * objects), &mib, t, 0), Err(Full::File));
+        assert_eq!(p.add_copy(1, at(2 * objects), &mib, t, 0), Err(Full::File));
         let second = p.oldest(1).unwrap().snap;
         assert_eq!(second.extents[0].offset, at(objects));
         assert_eq!(p.newest(1), Some(second.upto));
@@ -609,17 +654,17 @@ mod tests {
     fn a_range_sent_again_replaces_its_bytes_and_never_adds_a_copy() {
         let p = Pending::default();
         let t = Duration::ZERO;
-        p.add(1, 0, b"aaaaaaaaaa", t, 0).unwrap();
+        p.add_copy(1, 0, b"aaaaaaaaaa", t, 0).unwrap();
         // A WRITE retried after JUKEBOX: the same range, the same size held.
         for _ in 0..100 {
-            p.add(1, 0, b"aaaaaaaaaa", t, 0).unwrap();
+            p.add_copy(1, 0, b"aaaaaaaaaa", t, 0).unwrap();
         }
         assert_eq!(p.total_bytes(), 10);
         // Inside one extent: it is cut in two around the new bytes.
-        p.add(1, 3, b"BB", t, 0).unwrap();
+        p.add_copy(1, 3, b"BB", t, 0).unwrap();
         // Over the end of one and the start of the next.
-        p.add(1, 12, b"cccc", t, 0).unwrap();
-        p.add(1, 8, b"DDDDD", t, 0).unwrap();
+        p.add_copy(1, 12, b"cccc", t, 0).unwrap();
+        p.add_copy(1, 8, b"DDDDD", t, 0).unwrap();
         assert_eq!(p.total_bytes(), 16);
         let mut buf = [0u8; 16];
         p.read_over(1, 0, &mut buf);
@@ -627,7 +672,7 @@ mod tests {
         // What a publish took stays whole, and the newer bytes are read over it; the
         // group commits first, then the newer bytes, once each.
         let taken = p.oldest(1).unwrap().snap;
-        p.add(1, 0, b"eeeeeeeeeeeeeeee", t, 0).unwrap();
+        p.add_copy(1, 0, b"eeeeeeeeeeeeeeee", t, 0).unwrap();
         assert_eq!(p.total_bytes(), 32);
         p.read_over(1, 0, &mut buf);
         assert_eq!(&buf, b"eeeeeeeeeeeeeeee");
@@ -641,7 +686,7 @@ mod tests {
         let newer = p.oldest(1).unwrap().snap;
         assert!(newer.upto > taken.upto);
         assert_eq!(newer.extents.len(), 1);
-        assert_eq!(newer.extents[0].data, b"eeeeeeeeeeeeeeee");
+        assert_eq!(newer.extents[0].data.to_vec(), b"eeeeeeeeeeeeeeee");
         p.release(1, newer.upto);
         assert_eq!(p.total_bytes(), 0);
     }
@@ -661,17 +706,17 @@ mod tests {
         };
         let mut at = 0u64;
         for _ in 0..per_object {
-            p.add(1, at, &mib, t, 0).unwrap();
+            p.add_copy(1, at, &mib, t, 0).unwrap();
             at += mib.len() as u64;
         }
         // Not full yet for a write that fits: nothing sealed.
         assert!(p.seal_for_upload(1, Some(0), t, started).is_none());
         for g in 0..UPLOADS_PER_FILE {
-            assert_eq!(p.add(1, at, &mib, t, 0), Err(Full::File));
+            assert_eq!(p.add_copy(1, at, &mib, t, 0), Err(Full::File));
             let up = p.seal_for_upload(1, Some(mib.len()), t, started);
             assert!(up.is_some(), "group {g} starts its upload");
             for _ in 0..per_object {
-                p.add(1, at, &mib, t, 0).unwrap();
+                p.add_copy(1, at, &mib, t, 0).unwrap();
                 at += mib.len() as u64;
             }
         }
@@ -682,30 +727,30 @@ mod tests {
         assert_eq!(oldest.snap.extents[0].offset, 0);
         assert!(oldest.upload.is_some());
         // Committed: room for another group.
-        p.add(1, 0, b"new", t, 0).unwrap_err();
+        p.add_copy(1, 0, b"new", t, 0).unwrap_err();
         p.release(1, oldest.snap.upto);
         p.upload_over();
-        p.add(1, 0, b"new", t, 0).unwrap_err();
+        p.add_copy(1, 0, b"new", t, 0).unwrap_err();
         let up = p.seal_for_upload(1, Some(3), t, started);
         assert!(up.is_some(), "room for another group");
         // A write over a sealed range: the group keeps its bytes, reads see the new ones.
         let sealed_at = OBJECT_MAX_BYTES as u64;
-        p.add(1, sealed_at, b"new", t, 0).unwrap();
+        p.add_copy(1, sealed_at, b"new", t, 0).unwrap();
         let mut buf = [0u8; 4];
         p.read_over(1, sealed_at, &mut buf);
         assert_eq!(&buf, b"new\x07");
         let second = p.oldest(1).unwrap().snap;
         assert_eq!(second.extents[0].offset, sealed_at);
-        assert_eq!(second.extents[0].data[..3], [7, 7, 7]);
+        assert_eq!(second.extents[0].data.to_vec()[..3], [7, 7, 7]);
         // Inline data is never uploaded; a resting file starts no upload.
-        p.add(2, 0, b"small", t, 0).unwrap();
+        p.add_copy(2, 0, b"small", t, 0).unwrap();
         p.oldest(2).unwrap();
-        p.add(2, 5, b"more", t, 0).unwrap();
+        p.add_copy(2, 5, b"more", t, 0).unwrap();
         assert!(p.seal_for_upload(2, None, t, started).is_none());
         assert_eq!(p.uploading.load(Ordering::Acquire), UPLOADS_PER_FILE);
-        p.add(3, 0, &mib, t, 0).unwrap();
+        p.add_copy(3, 0, &mib, t, 0).unwrap();
         p.oldest(3).unwrap();
-        p.add(3, 1 << 20, &mib, t, 0).unwrap();
+        p.add_copy(3, 1 << 20, &mib, t, 0).unwrap();
         p.upload_failed(3, t);
         assert!(p.seal_for_upload(3, None, t, started).is_none());
         // Nor after the rest, until a publish commits: a client resending meanwhile
@@ -715,9 +760,9 @@ mod tests {
             .is_none());
         let failed = p.oldest(3).unwrap().snap;
         p.release(3, failed.upto);
-        p.add(3, 0, &mib, t, 0).unwrap();
+        p.add_copy(3, 0, &mib, t, 0).unwrap();
         p.oldest(3).unwrap();
-        p.add(3, 1 << 20, &mib, t, 0).unwrap();
+        p.add_copy(3, 1 << 20, &mib, t, 0).unwrap();
         assert!(p.seal_for_upload(3, None, t, started).is_some());
     }
 
@@ -725,7 +770,7 @@ mod tests {
     fn a_failed_publish_rests_the_file_longer_each_time_until_one_commits() {
         let p = Pending::default();
         let t = Duration::from_secs(100);
-        p.add(1, 0, b"x", t, 0).unwrap();
+        p.add_copy(1, 0, b"x", t, 0).unwrap();
         assert!(p.may_publish(1, t));
         p.failed(1, t);
         assert!(!p.may_publish(1, t + PUBLISH_RETRY_MIN / 2));
@@ -740,7 +785,7 @@ mod tests {
         assert!(!p.may_publish(1, t + PUBLISH_RETRY_MAX));
         let snap = p.oldest(1).unwrap().snap;
         p.release(1, snap.upto);
-        p.add(1, 0, b"y", t, 0).unwrap();
+        p.add_copy(1, 0, b"y", t, 0).unwrap();
         assert!(p.may_publish(1, t), "a commit ends the rest");
     }
 
@@ -748,7 +793,7 @@ mod tests {
     fn a_truncation_cuts_what_the_groups_sealed_before_it_took() {
         let p = Pending::default();
         let t = Duration::ZERO;
-        p.add(1, 0, b"abcdef", t, 0).unwrap();
+        p.add_copy(1, 0, b"abcdef", t, 0).unwrap();
         let snap = p.oldest(1).unwrap().snap;
         assert_eq!(p.cut(1, snap.upto), None);
         p.truncate(1, 4);
@@ -762,12 +807,12 @@ mod tests {
         let mut buf = [9u8; 6];
         p.read_over(1, 0, &mut buf);
         assert_eq!(&buf, b"ab\x09\x09\x09\x09");
-        p.add(1, 2, b"cd", t, 0).unwrap();
+        p.add_copy(1, 2, b"cd", t, 0).unwrap();
         // Sealed after the truncation: its bytes were written after it.
         p.release(1, snap.upto);
         let next = p.oldest(1).unwrap().snap;
         assert_eq!(p.cut(1, next.upto), None);
-        assert_eq!(next.extents[0].data, b"cd");
+        assert_eq!(next.extents[0].data.to_vec(), b"cd");
     }
 
     #[test]
@@ -780,15 +825,15 @@ mod tests {
                 .boxed()
                 .shared()
         };
-        p.add(1, 0, &[1u8; 8192], t, 0).unwrap();
+        p.add_copy(1, 0, &[1u8; 8192], t, 0).unwrap();
         assert!(
             p.seal_for_upload(1, None, t, stored).is_none(),
             "a publish uploads its first group itself"
         );
         let first = p.oldest(1).unwrap().snap;
-        p.add(1, 8192, &[2u8; 8192], t, 0).unwrap();
+        p.add_copy(1, 8192, &[2u8; 8192], t, 0).unwrap();
         assert!(p.seal_for_upload(1, None, t, stored).is_some());
-        p.add(1, 16384, &[3u8; 100], t, 0).unwrap();
+        p.add_copy(1, 16384, &[3u8; 100], t, 0).unwrap();
         p.truncate(1, 12288);
         assert_eq!(p.cut(1, first.upto), Some(12288));
         p.release(1, first.upto);
@@ -808,8 +853,8 @@ mod tests {
     fn bounds_and_truncation() {
         let p = Pending::default();
         let big = vec![1u8; PENDING_FILE_MAX_BYTES];
-        p.add(1, 0, &big, Duration::ZERO, 0).unwrap();
-        assert_eq!(p.add(1, 0, b"x", Duration::ZERO, 0), Err(Full::File));
+        p.add_copy(1, 0, &big, Duration::ZERO, 0).unwrap();
+        assert_eq!(p.add_copy(1, 0, b"x", Duration::ZERO, 0), Err(Full::File));
         p.truncate(1, 10);
         assert_eq!(p.total_bytes(), 10);
         p.drop_file(1);

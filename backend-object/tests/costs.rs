@@ -342,6 +342,18 @@ fn streamed_write(config: &granary_backend_object::ObjectConfig, fs: &ObjectFs) 
     let uploaded = engine_counters();
     fs.commit(f, 0, 0).unwrap();
     let after = engine_counters();
+    // Each WRITE reads the file's row (its checks and attributes; names and attributes
+    // are never cached), so do the other head's GETATTR and the COMMIT; each object's
+    // rows commit in one transaction; the four objects' ids come from at most one
+    // statement (OBJECT_IDS_PER_FETCH at a time, none if the head holds enough from
+    // its earlier uploads; before, one each: 26).
+    let tx = (after.db_transactions - after.db_floor_writes)
+        - (before.db_transactions - before.db_floor_writes);
+    let least = 16 + 1 + 1 + objects;
+    assert!(
+        (least..=least + 1).contains(&tx),
+        "16 WRITEs of 1 MiB and their COMMIT cost {tx} transactions"
+    );
     eprintln!(
         "16 MiB streamed: {} PUTs before the COMMIT, {} in all, {} bytes",
         uploaded.s3_puts - before.s3_puts,

@@ -175,7 +175,9 @@ const READ_REPLY_HEAD_BYTES: usize = 4 + POST_OP_ATTR_BYTES + 4 + 4 + 4;
 /// the reply buffer (one copy; through a `ReadOk` they were copied twice). A large READ
 /// from a backend that can hand over the file (host), for a peer `--sendfile` allows
 /// ([`crate::SendfileMode`]), copies nothing: the reply ends with
-/// the file's range, which the connection sends with `sendfile` (see `rpc::reply`). The
+/// the file's range, which the connection sends with `sendfile` (see `rpc::reply`); nor
+/// does one from a backend that holds the bytes in memory (object), whose pieces end
+/// the reply as they are ([`read_uncopied`]). The
 /// attributes are the ones the permission check took just before the read: their slot
 /// is reserved and filled once the read is done. The buffer grows by what this READ can
 /// return (its `count`, at most rtmax), not by the largest READ: the procedure's row
@@ -195,31 +197,8 @@ fn read(
         }
     };
     let count = a.count.min(s.max_io_bytes);
-    if count >= ZERO_COPY_READ_MIN_BYTES && s.sendfile.applies_to(ctx.peer.ip()) {
-        match deferred(t.export.read_slice(&t.cred, t.id, a.offset, count))? {
-            Ok(Some(slice)) => {
-                let ReadSlice {
-                    file,
-                    offset,
-                    len,
-                    done,
-                } = slice;
-                Nfsstat3::Ok.encode(e);
-                PostOpAttr(Some(fattr(&done.attr))).encode(e);
-                e.u32(len);
-                e.bool(done.eof);
-                e.u32(len); // the opaque's length; its bytes and padding come from the file
-                if len > 0 {
-                    ctx.end_with_file(FileSlice { file, offset, len });
-                }
-                return Ok(());
-            }
-            Ok(None) => {}
-            Err(err) => {
-                read_failed(&t, err, e);
-                return Ok(());
-            }
-        }
+    if count >= ZERO_COPY_READ_MIN_BYTES && read_uncopied(s, ctx, &t, a.offset, count, e)? {
+        return Ok(());
     }
     e.reserve(READ_REPLY_HEAD_BYTES + count as usize + 3);
     let start = e.len();
@@ -251,6 +230,66 @@ fn read(
     Ok(())
 }
 
+/// A large READ answered without copying its bytes into the reply: from the file with
+/// `sendfile` (a backend that can hand over the file, for a peer `--sendfile` allows),
+/// or as the pieces a backend holds in memory (`vfs::Backend::read_shared`: the object
+/// backend's cached S3 objects), which the connection sends as they are. True if it
+/// answered (a failure too); false if the backend has neither, and the caller copies.
+fn read_uncopied(
+    s: &NfsState,
+    ctx: &CallContext,
+    t: &Target<'_>,
+    offset: u64,
+    count: u32,
+    e: &mut Encoder,
+) -> Result<bool, ProcError> {
+    let read = |e: &mut Encoder, done: &vfs::ReadDone, len: u32| {
+        Nfsstat3::Ok.encode(e);
+        PostOpAttr(Some(fattr(&done.attr))).encode(e);
+        e.u32(len);
+        e.bool(done.eof);
+        e.u32(len); // the opaque's length; its bytes and padding come after the head
+    };
+    if s.sendfile.applies_to(ctx.peer.ip()) {
+        match deferred(t.export.read_slice(&t.cred, t.id, offset, count))? {
+            Ok(Some(slice)) => {
+                let ReadSlice {
+                    file,
+                    offset,
+                    len,
+                    done,
+                } = slice;
+                read(e, &done, len);
+                if len > 0 {
+                    ctx.end_with_file(FileSlice { file, offset, len });
+                }
+                return Ok(true);
+            }
+            Ok(None) => {}
+            Err(err) => {
+                read_failed(t, err, e);
+                return Ok(true);
+            }
+        }
+    }
+    match deferred(t.export.read_shared(&t.cred, t.id, offset, count))? {
+        Ok(Some(shared)) => {
+            let len = u32::try_from(shared.len()).unwrap_or(u32::MAX);
+            debug_assert!(len <= count, "{len} bytes for a READ of {count}");
+            read(e, &shared.done, len);
+            if len > 0 {
+                ctx.end_with_bytes(shared.parts);
+            }
+            Ok(true)
+        }
+        Ok(None) => Ok(false),
+        Err(err) => {
+            read_failed(t, err, e);
+            Ok(true)
+        }
+    }
+}
+
 /// READ's failure reply: the status and the file's attributes as they are now.
 fn read_failed(t: &Target<'_>, err: vfs::FsError, e: &mut Encoder) {
     let file_attributes = post_op(t);
@@ -273,7 +312,10 @@ fn write(s: &NfsState, ctx: &CallContext, a: WriteArgs) -> Result<WriteRes, Proc
     }
     let stable = stability(a.stable);
     Ok(
-        match deferred(t.export.write(&t.cred, t.id, a.offset, &a.data, stable))? {
+        match deferred(
+            t.export
+                .write_shared(&t.cred, t.id, a.offset, &a.data, stable),
+        )? {
             Ok(w) => Res3::Ok(WriteOk {
                 file_wcc: wcc(&w.file),
                 count: w.count,

@@ -34,7 +34,7 @@ use crate::dispatch::{Dispatcher, Unanswerable};
 use crate::limits;
 use crate::offload::Offload;
 use crate::record::{read_record_watched, Activity, ConnTimeouts, RecordError};
-use crate::reply::{read_exact_at, FileSlice, Reply, SliceShrank};
+use crate::reply::{read_exact_at, Body, FileSlice, Reply, SliceShrank};
 use crate::table::{ConnState, Ticket};
 
 /// Per-connection limits, from CLI/config with defaults in [`crate::limits`].
@@ -309,18 +309,28 @@ fn log_end(peer: SocketAddr, e: &RecordError) {
 type ReplyWriter = BufWriter<Progress<OwnedWriteHalf>>;
 
 /// Writes one reply into `w`: the head into the buffer, then any data sent from a file
-/// straight to the socket after the buffer is flushed.
+/// straight to the socket after the buffer is flushed, or the pieces of a body in memory
+/// (each larger than the buffer goes past it to the socket, uncopied).
 async fn put(w: &mut ReplyWriter, reply: &Reply) -> std::io::Result<()> {
     w.write_all(&reply.head).await?;
     let Some(body) = &reply.body else {
         return Ok(());
     };
-    w.flush().await?;
-    if let Spliced::No = send_file(w.get_ref(), body).await? {
-        // A filesystem that cannot splice: the range read into memory and written.
-        let mut buf = vec![0; body.len as usize];
-        read_exact_at(body, &mut buf)?;
-        w.write_all(&buf).await?;
+    match body {
+        Body::Memory(parts) => {
+            for p in parts {
+                w.write_all(p).await?;
+            }
+        }
+        Body::File(file) => {
+            w.flush().await?;
+            if let Spliced::No = send_file(w.get_ref(), file).await? {
+                // A filesystem that cannot splice: the range read into memory and written.
+                let mut buf = vec![0; file.len as usize];
+                read_exact_at(file, &mut buf)?;
+                w.write_all(&buf).await?;
+            }
+        }
     }
     w.write_all(&[0; 3][..body.pad_bytes()]).await
 }

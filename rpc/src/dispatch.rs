@@ -21,7 +21,7 @@ use crate::msg::{
     encode_accepted, encode_denied, AcceptStat, Auth, Denial, OpaqueAuth, MSG_CALL, RPC_VERSION,
 };
 use crate::record::{seal, seal_before, start_record};
-use crate::reply::{FileSlice, Reply};
+use crate::reply::{Body, FileSlice, Reply};
 
 /// What the server knows about one call while running it.
 #[derive(Debug, Clone)]
@@ -34,8 +34,9 @@ pub struct CallContext {
     /// [`crate::backchannel`]); `None` where the call did not come from a connection
     /// (tests, the fuzzers, the lab).
     pub back: Option<Arc<BackChannel>>,
-    /// Bytes the reply ends with, sent from a file (see [`CallContext::end_with_file`]).
-    body: RefCell<Option<FileSlice>>,
+    /// Bytes the reply ends with, sent from a file or from the backend's memory (see
+    /// [`CallContext::end_with_file`], [`CallContext::end_with_bytes`]).
+    body: RefCell<Option<Body>>,
 }
 
 impl CallContext {
@@ -55,10 +56,17 @@ impl CallContext {
     /// file (see [`crate::reply`]). The procedure has encoded everything before them, the
     /// opaque's length word included. Ignored if the procedure then fails.
     pub fn end_with_file(&self, slice: FileSlice) {
-        *self.body.borrow_mut() = Some(slice);
+        *self.body.borrow_mut() = Some(Body::File(slice));
     }
 
-    fn take_body(&self) -> Option<FileSlice> {
+    /// Ends a successful reply with `parts` (in order) and their XDR padding, sent as
+    /// they are: bytes a backend holds in memory already, not copied into the reply. As
+    /// [`CallContext::end_with_file`] otherwise.
+    pub fn end_with_bytes(&self, parts: Vec<Bytes>) {
+        *self.body.borrow_mut() = Some(Body::Memory(parts));
+    }
+
+    fn take_body(&self) -> Option<Body> {
         self.body.borrow_mut().take()
     }
 }
@@ -531,7 +539,7 @@ fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> Result<Reply, 
     let stat = match prog.call(ctx, d, &mut e) {
         Some(Ok(())) => {
             let body = ctx.take_body();
-            let more = body.as_ref().map_or(0, |b| b.len as usize + b.pad_bytes());
+            let more = body.as_ref().map_or(0, |b| b.len() + b.pad_bytes());
             return Ok(Reply {
                 head: seal_before(e.into_inner(), more),
                 body,

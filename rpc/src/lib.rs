@@ -29,7 +29,7 @@ pub mod table;
 
 pub use dispatch::{CacheClass, CallContext, Dispatcher, ProcError, Procedure, Program, Service};
 pub use msg::{Auth, AuthSys};
-pub use reply::{FileSlice, Reply};
+pub use reply::{Body, FileSlice, Reply};
 
 #[doc(hidden)]
 pub use xdr as __xdr;

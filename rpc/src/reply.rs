@@ -8,6 +8,10 @@
 //! does the same with `splice`. Callers that want the whole record in memory (tests, the
 //! fuzzers, the lab) call [`Reply::into_bytes`], which reads the range with `pread`.
 //!
+//! A backend that holds the bytes in memory already (the object backend's cache of S3
+//! objects) hands over its pieces instead ([`Body::Memory`]): the writer sends them as
+//! they are after the head, and the server copies nothing into the reply.
+//!
 //! The range's length is fixed when the procedure encodes its reply (it is in the data's
 //! length word and in the record mark). If the file shrinks before the writer has sent the
 //! range, the record cannot be finished truthfully: the writer closes the connection
@@ -65,11 +69,42 @@ pub struct SliceShrank {
     pub len: u32,
 }
 
+/// Bytes that end a reply, and where they are.
+#[derive(Debug, Clone)]
+pub enum Body {
+    /// In a file, sent from it.
+    File(FileSlice),
+    /// In memory, in pieces sent as they are (their length is the sum of theirs).
+    Memory(Vec<Bytes>),
+}
+
+impl Body {
+    /// The data's length (without its padding).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self {
+            Self::File(f) => f.len as usize,
+            Self::Memory(parts) => parts.iter().map(Bytes::len).sum(),
+        }
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Zero bytes that follow the data to a multiple of 4 (XDR opaque padding).
+    #[must_use]
+    pub fn pad_bytes(&self) -> usize {
+        (4 - self.len() % 4) % 4
+    }
+}
+
 /// One reply record, record mark included: `head`, then `body`'s bytes and padding.
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub head: Bytes,
-    pub body: Option<FileSlice>,
+    pub body: Option<Body>,
 }
 
 impl From<Bytes> for Reply {
@@ -82,11 +117,7 @@ impl Reply {
     /// Bytes the record takes on the wire, mark included.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.head.len()
-            + self
-                .body
-                .as_ref()
-                .map_or(0, |b| b.len as usize + b.pad_bytes())
+        self.head.len() + self.body.as_ref().map_or(0, |b| b.len() + b.pad_bytes())
     }
 
     #[must_use]
@@ -94,11 +125,14 @@ impl Reply {
         self.len() == 0
     }
 
-    /// Bytes the reply holds in the server's memory until it is written (the body stays
-    /// in the file's pages).
+    /// Bytes the reply holds in the server's memory until it is written (a body sent
+    /// from a file stays in the file's pages).
     #[must_use]
     pub fn memory_bytes(&self) -> usize {
-        self.head.len()
+        match &self.body {
+            Some(b @ Body::Memory(_)) => self.head.len() + b.len(),
+            _ => self.head.len(),
+        }
     }
 
     /// The whole record in memory, the body read with `pread`.
@@ -110,11 +144,20 @@ impl Reply {
         let Some(body) = self.body else {
             return Ok(self.head);
         };
-        let mut buf = BytesMut::with_capacity(self.head.len() + body.len as usize + 3);
+        let mut buf = BytesMut::with_capacity(self.head.len() + body.len() + 3);
         buf.put_slice(&self.head);
-        let start = buf.len();
-        buf.resize(start + body.len as usize, 0);
-        read_exact_at(&body, &mut buf[start..])?;
+        match &body {
+            Body::File(file) => {
+                let start = buf.len();
+                buf.resize(start + file.len as usize, 0);
+                read_exact_at(file, &mut buf[start..])?;
+            }
+            Body::Memory(parts) => {
+                for p in parts {
+                    buf.put_slice(p);
+                }
+            }
+        }
         buf.put_bytes(0, body.pad_bytes());
         Ok(buf.freeze())
     }
@@ -161,11 +204,11 @@ mod tests {
         let f = temp_file(b"0123456789");
         let reply = Reply {
             head: Bytes::from_static(b"HEAD"),
-            body: Some(FileSlice {
+            body: Some(Body::File(FileSlice {
                 file: Arc::new(f),
                 offset: 3,
                 len: 5,
-            }),
+            })),
         };
         assert_eq!(reply.len(), 4 + 5 + 3);
         assert_eq!(reply.memory_bytes(), 4);
@@ -174,15 +217,29 @@ mod tests {
     }
 
     #[test]
+    fn a_memory_body_is_sent_as_its_pieces_and_counts_in_memory() {
+        let reply = Reply {
+            head: Bytes::from_static(b"HEAD"),
+            body: Some(Body::Memory(vec![
+                Bytes::from_static(b"ab"),
+                Bytes::from_static(b"cde"),
+            ])),
+        };
+        assert_eq!(reply.len(), 4 + 5 + 3);
+        assert_eq!(reply.memory_bytes(), 4 + 5);
+        assert_eq!(&reply.into_bytes().unwrap()[..], b"HEADabcde\0\0\0");
+    }
+
+    #[test]
     fn a_file_shorter_than_the_reply_is_an_error_not_zeros() {
         let f = temp_file(b"0123");
         let reply = Reply {
             head: Bytes::new(),
-            body: Some(FileSlice {
+            body: Some(Body::File(FileSlice {
                 file: Arc::new(f),
                 offset: 2,
                 len: 4,
-            }),
+            })),
         };
         let e = reply.into_bytes().unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);

@@ -47,8 +47,8 @@ use crate::error::{FsError, FsResult};
 use crate::limits::{MAX_COPY_BYTES, MAX_IO_BYTES};
 use crate::types::{
     AccessMask, Attr, Change, Content, Cookie, Copied, CreateMode, Created, DirPage, FileId, Found,
-    FsProperties, FsStat, Linked, Name, ReadDone, ReadSlice, Renamed, SetAttr, Sought, SpecialFile,
-    Stability, Written,
+    FsProperties, FsStat, Linked, Name, ReadDone, ReadParts, ReadSlice, Renamed, SetAttr, Sought,
+    SpecialFile, Stability, Written,
 };
 
 /// Storage behind an export: `mem`, `host`, `erofs` or `object`.
@@ -165,6 +165,22 @@ pub trait Backend: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// A read whose bytes the backend holds in memory already (the object backend's cache
+    /// of S3 objects): the same checks, attributes and bytes as [`Backend::read_into`],
+    /// handed over as shared pieces that the transport sends as they are, instead of
+    /// copied into the reply. `None` (the default) when the backend has no such pieces;
+    /// the caller then uses `read_into`. Asked for reads of at least
+    /// `limits::ZERO_COPY_READ_MIN_BYTES`.
+    fn read_shared(
+        &self,
+        _id: FileId,
+        _offset_bytes: u64,
+        _count: u32,
+        _checks: &dyn Checks,
+    ) -> FsResult<Option<ReadParts>> {
+        Ok(None)
+    }
+
     /// Writes `data` at `offset`, growing the file (and leaving a hole) as needed, after
     /// `checks.may_write`. `FBig` past `properties().max_file_size`, `NoSpc` when storage
     /// is full (nothing is written then).
@@ -176,6 +192,20 @@ pub trait Backend: Send + Sync + 'static {
         stable: Stability,
         checks: &dyn Checks,
     ) -> FsResult<Written>;
+
+    /// [`Backend::write`] of bytes the caller holds in a shared buffer (the request's), which
+    /// a backend that keeps written bytes past the call (the object backend's buffered
+    /// UNSTABLE writes) may keep instead of copying them. The default is `write`.
+    fn write_shared(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        data: &Bytes,
+        stable: Stability,
+        checks: &dyn Checks,
+    ) -> FsResult<Written> {
+        self.write(id, offset_bytes, data, stable, checks)
+    }
 
     /// An NFSv4 OPEN of regular file `id` (one call per open stateid): until the matching
     /// [`Backend::release`], the file stays readable and writable through `id` after its

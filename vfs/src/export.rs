@@ -22,8 +22,8 @@ use crate::handle::{Handle, HandleKey, HANDLE_BYTES};
 use crate::limits::MAX_FILE_SIZE;
 use crate::types::{
     AccessMask, Attr, Change, Content, Cookie, Copied, CreateMode, Created, Cred, DirPage, FileId,
-    Found, FsProperties, FsStat, Linked, Name, ReadDone, ReadSlice, Renamed, SetAttr, Sought,
-    SpecialFile, Stability, Written,
+    Found, FsProperties, FsStat, Linked, Name, ReadDone, ReadParts, ReadSlice, Renamed, SetAttr,
+    Sought, SpecialFile, Stability, Written,
 };
 
 /// Identifies an export inside handles; stable across restarts for the same config.
@@ -295,6 +295,24 @@ impl Export {
         }))
     }
 
+    /// A read whose bytes the backend hands over as shared pieces (see
+    /// [`Backend::read_shared`]).
+    pub fn read_shared(
+        &self,
+        cred: &Cred,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+    ) -> FsResult<Option<ReadParts>> {
+        let read = self
+            .backend
+            .read_shared(id, offset_bytes, count, &Caller::new(cred))?;
+        Ok(read.map(|mut r| {
+            r.done.attr = self.own(r.done.attr);
+            r
+        }))
+    }
+
     pub fn write(
         &self,
         cred: &Cred,
@@ -307,6 +325,24 @@ impl Export {
         let mut written = self
             .backend
             .write(id, offset_bytes, data, stable, &Caller::new(cred))?;
+        written.file = self.own_change(written.file);
+        Ok(written)
+    }
+
+    /// [`Export::write`] of the request's own bytes ([`Backend::write_shared`]: a backend
+    /// that keeps them need not copy them).
+    pub fn write_shared(
+        &self,
+        cred: &Cred,
+        id: FileId,
+        offset_bytes: u64,
+        data: &bytes::Bytes,
+        stable: Stability,
+    ) -> FsResult<Written> {
+        self.writable()?;
+        let mut written =
+            self.backend
+                .write_shared(id, offset_bytes, data, stable, &Caller::new(cred))?;
         written.file = self.own_change(written.file);
         Ok(written)
     }

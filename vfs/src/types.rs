@@ -308,6 +308,28 @@ impl std::fmt::Debug for ReadSlice {
     }
 }
 
+/// A read answered with the bytes as the backend holds them in memory, in pieces (see
+/// [`crate::Backend::read_shared`]): the transport sends the pieces as they are.
+#[derive(Debug, Clone)]
+pub struct ReadParts {
+    /// In order; their lengths add up to the bytes read (none past the end of the file).
+    pub parts: Vec<bytes::Bytes>,
+    pub done: ReadDone,
+}
+
+impl ReadParts {
+    /// Bytes read.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(bytes::Bytes::len).sum()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// What a seek looks for (`lseek`'s `SEEK_DATA` / `SEEK_HOLE`, NFSv4.2 SEEK's
 /// `data_content4`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -447,8 +447,9 @@ pub enum WorkerTry {
 /// reply has left: a short read, as knfsd answers): read straight into the reply, one
 /// copy as NFSv3's READ, or for a large READ from a backend that can hand over the file,
 /// for a peer `--sendfile` allows, left in the file for the connection to send with
-/// `sendfile`, unless the slot keeps the reply for a retransmission (`kept`): it keeps
-/// bytes, not files.
+/// `sendfile`, or from one that holds them in memory (object), handed over as its pieces
+/// (`vfs::Backend::read_shared`), unless the slot keeps the reply for a retransmission
+/// (`kept`): it keeps one buffer, not files or pieces.
 fn finish_read(
     s: &Nfs4State,
     ctx: &CallContext,
@@ -479,6 +480,18 @@ fn finish_read(
                     offset: slice.offset,
                     len: slice.len,
                 });
+            }
+            return Ok(());
+        }
+    }
+    if !kept && count >= ZERO_COPY_READ_MIN_BYTES {
+        // A backend that holds the bytes in memory (object) hands over its pieces.
+        if let Some(shared) = export.read_shared(cred, *id, *offset, count)? {
+            let len = u32::try_from(shared.len()).unwrap_or(u32::MAX);
+            e.patch_u32(eof_at, u32::from(shared.done.eof));
+            e.patch_u32(eof_at + 4, len);
+            if len > 0 {
+                ctx.end_with_bytes(shared.parts);
             }
             return Ok(());
         }

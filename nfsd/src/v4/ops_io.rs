@@ -360,7 +360,7 @@ pub fn write(cx: &mut Cx<'_>, a: &WriteArgs) -> Result<WriteOk, Nfsstat4> {
         return Err(Nfsstat4::Inval);
     }
     let w = export
-        .write(&cred, id, a.offset, &a.data, stability(a.stable))
+        .write_shared(&cred, id, a.offset, &a.data, stability(a.stable))
         .map_err(|e| blocked(cx, e))?;
     cx.written = Some((export.id.0, id, w.file.after.clone()));
     Ok(WriteOk {

@@ -27,7 +27,7 @@ use vfs::{
 use crate::attr::{stat_fd, to_attr};
 use crate::entries::New;
 use crate::errno::fs_err;
-use crate::{identity, lock, os, sys, Access, HostFs, OpenDir, Opened};
+use crate::{identity, lock, os, Access, HostFs, OpenDir, Opened};
 
 /// The kernel's answer, as the caller the thread acts as, to `mode` (`R_OK`, `X_OK`, ...)
 /// on `fd`; the server's own calls pass. Before Linux 5.8 (no `faccessat2`): the mode
@@ -308,28 +308,7 @@ impl Backend for HostFs {
         let (f, st, attr) = self.readable(id, checks)?;
         let count = count.min(MAX_IO_BYTES) as usize;
         let start = out.len();
-        let n = if forbidden {
-            match sys::fill_spare(out, count, |spare| {
-                sys::pread_nowait(&f, spare, offset_bytes)
-            }) {
-                Err(rustix::io::Errno::OPNOTSUPP) => {
-                    tracing::debug!(
-                        "the export's file system has no RWF_NOWAIT reads: READs run on the \
-                         blocking pool"
-                    );
-                    self.nowait_reads.store(false, Relaxed);
-                    return Err(FsError::WouldBlock);
-                }
-                // Not cached: read where it may block.
-                Err(rustix::io::Errno::AGAIN) => return Err(FsError::WouldBlock),
-                r => r,
-            }
-        } else {
-            sys::fill_spare(out, count, |spare| {
-                rustix::io::pread(&f, spare, offset_bytes).map(|(init, _)| init.len())
-            })
-        }
-        .map_err(fs_err)?;
+        let n = self.pread_into(&f, out, count, offset_bytes, forbidden)?;
         let end = offset_bytes.saturating_add(n as u64);
         if forbidden && n < count && end < st.stx_size {
             // Short before the end of the file: the rest is not cached.
@@ -338,6 +317,79 @@ impl Backend for HostFs {
         }
         let eof = n < count || end >= st.stx_size;
         Ok(ReadDone { attr, eof })
+    }
+
+    /// Through an NFSv4 open that grants reading ([`Backend::read_opened`]): the open
+    /// checked the caller's access and holds the file (so it cannot go stale), as knfsd
+    /// reads through the open's `nfsd_file`. No `statx` and no permission check: one
+    /// `pread` of a byte more than asked, whose coming back or not says whether the read
+    /// ended the file (what the size told `read_into`). Where blocking is forbidden a read
+    /// short of the count is told apart from the end of the file by a `statx`, as there.
+    fn read_opened(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        out: &mut BytesMut,
+        _checks: &dyn Checks,
+    ) -> FsResult<bool> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let forbidden = !sync::blocking::allowed() && !self.memory_backed;
+        if forbidden && !self.nowait_reads.load(Relaxed) {
+            return Err(FsError::WouldBlock);
+        }
+        let f = self.io_file(id, false)?;
+        let count = count.min(MAX_IO_BYTES) as usize;
+        let start = out.len();
+        let n = self.pread_into(&f, out, count + 1, offset_bytes, forbidden)?;
+        if n > count {
+            out.truncate(start + count);
+            return Ok(false);
+        }
+        if !forbidden {
+            return Ok(true);
+        }
+        let size = self.io_attr_fresh(id, &f)?.stx_size;
+        let end = offset_bytes.saturating_add(n as u64);
+        if n < count && end < size {
+            // Short before the end of the file: the rest is not cached.
+            out.truncate(start);
+            return Err(FsError::WouldBlock);
+        }
+        Ok(end >= size)
+    }
+
+    /// As [`Backend::write`] through an NFSv4 open for writing, no attributes wanted
+    /// ([`Backend::write_opened`]): the open checked the caller's access and holds the
+    /// file, so neither `statx` nor the permission check is made; the `pwrite` is still
+    /// made as the caller (the kernel clears set-id bits and charges quotas as for
+    /// `write`), under the file's lock, with the sync the stability asks for.
+    fn write_opened(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        data: &Bytes,
+        stable: Stability,
+        checks: &dyn Checks,
+    ) -> FsResult<(u32, Stability)> {
+        if stable != Stability::Unstable && !self.may_sync_here() {
+            return Err(FsError::WouldBlock);
+        }
+        let count = u32::try_from(data.len()).map_err(|_| FsError::Inval)?;
+        offset_bytes
+            .checked_add(u64::from(count))
+            .filter(|&end| end <= MAX_FILE_SIZE)
+            .ok_or(FsError::FBig)?;
+        let f = self.io_file(id, true)?;
+        let _file = self.files.one(id.0);
+        self.act(checks)?;
+        self.pwrite_all(&f, offset_bytes, data)?;
+        match stable {
+            Stability::Unstable => f.mark_unstable(),
+            Stability::DataSync => self.sync_io(&f, |fd| rustix::fs::fdatasync(fd))?,
+            Stability::FileSync => self.sync_io(&f, |fd| rustix::fs::fsync(fd))?,
+        }
+        Ok((count, stable))
     }
 
     /// The descriptor and the checked attributes, as `read_into`; the transport sends the

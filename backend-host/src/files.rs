@@ -32,6 +32,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use bytes::BytesMut;
 use rustix::fs::Statx;
 use rustix::io::Errno;
 use sync::filecache::{Access as CacheAccess, Entry, Evicted, FileCache, FileCacheStats};
@@ -39,7 +40,7 @@ use vfs::{Attr, Checks, FileId, FsError, FsResult};
 
 use crate::attr::{stat_fd, to_attr};
 use crate::errno::fs_err;
-use crate::{identity, Access, HostFs};
+use crate::{identity, sys, Access, HostFs};
 
 /// Before Linux 5.8 there is no `faccessat2`: permission on a descriptor falls back to
 /// granary's mode-bit checks (ACLs are then not consulted there). Said once.
@@ -289,6 +290,42 @@ impl HostFs {
         Ok((f, st, attr))
     }
 
+    /// `pread` of up to `count` bytes at `offset_bytes` into the end of `out`. With
+    /// `forbidden` (blocking is not allowed here) only what the page cache holds
+    /// (`RWF_NOWAIT`): `WouldBlock` when nothing of it is cached, or when the file system
+    /// cannot tell (`EOPNOTSUPP`: every later such read goes to the pool at once).
+    pub(crate) fn pread_into(
+        &self,
+        f: &IoFile,
+        out: &mut BytesMut,
+        count: usize,
+        offset_bytes: u64,
+        forbidden: bool,
+    ) -> FsResult<usize> {
+        if !forbidden {
+            return sys::fill_spare(out, count, |spare| {
+                rustix::io::pread(f, spare, offset_bytes).map(|(init, _)| init.len())
+            })
+            .map_err(fs_err);
+        }
+        match sys::fill_spare(out, count, |spare| {
+            sys::pread_nowait(f, spare, offset_bytes)
+        }) {
+            Err(Errno::OPNOTSUPP) => {
+                tracing::debug!(
+                    "the export's file system has no RWF_NOWAIT reads: READs run on the \
+                     blocking pool"
+                );
+                self.nowait_reads
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                Err(FsError::WouldBlock)
+            }
+            // Not cached: read where it may block.
+            Err(Errno::AGAIN) => Err(FsError::WouldBlock),
+            r => r.map_err(fs_err),
+        }
+    }
+
     /// Whether the caller of `checks` may read (`write` false) or write the file open as
     /// `fd` (a descriptor resolution opened, or one from the cache that another caller's
     /// call opened): the owner always may (knfsd's owner override, so a file created
@@ -308,7 +345,7 @@ impl HostFs {
         let Some(cred) = checks.cred() else {
             return Ok(());
         };
-        if cred.uid == attr.uid {
+        if cred.uid == attr.uid || checks.opened() {
             return Ok(());
         }
         let fd = fd.as_fd();

@@ -78,7 +78,12 @@
 //!   So a descriptor opened for one user is never what lets another read or write: each
 //!   call is asked again, as its own caller, and a `chmod` or `setfacl` on the server
 //!   applies to the very next call. READLINK and COMMIT ask no permission (knfsd's
-//!   `NFSD_MAY_NOP` for READLINK; the write was checked).
+//!   `NFSD_MAY_NOP` for READLINK; the write was checked). The exception, as in knfsd:
+//!   NFSv4 READ and WRITE through an open whose access was checked at OPEN
+//!   (`vfs::Backend::read_opened`, `write_opened`) ask nothing more, as a local process
+//!   with the file open; such a READ makes one `pread` (a byte more than asked says
+//!   whether it ended the file, instead of a `statx` for the size), and such a WRITE that
+//!   ends its COMPOUND a `pwrite` (and the sync it asks for), no `statx` around it.
 //! - **Weak cache consistency.** A change's attributes before and after are taken under
 //!   granary's lock of the directory or file (see `lock`), around the one syscall, with
 //!   the checks in between: no other granary request lies between them. A local process

@@ -1339,6 +1339,155 @@ async fn reads_give_the_same_bytes_however_they_are_sent_on_host_with_sendfile()
     reads_give_the_same_bytes_however_they_are_sent(&server).await;
 }
 
+/// An OPEN of `file` at the root as `owner`, no create, with `access`.
+fn open_existing(owner: &str, file: &str, access: u32) -> ArgOp {
+    ArgOp::Open(OpenArgs {
+        seqid: 0,
+        share_access: access,
+        share_deny: share::DENY_NONE,
+        owner: StateOwner4 {
+            clientid: 0,
+            owner: Opaque4(Bytes::from(owner.to_string())),
+        },
+        openhow: Openflag4::NoCreate,
+        claim: OpenClaim4::Null(name(file)),
+    })
+}
+
+/// READ and WRITE through an open are checked when the file is opened, not on every
+/// call, as knfsd does (and as a local process's open file): after the owner takes
+/// every permission away, another user's open still reads and writes, with or without
+/// the attributes a GETATTR after the WRITE asks for, while the anonymous stateid and a
+/// new OPEN are refused. A READ through an open says `eof` exactly as one with the
+/// anonymous stateid, which takes the file's size (a host export reads a byte more
+/// instead), at the end, short of it, past it and for no bytes.
+async fn io_through_an_open_is_checked_at_open(server: &Server) {
+    let mut root = V4::connect(server, "client-root").await;
+    let data = Bytes::from_static(b"0123456789");
+    let fh = create_written(&mut root, "or", "opened", &data).await;
+    let mode = |m: u32| {
+        ArgOp::Setattr(SetattrArgs {
+            stateid: Stateid4::ANONYMOUS,
+            obj_attributes: Fattr {
+                mode: Some(m),
+                ..Fattr::default()
+            }
+            .to_fattr4(),
+        })
+    };
+    let (status, r) = root.run(vec![ArgOp::Putfh(fh.clone()), mode(0o666)]).await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let mut other = V4::connect(server, "client-2000").await;
+    other.conn.set_auth(&auth_sys(2000, 2000, &[]));
+    let (status, r) = other
+        .run(vec![
+            ArgOp::Putrootfh,
+            open_existing("o2000", "opened", share::ACCESS_BOTH),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let sid = opened(&r[1]);
+    let (status, r) = root.run(vec![ArgOp::Putfh(fh.clone()), mode(0)]).await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let got = |r: &ResOp| match r {
+        ResOp::Read(Res4::Ok(ok)) => Ok((ok.data.clone(), ok.eof)),
+        ResOp::Read(Res4::Err(e)) => Err(*e),
+        r => panic!("READ: {r:?}"),
+    };
+    let through = |offset, count| {
+        ArgOp::Read(ReadArgs {
+            stateid: sid,
+            offset,
+            count,
+        })
+    };
+    for (offset, count) in [
+        (0u64, 10u32),
+        (0, 4),
+        (4, 6),
+        (6, 10),
+        (10, 5),
+        (20, 5),
+        (3, 0),
+    ] {
+        let from = (offset as usize).min(data.len());
+        let to = (offset as usize + count as usize).min(data.len());
+        let want = Ok((data.slice(from..to), offset + u64::from(count) >= 10));
+        let fh = ArgOp::Putfh(fh.clone());
+        // Last (read into the reply), then followed by another operation.
+        let (_, r) = other.run(vec![fh.clone(), through(offset, count)]).await;
+        assert_eq!(
+            got(&r[1]),
+            want,
+            "READ {count} at {offset} through the open"
+        );
+        let (_, r) = other
+            .run(vec![fh.clone(), through(offset, count), ArgOp::Getfh])
+            .await;
+        assert_eq!(got(&r[1]), want, "READ {count} at {offset}, not last");
+        let (_, r) = root.run(vec![fh.clone(), read(offset, count)]).await;
+        assert_eq!(got(&r[1]), want, "READ {count} at {offset}, anonymous");
+        let (_, r) = other.run(vec![fh, read(offset, count)]).await;
+        assert_eq!(got(&r[1]), Err(Nfsstat4::Access), "anonymous READ, mode 0");
+    }
+    let write = |stateid, offset, bytes: &'static [u8]| {
+        ArgOp::Write(WriteArgs {
+            stateid,
+            offset,
+            stable: StableHow4::FileSync,
+            data: Bytes::from_static(bytes),
+        })
+    };
+    let fh_op = || ArgOp::Putfh(fh.clone());
+    let (status, r) = other.run(vec![fh_op(), write(sid, 0, b"ab")]).await;
+    assert_eq!(status, Nfsstat4::Ok, "WRITE through the open, last: {r:?}");
+    let (status, r) = other
+        .run(vec![
+            fh_op(),
+            write(sid, 2, b"cd"),
+            ArgOp::Getattr(mask(&[num::SIZE, num::MODE])),
+        ])
+        .await;
+    assert_eq!(
+        status,
+        Nfsstat4::Ok,
+        "WRITE through the open, GETATTR: {r:?}"
+    );
+    let after = attrs(&r[2]);
+    assert_eq!((after.size, after.mode), (Some(10), Some(0)));
+    let (status, _) = other
+        .run(vec![fh_op(), write(Stateid4::ANONYMOUS, 0, b"x")])
+        .await;
+    assert_eq!(status, Nfsstat4::Access, "anonymous WRITE, mode 0");
+    let (status, _) = other
+        .run(vec![
+            ArgOp::Putrootfh,
+            open_existing("o2000-b", "opened", share::ACCESS_READ),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Access, "a new OPEN, mode 0");
+    let (_, r) = root.run(vec![fh_op(), read(0, 100)]).await;
+    assert_eq!(got(&r[1]), Ok((Bytes::from_static(b"abcd456789"), true)));
+}
+
+#[tokio::test]
+async fn io_through_an_open_is_checked_at_open_on_mem() {
+    let server = Server::start(&["--squash", "none"]);
+    io_through_an_open_is_checked_at_open(&server).await;
+}
+
+#[tokio::test]
+async fn io_through_an_open_is_checked_at_open_on_host() {
+    // On a disk (reads only of what the page cache holds, on the worker) and on a tmpfs.
+    for dirs in [
+        HostDirs::new("nfs4-opened"),
+        HostDirs::on_tmpfs("nfs4-opened"),
+    ] {
+        let server = dirs.serve();
+        io_through_an_open_is_checked_at_open(&server).await;
+    }
+}
+
 /// EXCHANGE_ID of `owner` with `verifier` on `conn` (whose credential is the principal):
 /// the client id and the sequence id its CREATE_SESSION carries.
 async fn exchange_id(

@@ -73,8 +73,25 @@ pub struct Closed<K> {
 pub enum IoStateid {
     /// The anonymous or bypass stateid: I/O outside any open.
     Special,
-    /// An open stateid of the caller on this file.
-    Open(Stateid4),
+    /// An open stateid of the caller on this file (its current version), with the share
+    /// access the open holds (`share::ACCESS_*`): a READ through an open without read
+    /// access checks the caller's permission, as knfsd does.
+    Open { stateid: Stateid4, access: u32 },
+}
+
+impl IoStateid {
+    /// Whether an open of the caller grants reading the file: its access was checked when
+    /// it was opened, as a local process's open file is.
+    #[must_use]
+    pub fn open_reads(&self) -> bool {
+        matches!(self, Self::Open { access, .. } if access & share::ACCESS_READ != 0)
+    }
+
+    /// Whether an open of the caller grants writing the file.
+    #[must_use]
+    pub fn open_writes(&self) -> bool {
+        matches!(self, Self::Open { access, .. } if access & share::ACCESS_WRITE != 0)
+    }
 }
 
 /// Every open stateid of a server.
@@ -382,7 +399,10 @@ impl<K: Clone + Eq + Hash + LockKey> Opens<K> {
         if write && e.access & share::ACCESS_WRITE == 0 {
             return Err(Nfsstat4::Openmode);
         }
-        Ok(IoStateid::Open(e.stateid()))
+        Ok(IoStateid::Open {
+            stateid: e.stateid(),
+            access: e.access,
+        })
     }
 
     /// TEST_STATEID's answer for one stateid of `client`.

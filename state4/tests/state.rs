@@ -451,10 +451,15 @@ fn stateids_are_checked_for_owner_file_version_and_mode() {
         st.check_io(a, &g1.stateid, &1, true),
         Err(Nfsstat4::Openmode)
     );
+    let io = st.check_io(a, &g1.stateid, &1, false);
     assert!(matches!(
-        st.check_io(a, &g1.stateid, &1, false),
-        Ok(IoStateid::Open(_))
+        io,
+        Ok(IoStateid::Open {
+            access: share::ACCESS_READ,
+            ..
+        })
     ));
+    assert!(io.is_ok_and(|io| io.open_reads() && !io.open_writes()));
     assert_eq!(
         st.check_io(a, &g1.stateid, &2, false),
         Err(Nfsstat4::BadStateid)

@@ -181,6 +181,43 @@ pub trait Backend: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// [`Backend::read_into`] for a caller whose access an NFSv4 OPEN already checked (an
+    /// open that grants reading, which holds the file: [`Backend::hold`]), as knfsd reads
+    /// through an open's `nfsd_file`: a backend may skip the permission check and the
+    /// attributes, which nothing asks for. Returns whether the read reached the end of the
+    /// file. `checks` is an [`crate::Opened`] (its `may_read` allows); the default is
+    /// `read_into` with them.
+    fn read_opened(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        out: &mut BytesMut,
+        checks: &dyn Checks,
+    ) -> FsResult<bool> {
+        self.read_into(id, offset_bytes, count, out, checks)
+            .map(|done| done.eof)
+    }
+
+    /// [`Backend::write`] for a caller whose access an NFSv4 OPEN for writing already
+    /// checked, when nothing asks for the file's attributes (an NFSv4 WRITE that ends its
+    /// COMPOUND): a backend may skip the permission check and the attributes around the
+    /// write. A write by a caller without the privilege still clears set-id bits. Returns
+    /// the count written and the stability reached. `checks` is an [`crate::Opened`] (its
+    /// `may_write` only drops set-id bits); the default is [`Backend::write_shared`] with
+    /// them.
+    fn write_opened(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        data: &Bytes,
+        stable: Stability,
+        checks: &dyn Checks,
+    ) -> FsResult<(u32, Stability)> {
+        self.write_shared(id, offset_bytes, data, stable, checks)
+            .map(|w| (w.count, w.committed))
+    }
+
     /// Writes `data` at `offset`, growing the file (and leaving a hole) as needed, after
     /// `checks.may_write`. `FBig` past `properties().max_file_size`, `NoSpc` when storage
     /// is full (nothing is written then).

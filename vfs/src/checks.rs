@@ -63,6 +63,12 @@ pub trait Checks: Sync {
     /// The client's squashed credential, for a backend whose host enforces permissions
     /// itself (the host backend run as root acts as it); `None` for the server's own calls.
     fn cred(&self) -> Option<&Cred>;
+    /// The caller's access to the file was checked when it opened it (NFSv4 I/O through
+    /// an open, [`Opened`]): a backend that asks its host for permission on every call
+    /// asks nothing for reading or writing.
+    fn opened(&self) -> bool {
+        false
+    }
 }
 
 /// Allows everything and changes nothing; new files get `owner`. For the server's own
@@ -239,6 +245,64 @@ impl Checks for Caller<'_> {
 
     fn cred(&self) -> Option<&Cred> {
         Some(self.cred)
+    }
+}
+
+/// A client's I/O through an NFSv4 open ([`crate::Backend::read_opened`],
+/// [`crate::Backend::write_opened`]): the open checked the caller's access, so reading
+/// and writing need no permission here, as a local process's open file needs none after
+/// its `open` (knfsd reads and writes through the open's `nfsd_file`). Writing still drops
+/// set-id bits as [`Caller`] does; every other rule is [`Caller`]'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened<'c>(pub Caller<'c>);
+
+impl<'c> Opened<'c> {
+    #[must_use]
+    pub fn new(cred: &'c Cred) -> Self {
+        Self(Caller::new(cred))
+    }
+}
+
+impl Checks for Opened<'_> {
+    fn may_search(&self, dir: &Attr) -> FsResult<()> {
+        self.0.may_search(dir)
+    }
+    fn may_list(&self, dir: &Attr) -> FsResult<()> {
+        self.0.may_list(dir)
+    }
+    fn may_change_entries(&self, dir: &Attr) -> FsResult<()> {
+        self.0.may_change_entries(dir)
+    }
+    fn may_unlink(&self, dir: &Attr, victim: &Attr) -> FsResult<()> {
+        self.0.may_unlink(dir, victim)
+    }
+    fn may_move_dir(&self, moving: &Attr) -> FsResult<()> {
+        self.0.may_move_dir(moving)
+    }
+    fn may_truncate(&self, existing: &Attr) -> FsResult<()> {
+        self.0.may_truncate(existing)
+    }
+    fn new_file(&self, dir: &Attr, kind: FileType, attrs: &SetAttr) -> (Owner, SetAttr) {
+        self.0.new_file(dir, kind, attrs)
+    }
+    fn setattr_rules(&self, attr: &Attr, set: &SetAttr) -> FsResult<SetAttr> {
+        self.0.setattr_rules(attr, set)
+    }
+    fn may_read(&self, _: &Attr) -> FsResult<()> {
+        Ok(())
+    }
+    fn may_write(&self, attr: &Attr) -> FsResult<Option<u32>> {
+        let cleared = without_set_id(attr.mode);
+        Ok((!self.0.cred.is_root() && cleared != attr.mode).then_some(cleared))
+    }
+    fn access(&self, attr: &Attr, want: AccessMask) -> AccessMask {
+        self.0.access(attr, want)
+    }
+    fn cred(&self) -> Option<&Cred> {
+        Some(self.0.cred)
+    }
+    fn opened(&self) -> bool {
+        true
     }
 }
 

@@ -16,7 +16,7 @@ use gtime::Timestamp;
 use ipnet::IpNet;
 
 use crate::backend::Backend;
-use crate::checks::{Caller, Checks};
+use crate::checks::{Caller, Checks, Opened};
 use crate::error::{FsError, FsResult};
 use crate::handle::{Handle, HandleKey, HANDLE_BYTES};
 use crate::limits::MAX_FILE_SIZE;
@@ -345,6 +345,46 @@ impl Export {
                 .write_shared(id, offset_bytes, data, stable, &Caller::new(cred))?;
         written.file = self.own_change(written.file);
         Ok(written)
+    }
+
+    /// [`Export::read_into`] through an NFSv4 open that grants reading (see
+    /// [`Backend::read_opened`]): whether the read reached the end of the file.
+    pub fn read_opened(
+        &self,
+        cred: &Cred,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        out: &mut BytesMut,
+    ) -> FsResult<bool> {
+        self.backend
+            .read_opened(id, offset_bytes, count, out, &Opened::new(cred))
+    }
+
+    /// [`Export::write_shared`] through an NFSv4 open for writing (checked as
+    /// [`Opened`]): the count written, the stability reached, and with `attrs` the file's
+    /// attributes after the write; without, the backend need not take them
+    /// ([`Backend::write_opened`]).
+    pub fn write_opened(
+        &self,
+        cred: &Cred,
+        id: FileId,
+        offset_bytes: u64,
+        data: &bytes::Bytes,
+        (stable, attrs): (Stability, bool),
+    ) -> FsResult<(u32, Stability, Option<Attr>)> {
+        self.writable()?;
+        let checks = Opened::new(cred);
+        if !attrs {
+            let (count, committed) =
+                self.backend
+                    .write_opened(id, offset_bytes, data, stable, &checks)?;
+            return Ok((count, committed, None));
+        }
+        let w = self
+            .backend
+            .write_shared(id, offset_bytes, data, stable, &checks)?;
+        Ok((w.count, w.committed, Some(self.own(w.file.after))))
     }
 
     /// See [`Backend::hold`]: an NFSv4 OPEN keeps the file until [`Export::release`].

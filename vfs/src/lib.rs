@@ -22,7 +22,7 @@ pub mod limits;
 pub mod types;
 
 pub use backend::{Backend, HeadLock, HeadLocks, LockSource, LockSpan};
-pub use checks::{Caller, Checks, Trusted};
+pub use checks::{Caller, Checks, Opened, Trusted};
 pub use error::{FsError, FsResult};
 pub use export::{Export, ExportId, ExportOptions, ExportTable, Squash};
 pub use gtime::Timestamp;

@@ -465,6 +465,7 @@ fn finish_read(
         cred,
         offset,
         count,
+        opened,
     } = read;
     let count = room.map_or(*count, |left| {
         (*count).min(u32::try_from(left).unwrap_or(u32::MAX))
@@ -497,8 +498,16 @@ fn finish_read(
         }
     }
     e.truncate(eof_at + 4);
-    let (_, done) = e.opaque_with(|out| export.read_into(cred, *id, *offset, count, out))?;
-    e.patch_u32(eof_at, u32::from(done.eof));
+    let (_, eof) = e.opaque_with(|out| {
+        if *opened {
+            export.read_opened(cred, *id, *offset, count, out)
+        } else {
+            export
+                .read_into(cred, *id, *offset, count, out)
+                .map(|done| done.eof)
+        }
+    })?;
+    e.patch_u32(eof_at, u32::from(eof));
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use nfs4::ops::{
 use nfs4::results::{why_no_delegation, OpenDelegation4, OpenOk, ReadOk, WriteOk};
 use nfs4::types::{Bitmap4, ChangeInfo4, Verifier4};
 use nfs4::{Nfsstat4, Stateid4};
-use state4::OpenRequest;
+use state4::{IoStateid, OpenRequest};
 use vfs::{AccessMask, Attr, CreateMode, Cred, Export, FileId, FileType, SetAttr, Stability};
 
 use super::compound::{Cx, Fh};
@@ -281,18 +281,20 @@ pub fn open_downgrade(cx: &mut Cx<'_>, a: &OpenDowngradeArgs) -> Result<Stateid4
     Ok(new)
 }
 
-/// The current file, checked as the target of I/O with stateid `sid`.
+/// The current file, checked as the target of I/O with stateid `sid`, and what the
+/// stateid grants.
 fn io_target(
     cx: &Cx<'_>,
     sid: &Stateid4,
     write: bool,
-) -> Result<(Arc<Export>, FileId, Arc<Cred>), Nfsstat4> {
+) -> Result<(Arc<Export>, FileId, Arc<Cred>, IoStateid), Nfsstat4> {
     let (export, id, cred) = cx.file()?;
     let client = cx.client()?;
     let sid = cx.stateid(sid)?;
-    cx.s.state
-        .check_io(client, &sid, &Cx::key(&export, id), write)?;
-    Ok((export, id, cred))
+    let io =
+        cx.s.state
+            .check_io(client, &sid, &Cx::key(&export, id), write)?;
+    Ok((export, id, cred, io))
 }
 
 /// A READ that is the COMPOUND's last operation: its stateid and file are checked when it
@@ -305,10 +307,13 @@ pub struct TailRead {
     pub cred: Arc<Cred>,
     pub offset: u64,
     pub count: u32,
+    /// An open of the caller grants reading: its access was checked at OPEN, and the
+    /// read needs no permission check nor attributes (`vfs::Backend::read_opened`).
+    pub opened: bool,
 }
 
 pub fn read(cx: &mut Cx<'_>, a: &ReadArgs) -> Result<ReadOk, Nfsstat4> {
-    let (export, id, cred) = io_target(cx, &a.stateid, false)?;
+    let (export, id, cred, io) = io_target(cx, &a.stateid, false)?;
     let count = a.count.min(cx.s.core.max_io_bytes);
     if cx.last_op {
         cx.tail_read = Some(TailRead {
@@ -317,6 +322,7 @@ pub fn read(cx: &mut Cx<'_>, a: &ReadArgs) -> Result<ReadOk, Nfsstat4> {
             cred,
             offset: a.offset,
             count,
+            opened: io.open_reads(),
         });
         // Encoded as eof = false and no data, then completed in place.
         return Ok(ReadOk {
@@ -325,11 +331,16 @@ pub fn read(cx: &mut Cx<'_>, a: &ReadArgs) -> Result<ReadOk, Nfsstat4> {
         });
     }
     let mut buf = BytesMut::with_capacity(count as usize);
-    let done = export
-        .read_into(&cred, id, a.offset, count, &mut buf)
-        .map_err(status_of)?;
+    let eof = if io.open_reads() {
+        export.read_opened(&cred, id, a.offset, count, &mut buf)
+    } else {
+        export
+            .read_into(&cred, id, a.offset, count, &mut buf)
+            .map(|done| done.eof)
+    }
+    .map_err(status_of)?;
     Ok(ReadOk {
-        eof: done.eof,
+        eof,
         data: buf.freeze(),
     })
 }
@@ -354,18 +365,33 @@ fn verifier(cx: &Cx<'_>, export: &Export) -> Verifier4 {
     cx.s.core.write_verifier_for(export)
 }
 
+/// WRITE. Through an open for writing its access was checked at OPEN, as knfsd writes
+/// through the open's `nfsd_file` (`vfs::Opened`); one that also ends its COMPOUND (the
+/// Linux client's O_DIRECT WRITE: SEQUENCE, PUTFH, WRITE) asks for no attributes, since
+/// no GETATTR follows to use them ([`Cx::written`]): on a host export no `statx` before
+/// and after (`vfs::Backend::write_opened`).
 pub fn write(cx: &mut Cx<'_>, a: &WriteArgs) -> Result<WriteOk, Nfsstat4> {
-    let (export, id, cred) = io_target(cx, &a.stateid, true)?;
+    let (export, id, cred, io) = io_target(cx, &a.stateid, true)?;
     if a.data.len() > cx.s.core.max_io_bytes as usize {
         return Err(Nfsstat4::Inval);
     }
-    let w = export
-        .write_shared(&cred, id, a.offset, &a.data, stability(a.stable))
-        .map_err(|e| blocked(cx, e))?;
-    cx.written = Some((export.id.0, id, w.file.after.clone()));
+    let stable = stability(a.stable);
+    let (count, committed, after) = if io.open_writes() {
+        export
+            .write_opened(&cred, id, a.offset, &a.data, (stable, !cx.last_op))
+            .map_err(|e| blocked(cx, e))?
+    } else {
+        let w = export
+            .write_shared(&cred, id, a.offset, &a.data, stable)
+            .map_err(|e| blocked(cx, e))?;
+        (w.count, w.committed, Some(w.file.after))
+    };
+    if let Some(after) = after {
+        cx.written = Some((export.id.0, id, after));
+    }
     Ok(WriteOk {
-        count: w.count,
-        committed: stable_how(w.committed),
+        count,
+        committed: stable_how(committed),
         writeverf: verifier(cx, &export),
     })
 }

@@ -21,16 +21,16 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use xdr::{Decoder, Encoder};
 
-use crate::conn::Queued;
 use crate::limits;
 use crate::msg::{decode_reply_header, AcceptStat, CallHeader, OpaqueAuth, ReplyStatus};
+use crate::outbound::Outbound;
 use crate::record::{seal, start_record};
 use crate::reply::Reply;
 
@@ -69,7 +69,7 @@ pub struct BackChannel {
 
 struct Inner {
     /// The connection's writer; `None` once the connection ended.
-    writer: Option<mpsc::UnboundedSender<Queued>>,
+    writer: Option<Arc<Outbound>>,
     waiting: HashMap<u32, oneshot::Sender<Bytes>>,
 }
 
@@ -99,7 +99,7 @@ impl BackChannel {
     pub(crate) fn new(
         id: u64,
         peer: SocketAddr,
-        writer: mpsc::UnboundedSender<Queued>,
+        writer: Arc<Outbound>,
         runtime: tokio::runtime::Handle,
     ) -> Self {
         Self {
@@ -203,7 +203,7 @@ impl BackChannel {
         }
         let (tx, rx) = oneshot::channel();
         g.waiting.insert(xid, tx);
-        if writer.send((Reply::from(record), None)).is_err() {
+        if writer.queue((Reply::from(record), None)).is_err() {
             g.waiting.remove(&xid);
             return Err(CallError::Closed);
         }

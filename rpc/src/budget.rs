@@ -124,16 +124,27 @@ impl Reservation {
     /// at once and waiting for room to grow.
     pub async fn resize(&mut self, bytes: usize) {
         let held = self.bytes();
-        if bytes >= held {
+        if !self.shrink_to(bytes) {
             self.grow(bytes - held).await;
-            return;
+        }
+    }
+
+    /// Holds exactly `bytes` when that is no more than it holds, giving back the excess at
+    /// once; returns false, holding what it held, when it would have to grow.
+    pub fn shrink_to(&mut self, bytes: usize) -> bool {
+        let held = self.bytes();
+        if bytes > held {
+            return false;
         }
         let excess = held - bytes;
-        for permit in [&mut self.conn, &mut self.server] {
-            if let Some(p) = permit.as_mut() {
-                drop(p.split(excess));
+        if excess > 0 {
+            for permit in [&mut self.conn, &mut self.server] {
+                if let Some(p) = permit.as_mut() {
+                    drop(p.split(excess));
+                }
             }
         }
+        true
     }
 }
 

@@ -4,11 +4,17 @@
 //! back channel, [`crate::backchannel`]); the reader hands the client's REPLY records to
 //! the calls waiting for them and runs every CALL record as a request.
 //!
-//! Requests on a connection are pipelined: the reader keeps reading while earlier
-//! requests run (each in its own task), replies are written in completion order (which may
-//! differ from arrival order). Two limits push back on a client by not reading its socket
-//! (so TCP flow control stops it): at most `max_in_flight` requests in progress, and at
-//! most `budget_bytes` of request records and queued replies (see [`crate::budget`]).
+//! Requests on a connection are pipelined: replies are written in completion order (which
+//! may differ from arrival order). The reader runs each request it reads where it is, on
+//! the connection's event loop, with blocking forbidden (handlers are synchronous): one
+//! that must block runs in a task of its own on the offload while the reader reads on.
+//! A reply answered where it was read goes straight into the socket when nothing else
+//! waits to be written and no further request is already buffered (one call at a time:
+//! no task and no hand-over per call); otherwise it is queued for the writer task, which
+//! gathers the replies that are ready into one write (see [`crate::outbound`]). Two
+//! limits push back on a client by not reading its socket (so TCP flow control stops
+//! it): at most `max_in_flight` requests in progress, and at most `budget_bytes` of
+//! request records and queued replies (see [`crate::budget`]).
 //!
 //! Ending: when the client closes, or on server shutdown, in-flight requests finish and
 //! their replies are flushed. When the connection's watchdog (the table's scan) finds it
@@ -24,15 +30,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter, Interest};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::backchannel::BackChannel;
 use crate::budget::{ConnBudget, Reservation, ServerBudget};
 use crate::dispatch::{Dispatcher, Unanswerable};
 use crate::limits;
 use crate::offload::Offload;
+use crate::outbound::{outbound, Drain, Now, Outbound};
 use crate::record::{read_record_watched, Activity, ConnTimeouts, RecordError};
 use crate::reply::{read_exact_at, Body, FileSlice, Reply, SliceShrank};
 use crate::table::{ConnState, Ticket};
@@ -119,13 +126,14 @@ pub async fn serve_connection(
     let _ = stream.set_nodelay(true);
     let (read_half, write_half) = stream.into_split();
     let reader = BufReader::with_capacity(limits::READ_BUFFER_BYTES, read_half);
-    let (tx, rx) = mpsc::unbounded_channel::<Queued>();
-    let mut writer = tokio::spawn(write_replies(write_half, rx, Arc::clone(&state)));
+    let (out, drain) = outbound();
+    let out = Arc::new(out);
+    let mut writer = tokio::spawn(write_replies(write_half, drain, Arc::clone(&state)));
     let slots = Arc::new(Semaphore::new(limits.max_in_flight));
     let back = Arc::new(BackChannel::new(
         ticket.id(),
         peer,
-        tx.clone(),
+        Arc::clone(&out),
         tokio::runtime::Handle::current(),
     ));
     let conn = Conn {
@@ -134,7 +142,7 @@ pub async fn serve_connection(
         dispatcher,
         budget: ConnBudget::new(limits.budget_bytes, server_budget),
         slots: Arc::clone(&slots),
-        tx,
+        out,
         limits,
         offload,
     };
@@ -170,19 +178,23 @@ struct Conn {
     dispatcher: Arc<Dispatcher>,
     budget: Arc<ConnBudget>,
     slots: Arc<Semaphore>,
-    tx: mpsc::UnboundedSender<Queued>,
+    out: Arc<Outbound>,
     limits: ConnLimits,
     offload: Option<Arc<dyn Offload>>,
 }
 
 impl Conn {
-    /// Reads and dispatches requests. Returns the error to close with, or `None` when the
+    /// Reads and runs requests. Returns the error to close with, or `None` when the
     /// client closed or the server shuts down (replies should drain).
-    async fn read_loop<R: tokio::io::AsyncRead + Unpin>(
+    async fn read_loop(
         &self,
-        mut reader: R,
+        mut reader: BufReader<OwnedReadHalf>,
         mut shutdown: watch::Receiver<bool>,
     ) -> Option<RecordError> {
+        // Made once: each select below polls them again, without a new subscription.
+        let killed = self.state.killed();
+        let stop = shutdown.wait_for(|stop| *stop);
+        tokio::pin!(killed, stop);
         loop {
             let next = async {
                 let slot = Arc::clone(&self.slots).acquire_owned().await;
@@ -199,8 +211,8 @@ impl Conn {
             };
             let read = tokio::select! {
                 biased;
-                e = self.state.killed() => return Some(e),
-                _ = shutdown.wait_for(|stop| *stop) => return None,
+                e = &mut killed => return Some(e),
+                _ = &mut stop => return None,
                 r = next => r,
             };
             match read {
@@ -209,7 +221,12 @@ impl Conn {
                     // slot and bytes are given back here).
                     self.back.deliver(record);
                 }
-                Ok((Ok(slot), record, bytes)) => self.spawn_request(record, slot, bytes),
+                Ok((Ok(slot), record, bytes)) => {
+                    // Another request already read with this one: its reply joins the
+                    // writer's next batch rather than a write of its own.
+                    let alone = reader.buffer().is_empty();
+                    self.run_request(record, slot, bytes, (alone, reader.get_ref().as_ref()));
+                }
                 Ok((Err(_), _, _)) | Err(RecordError::Closed) => return None,
                 Err(e @ RecordError::Truncated { .. }) => {
                     log_end(self.state.peer, &e);
@@ -220,66 +237,117 @@ impl Conn {
         }
     }
 
-    fn spawn_request(&self, record: Bytes, slot: OwnedSemaphorePermit, bytes: Reservation) {
+    /// Runs a request here, with blocking forbidden when there is an offload to send it
+    /// to if it must block (then it runs there, in a task of its own), and sends its
+    /// reply: straight into `sock` when it is `alone` (no other request read with it) and
+    /// nothing else waits to be written, else through the writer.
+    fn run_request(
+        &self,
+        record: Bytes,
+        slot: OwnedSemaphorePermit,
+        bytes: Reservation,
+        (alone, sock): (bool, &TcpStream),
+    ) {
         self.state.activity.request_started();
         let held = Held {
             _slot: slot,
             bytes,
             state: Arc::clone(&self.state),
         };
-        let dispatcher = Arc::clone(&self.dispatcher);
-        let tx = self.tx.clone();
         let peer = self.state.peer;
-        let offload = self.offload.clone();
+        let back = Some(&self.back);
+        let answered = match &self.offload {
+            None => catch(|| self.dispatcher.handle_on(record, peer, back)),
+            Some(offload) => {
+                // A clone of `Bytes` is a reference count, not a copy of the record.
+                let again = record.clone();
+                let here = catch(|| {
+                    sync::blocking::forbidden(|| self.dispatcher.handle_on(record, peer, back))
+                });
+                if let Some(Err(Unanswerable::Deferred(_))) = here {
+                    self.spawn_offloaded(again, held, Arc::clone(offload));
+                    return;
+                }
+                here
+            }
+        };
+        let Some(answered) = answered else {
+            tracing::error!(%peer, "a request's handler panicked: no reply");
+            return;
+        };
+        let reply = match answered {
+            Ok(reply) => reply,
+            Err(e) => return unanswerable(peer, &e),
+        };
+        if alone && reply.body.is_none() {
+            match self.out.write_now(sock, reply.head, held) {
+                Now::Done => {}
+                Now::Busy(head, held) => queue(&self.out, Reply::from(head), held),
+            }
+            return;
+        }
+        queue(&self.out, reply, held);
+    }
+
+    /// Runs a request that must block on the offload, in a task of its own (it holds its
+    /// in-flight slot and reservation while it waits for room there), and queues its
+    /// reply.
+    fn spawn_offloaded(&self, record: Bytes, held: Held, offload: Arc<dyn Offload>) {
+        let dispatcher = Arc::clone(&self.dispatcher);
+        let out = Arc::clone(&self.out);
+        let peer = self.state.peer;
         let back = Arc::clone(&self.back);
         tokio::spawn(async move {
-            let mut held = held;
-            match answer(dispatcher, record, (peer, back), offload).await {
-                Ok(reply) => {
-                    // The record is gone; hold what the reply really takes until written
-                    // (data sent from a file stays in the file's pages).
-                    held.bytes.resize(reply.memory_bytes()).await;
-                    held.state.activity.write_progress();
-                    let _ = tx.send((reply, Some(held)));
-                }
-                Err(e @ Unanswerable::DuplicateInProgress(_)) => {
-                    tracing::debug!(%peer, error = %e, "dropping retransmission");
-                }
-                Err(e) => crate::warn_limited!(
-                    crate::ratelog::Kind::Unanswerable,
-                    %peer, error = %e, "dropping unanswerable record"
-                ),
+            let (done, result) = tokio::sync::oneshot::channel();
+            let job = Box::new(move || {
+                let _ = done.send(dispatcher.handle_on(record, peer, Some(&back)));
+            });
+            let answered = if offload.run(job).await {
+                result.await.unwrap_or(Err(Unanswerable::PoolStopped))
+            } else {
+                Err(Unanswerable::PoolStopped)
+            };
+            match answered {
+                Ok(reply) => queue(&out, reply, held),
+                Err(e) => unanswerable(peer, &e),
             }
         });
     }
 }
 
-/// Runs one request: on this event loop with blocking forbidden, and again on the
-/// offload if it must block (it holds its in-flight slot and reservation while it waits
-/// for room there). Without an offload, on this thread as it is.
-async fn answer(
-    dispatcher: Arc<Dispatcher>,
-    record: Bytes,
-    (peer, back): (SocketAddr, Arc<BackChannel>),
-    offload: Option<Arc<dyn Offload>>,
-) -> Result<Reply, Unanswerable> {
-    let Some(offload) = offload else {
-        return dispatcher.handle_on(record, peer, Some(&back));
-    };
-    // A clone of `Bytes` is a reference count, not a copy of the record.
-    let again = record.clone();
-    match sync::blocking::forbidden(|| dispatcher.handle_on(record, peer, Some(&back))) {
-        Err(Unanswerable::Deferred(_)) => {}
-        answered => return answered,
+/// Runs `f`, a request's handler, catching a panic (`None`), so that a bug in one
+/// procedure costs its request and not the connection, as when each ran in a task.
+fn catch<T>(f: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
+}
+
+/// Queues a reply for the writer, holding what its request holds until it is written:
+/// the record is gone, so only what the reply takes (data sent from a file stays in the
+/// file's pages). A reply larger than the reservation waits for room in a task.
+fn queue(out: &Arc<Outbound>, reply: Reply, mut held: Held) {
+    let bytes = reply.memory_bytes();
+    if !held.bytes.shrink_to(bytes) {
+        let out = Arc::clone(out);
+        tokio::spawn(async move {
+            held.bytes.resize(bytes).await;
+            queue(&out, reply, held);
+        });
+        return;
     }
-    let (done, result) = tokio::sync::oneshot::channel();
-    let job = Box::new(move || {
-        let _ = done.send(dispatcher.handle_on(again, peer, Some(&back)));
-    });
-    if !offload.run(job).await {
-        return Err(Unanswerable::PoolStopped);
+    held.state.activity.write_progress();
+    // The writer gone (the connection ended): the reply is dropped with what it held.
+    let _ = out.queue((reply, Some(held)));
+}
+
+fn unanswerable(peer: SocketAddr, e: &Unanswerable) {
+    if let Unanswerable::DuplicateInProgress(_) = e {
+        tracing::debug!(%peer, error = %e, "dropping retransmission");
+    } else {
+        crate::warn_limited!(
+            crate::ratelog::Kind::Unanswerable,
+            %peer, error = %e, "dropping unanswerable record"
+        );
     }
-    result.await.unwrap_or(Err(Unanswerable::PoolStopped))
 }
 
 /// Whether a record is an RPC REPLY (message type 1) rather than a call.
@@ -418,7 +486,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Progress<W> {
 /// reply's budget and slot are given back once it is in the socket.
 async fn write_replies(
     write_half: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Queued>,
+    mut drain: Drain,
     state: Arc<ConnState>,
 ) {
     let peer = state.peer;
@@ -428,7 +496,7 @@ async fn write_replies(
         state: Arc::clone(&state),
     };
     let mut w = BufWriter::with_capacity(limits::WRITE_BUFFER_BYTES, progress);
-    while let Some((reply, held)) = rx.recv().await {
+    while let Some((reply, held)) = drain.queue.recv().await {
         activity.write_progress();
         if let Err(e) = put(&mut w, &reply).await {
             log_write_error(peer, &e);
@@ -437,7 +505,7 @@ async fn write_replies(
         drop((reply, held));
         let mut batched = 1;
         while batched < limits::WRITE_BATCH {
-            let Ok((reply, held)) = rx.try_recv() else {
+            let Ok((reply, held)) = drain.queue.try_recv() else {
                 break;
             };
             if let Err(e) = put(&mut w, &reply).await {
@@ -451,7 +519,7 @@ async fn write_replies(
             tracing::debug!(%peer, error = %e, "reply flush failed");
             return;
         }
-        if rx.is_empty() {
+        if drain.settle() {
             activity.write_idle();
         }
     }

@@ -6,6 +6,7 @@
 //! - [`reply`]: reply records whose bulk data is sent straight from a file;
 //! - [`drc`]: the duplicate request cache for non-idempotent calls;
 //! - [`conn`]: one pipelined server connection;
+//! - `outbound`: a connection's way out: replies written at once or through its writer;
 //! - [`backchannel`]: calls the server sends to a client on its connection;
 //! - [`offload`]: where a call that must block runs, away from the connection's event loop;
 //! - [`budget`]: memory budgets in bytes per connection and per server;
@@ -22,6 +23,7 @@ pub mod drc;
 pub mod limits;
 pub mod msg;
 pub mod offload;
+mod outbound;
 pub mod ratelog;
 pub mod record;
 pub mod reply;

@@ -372,23 +372,12 @@ impl Backend for HostFs {
         stable: Stability,
         checks: &dyn Checks,
     ) -> FsResult<(u32, Stability)> {
-        if stable != Stability::Unstable && !self.may_sync_here() {
-            return Err(FsError::WouldBlock);
-        }
-        let count = u32::try_from(data.len()).map_err(|_| FsError::Inval)?;
-        offset_bytes
-            .checked_add(u64::from(count))
-            .filter(|&end| end <= MAX_FILE_SIZE)
-            .ok_or(FsError::FBig)?;
+        let count = self.write_may_start(offset_bytes, data.len(), stable)?;
         let f = self.io_file(id, true)?;
         let _file = self.files.one(id.0);
         self.act(checks)?;
         self.pwrite_all(&f, offset_bytes, data)?;
-        match stable {
-            Stability::Unstable => f.mark_unstable(),
-            Stability::DataSync => self.sync_io(&f, |fd| rustix::fs::fdatasync(fd))?,
-            Stability::FileSync => self.sync_io(&f, |fd| rustix::fs::fsync(fd))?,
-        }
+        self.write_settle(&f, stable)?;
         Ok((count, stable))
     }
 
@@ -426,17 +415,8 @@ impl Backend for HostFs {
         stable: Stability,
         checks: &dyn Checks,
     ) -> FsResult<Written> {
-        if stable != Stability::Unstable && !self.may_sync_here() {
-            // The sync would sleep on the disk: before anything is written, so the call
-            // runs again on the blocking pool. (On a memory-backed export it has nothing
-            // to write back and runs here.)
-            return Err(FsError::WouldBlock);
-        }
-        let count = u32::try_from(data.len()).map_err(|_| FsError::Inval)?;
-        offset_bytes
-            .checked_add(u64::from(count))
-            .filter(|&end| end <= MAX_FILE_SIZE)
-            .ok_or(FsError::FBig)?;
+        // A sync that would sleep on the disk is refused before anything is written.
+        let count = self.write_may_start(offset_bytes, data.len(), stable)?;
         let f = self.io_file(id, true)?;
         let _file = self.files.one(id.0);
         let before = to_attr(&self.io_attr_fresh(id, &f)?);
@@ -446,11 +426,7 @@ impl Backend for HostFs {
         // without CAP_FSETID, and charges the blocks against quotas without
         // CAP_SYS_RESOURCE's exemption.
         self.pwrite_all(&f, offset_bytes, data)?;
-        match stable {
-            Stability::Unstable => f.mark_unstable(),
-            Stability::DataSync => self.sync_io(&f, |fd| rustix::fs::fdatasync(fd))?,
-            Stability::FileSync => self.sync_io(&f, |fd| rustix::fs::fsync(fd))?,
-        }
+        self.write_settle(&f, stable)?;
         let after = to_attr(&stat_fd(&f)?);
         Ok(Written {
             count,

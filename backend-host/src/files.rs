@@ -36,7 +36,8 @@ use bytes::BytesMut;
 use rustix::fs::Statx;
 use rustix::io::Errno;
 use sync::filecache::{Access as CacheAccess, Entry, Evicted, FileCache, FileCacheStats};
-use vfs::{Attr, Checks, FileId, FsError, FsResult};
+use vfs::limits::MAX_FILE_SIZE;
+use vfs::{Attr, Checks, FileId, FsError, FsResult, Stability};
 
 use crate::attr::{stat_fd, to_attr};
 use crate::errno::fs_err;
@@ -398,6 +399,39 @@ impl HostFs {
             file.restore(was);
         }
         self.synced(r)
+    }
+
+    /// A WRITE's checks before it touches anything: a sync it asks for may run on this
+    /// thread (else `WouldBlock`: the call runs again on the blocking pool; a memory-backed
+    /// export's runs here), and its range ends within the largest file. Its byte count.
+    pub(crate) fn write_may_start(
+        &self,
+        offset_bytes: u64,
+        len: usize,
+        stable: Stability,
+    ) -> FsResult<u32> {
+        if stable != Stability::Unstable && !self.may_sync_here() {
+            return Err(FsError::WouldBlock);
+        }
+        let count = u32::try_from(len).map_err(|_| FsError::Inval)?;
+        offset_bytes
+            .checked_add(u64::from(count))
+            .filter(|&end| end <= MAX_FILE_SIZE)
+            .ok_or(FsError::FBig)?;
+        Ok(count)
+    }
+
+    /// After a WRITE's bytes are in: the sync its stability asks for, or the UNSTABLE mark
+    /// a COMMIT clears.
+    pub(crate) fn write_settle(&self, file: &IoFile, stable: Stability) -> FsResult<()> {
+        match stable {
+            Stability::Unstable => {
+                file.mark_unstable();
+                Ok(())
+            }
+            Stability::DataSync => self.sync_io(file, |fd| rustix::fs::fdatasync(fd)),
+            Stability::FileSync => self.sync_io(file, |fd| rustix::fs::fsync(fd)),
+        }
     }
 
     /// Drops the cached descriptors of `id` (its last name was removed): each closes when

@@ -580,7 +580,13 @@ fn read_racing_a_truncating_writer(sendfile: &str) {
                     answered += 1;
                 }
                 Err(e) => {
-                    assert!(reconnects < 1000, "too many broken connections: {e}");
+                    // A READ whose range shrank under `sendfile` ends its connection
+                    // (its length is on the wire): some do, most must be answered. A
+                    // share, not a count: the faster the server, the more READs race.
+                    assert!(
+                        reconnects < 100 + answered / 2,
+                        "{reconnects} broken connections for {answered} READs answered: {e}"
+                    );
                     reconnects += 1;
                     c = connect(&server).await;
                 }

@@ -151,6 +151,21 @@ impl Locker {
         .await
     }
 
+    /// A write LOCK by the lock-owner that holds `sid` (its lock stateid).
+    async fn relock(&mut self, sid: Stateid4, offset: u64, length: u64) -> ResOp {
+        self.on(ArgOp::Lock(LockArgs {
+            locktype: NfsLockType4::Write,
+            reclaim: false,
+            offset,
+            length,
+            locker: Locker4::Existing(ExistLockOwner4 {
+                lock_stateid: sid,
+                lock_seqid: 0,
+            }),
+        }))
+        .await
+    }
+
     async fn lockt(&mut self, t: NfsLockType4, offset: u64, length: u64, lo: &str) -> ResOp {
         self.on(ArgOp::Lockt(LocktArgs {
             locktype: t,
@@ -345,19 +360,7 @@ fn locks_exclude_each_other_across_heads_over_nfsv4_and_nlm() {
         // A lets go: B takes the range at once (the unlock's reply waits for its record).
         let u = va.locku(la, 0, 100).await;
         assert!(matches!(u, ResOp::Locku(Res4::Ok(_))), "LOCKU: {u:?}");
-        granted(
-            &vb.on(ArgOp::Lock(LockArgs {
-                locktype: NfsLockType4::Write,
-                reclaim: false,
-                offset: 0,
-                length: 100,
-                locker: Locker4::Existing(ExistLockOwner4 {
-                    lock_stateid: lb,
-                    lock_seqid: 0,
-                }),
-            }))
-            .await,
-        );
+        granted(&vb.relock(lb, 0, 100).await);
         let d = denied(&va.lock(NfsLockType4::Read, 0, 1, "lo-a3").await);
         assert!(is_another_head(&d), "now B's is in A's way: {d:?}");
         // NLM's unlock does the same for the other head's NFSv4 client.
@@ -495,19 +498,7 @@ fn a_lock_and_an_unlock_cost_two_transactions_each() {
         let (tx0, rt0) = counters();
         let started = Instant::now();
         for _ in 0..pairs {
-            sid = granted(
-                &va.on(ArgOp::Lock(LockArgs {
-                    locktype: NfsLockType4::Write,
-                    reclaim: false,
-                    offset: 0,
-                    length: 100,
-                    locker: Locker4::Existing(ExistLockOwner4 {
-                        lock_stateid: sid,
-                        lock_seqid: 0,
-                    }),
-                }))
-                .await,
-            );
+            sid = granted(&va.relock(sid, 0, 100).await);
             sid = match va.locku(sid, 0, 100).await {
                 ResOp::Locku(Res4::Ok(s)) => s,
                 other => panic!("LOCKU: {other:?}"),

@@ -11,6 +11,7 @@
 #   KT_GRANARY_BIN=path KT_GRANARY_COMMIT=abc1234 kernel-tests/perf.sh   # a prebuilt binary
 #   PERF_DEST=bench/results/NAME kernel-tests/perf.sh    # another results directory
 #   KT_CPUS=1 kernel-tests/perf.sh        # a guest of one vCPU (default 2)
+#   PERF_PLACEMENT=split kernel-tests/perf.sh   # fio on vCPU 0, every server on vCPU 1
 #
 # Method (guest/perf.sh): a discarded warm-up round, then PERF_ROUNDS short rounds, each
 # running every workload on every server back to back with the servers' order rotated by
@@ -40,9 +41,9 @@ git -C "$REPO" diff --quiet HEAD -- 2>/dev/null || commit="$commit (with uncommi
 
 kt_prepare
 trap 'rm -rf "$KT_STAGE"' EXIT
-meta=$(printf '{"date": "%s", "granary commit": "%s", "host": "%s, %s cores", "host load (1/5/15 min) before": "%s", "guest": "%s vCPUs, %s memory"}' \
+meta=$(printf '{"date": "%s", "granary commit": "%s", "host": "%s, %s cores", "host load (1/5/15 min) before": "%s", "guest": "%s vCPUs, %s memory", "placement": "%s"}' \
     "$(date -u +%FT%TZ)" "$commit" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" \
-    "$(nproc)" "$load_before" "${KT_CPUS:-2}" "${KT_MEM:-4G}")
+    "$(nproc)" "$load_before" "${KT_CPUS:-2}" "${KT_MEM:-4G}" "${PERF_PLACEMENT:-shared}")
 export KT_ACCEL=$accel KT_META=$meta PERF_SECS=${PERF_SECS:-4} PERF_ROUNDS=${PERF_ROUNDS:-7} \
     PERF_WARMUP_SECS=${PERF_WARMUP_SECS:-2} PERF_SIZE=${PERF_SIZE:-128m}
 rc=0

@@ -20,7 +20,10 @@
 # Env: KT_STAGE (staging dir; results go to $KT_STAGE/out), PERF_SECS (seconds per
 #      job, default 4), PERF_ROUNDS (default 7), PERF_WARMUP_SECS (default 2),
 #      PERF_SIZE (file size, default 128m), KT_ACCEL (the accelerator vm.sh used, for
-#      the report), KT_META (JSON object with host facts for the report).
+#      the report), KT_META (JSON object with host facts for the report),
+#      PERF_PLACEMENT (shared, the default: the scheduler places fio and the servers on
+#      any vCPU; split: fio on vCPU 0 and every server's threads, knfsd's nfsd threads
+#      included, on vCPU 1, as a client and a server on two machines would be).
 set -u
 KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 # shellcheck source=common.sh
@@ -29,6 +32,7 @@ SECS=${PERF_SECS:-4}
 ROUNDS=${PERF_ROUNDS:-7}
 WARMUP_SECS=${PERF_WARMUP_SECS:-2}
 SIZE=${PERF_SIZE:-128m}
+PLACEMENT=${PERF_PLACEMENT:-shared}
 RAW=/tmp/perf-raw
 # granary (mem backend), host (granary's host backend on a guest tmpfs), knfsd and
 # ganesha (both on a tmpfs), through NFSv3; granary-v4, host-v4 and knfsd-v4 the same
@@ -100,7 +104,25 @@ start_all() {
     mkdir -p "$RAW"
     local s
     for s in "${SERVERS[@]}"; do mkdir -p "/mnt/$s"; start_one "$s"; done
+    [ "$PLACEMENT" = split ] && place_split
     grep -E ' /mnt/(granary|host|knfsd|ganesha)(-v4)? ' /proc/mounts | sed 's/^/    /'
+}
+
+# place_split: every server's threads on vCPU 1 (fio runs on vCPU 0, see run_job):
+# granary's and ganesha's processes with all their threads, and knfsd's nfsd kernel
+# threads. The client's own kernel work runs where the scheduler puts it.
+place_split() {
+    local p n=0
+    [ "$(nproc)" -ge 2 ] || fail "PERF_PLACEMENT=split needs 2 vCPUs"
+    for p in $(pgrep -x granary) $(pgrep -x ganesha.nfsd); do
+        taskset -a -p -c 1 "$p" >/dev/null || fail "cannot move process $p to vCPU 1"
+        n=$((n + 1))
+    done
+    for p in $(pgrep -x nfsd); do
+        taskset -p -c 1 "$p" >/dev/null || fail "cannot move nfsd thread $p to vCPU 1"
+        n=$((n + 1))
+    done
+    echo "perf: placement split: fio on vCPU 0, $n server processes and nfsd threads on vCPU 1"
 }
 
 # The test file of SERVER (knfsd-v4 shares knfsd's export: a directory of its own).
@@ -121,7 +143,9 @@ lay_out() {
 run_job() { # SERVER ROUND NAME RW BS QD [SECS]
     local eng=libaio out=$RAW/$1-$3-r$2.json
     [ "$6" = 1 ] && eng=psync
-    fio --name="$3" --filename="$(perf_file "$1")" --size="$SIZE" --rw="$4" --bs="$5" \
+    local pin=()
+    [ "$PLACEMENT" = split ] && pin=(taskset -c 0)
+    "${pin[@]}" fio --name="$3" --filename="$(perf_file "$1")" --size="$SIZE" --rw="$4" --bs="$5" \
         --iodepth="$6" --ioengine=$eng --direct=1 --time_based --runtime="${7:-$SECS}" \
         --ramp_time=1 --randrepeat=0 --output-format=json >"$out" 2>"$out.err" ||
         { echo "fio $1 $3 round $2 failed:"; cat "$out.err"; return 1; }
@@ -171,7 +195,7 @@ print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
 
 main() {
     local t0=${EPOCHREALTIME/./} s r w
-    echo "perf: guest $(uname -r), $(nproc) vCPUs, accel ${KT_ACCEL:-?}, $SECS s per job, $ROUNDS rounds (servers rotated), warm-up ${WARMUP_SECS} s per job, file $SIZE"
+    echo "perf: guest $(uname -r), $(nproc) vCPUs, accel ${KT_ACCEL:-?}, placement $PLACEMENT, $SECS s per job, $ROUNDS rounds (servers rotated), warm-up ${WARMUP_SECS} s per job, file $SIZE"
     start_all
     for s in "${SERVERS[@]}"; do lay_out "$s"; done
     if [ "$WARMUP_SECS" -gt 0 ]; then

@@ -13,8 +13,9 @@ pub struct ObjectConfig {
     pub credentials: Credentials,
     /// Garbage collection and compaction on this head (docs/OBJECT.md).
     pub gc: GcConfig,
-    /// How long this head's byte-range locks count for the other heads after its last
-    /// heartbeat (`lock_lease_secs`; [`crate::limits::HEAD_LOCK_LEASE`] by default).
+    /// How long this head's byte-range locks and share reservations count for the other
+    /// heads after its last heartbeat (`lock_lease_secs`; [`crate::limits::HEAD_LOCK_LEASE`]
+    /// by default).
     pub lock_lease: std::time::Duration,
 }
 

@@ -50,8 +50,8 @@ pub(crate) struct Heads {
     /// What the head's lock manager holds on a file (set by the server at start).
     source: OnceLock<LockSource>,
     files: Mutex<Files>,
-    /// Wakes the keeper: a file to record.
-    wake: tokio::sync::Notify,
+    /// Wakes the keeper: a file to record (locks, or shares: `shares.rs`).
+    pub(crate) wake: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -91,8 +91,13 @@ impl Heads {
         self.files.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn registered(&self) -> Option<i64> {
+    pub(crate) fn registered(&self) -> Option<i64> {
         self.id.get().copied()
+    }
+
+    /// How long this head's rows count after its last heartbeat.
+    pub(crate) fn lease(&self) -> std::time::Duration {
+        self.lease
     }
 
     pub(crate) fn attach(&self, source: LockSource) {
@@ -257,8 +262,33 @@ async fn put(tx: Tx, inode: i64, head: i64, spans: &[LockSpan]) -> Result<(), Fa
     Ok(())
 }
 
-/// This head's number, registering it (and starting its keeper) at its first LOCK.
-fn head_id(inner: &Arc<Inner>) -> FsResult<i64> {
+/// Registers this head: its number, with its share acks set to the newest watch it
+/// read in the same snapshot (it holds nothing yet), and those watches (`shares.rs`).
+const REGISTER: &str = "WITH w AS (SELECT inode, id FROM share_watches ORDER BY id LIMIT $2), \
+                        me AS (INSERT INTO lock_heads (lease_until, share_acked) \
+                               VALUES (now() + make_interval(secs => $1), \
+                                       (SELECT coalesce(max(id), 0) FROM w)) \
+                               RETURNING head) \
+                        SELECT me.head, w.inode, w.id FROM me LEFT JOIN w ON true";
+
+/// The watches a [`REGISTER`] or [`BEAT`] row names (columns 1 and 2), and whether there
+/// were more than a heartbeat reads.
+fn watches_of(rows: &[tokio_postgres::Row]) -> (Vec<(i64, i64)>, bool) {
+    let mut w: Vec<(i64, i64)> = rows
+        .iter()
+        .filter_map(|r| Some((r.get::<_, Option<i64>>(1)?, r.get::<_, Option<i64>>(2)?)))
+        .collect();
+    let overflow = w.len() > usize::try_from(limits::SHARE_WATCHES_READ_MAX).unwrap_or(0);
+    if overflow {
+        w.sort_unstable_by_key(|x| x.1);
+        w.truncate(usize::try_from(limits::SHARE_WATCHES_READ_MAX).unwrap_or(0));
+    }
+    (w, overflow)
+}
+
+/// This head's number, registering it (and starting its keeper) at its first LOCK,
+/// OPEN or SHARE.
+pub(crate) fn head_id(inner: &Arc<Inner>) -> FsResult<i64> {
     if let Some(h) = inner.heads.registered() {
         return Ok(h);
     }
@@ -271,18 +301,21 @@ fn head_id(inner: &Arc<Inner>) -> FsResult<i64> {
         return Ok(h);
     }
     let lease = inner.heads.lease.as_secs_f64();
-    let h = inner.engines.run(async {
+    let sent = tokio::time::Instant::now();
+    let (h, watches, overflow) = inner.engines.run(async {
         let c = inner.engines.pool.get().await?;
         COUNTERS.transactions(1);
-        let row = c
-            .query_one(
-                "INSERT INTO lock_heads (lease_until) \
-                 VALUES (now() + make_interval(secs => $1)) RETURNING head",
-                &[&lease],
-            )
+        let rows = c
+            .query(REGISTER, &[&lease, &(limits::SHARE_WATCHES_READ_MAX + 1)])
             .await?;
-        Ok(row.get::<_, i64>(0))
+        let head = rows
+            .first()
+            .map(|r| r.get::<_, i64>(0))
+            .ok_or(Fail::Fs(FsError::ServerFault))?;
+        let (w, overflow) = watches_of(&rows);
+        Ok((head, w, overflow))
     })?;
+    inner.shares.registered(&watches, overflow, sent);
     let _ = inner.heads.id.set(h);
     tracing::info!(
         head = h,
@@ -432,27 +465,54 @@ async fn record(inner: &Inner, head: i64, inode: i64) -> Result<(), Fail> {
     done
 }
 
+/// Renews a head's lease (`$1`, for `$2` seconds) with its share acks (`$3`; a row
+/// made anew acks nothing), sweeps the rows of heads whose lease ended a lease ago, and
+/// reads the watches (at most `$4`).
+const BEAT: &str = "WITH gone AS (DELETE FROM lock_heads \
+                        WHERE lease_until < now() - make_interval(secs => $2) AND head <> $1 \
+                        RETURNING head), \
+                    swept AS (DELETE FROM lock_ranges WHERE head IN (SELECT head FROM gone)), \
+                    swept_shares AS (DELETE FROM share_holds \
+                                     WHERE head IN (SELECT head FROM gone)), \
+                    me AS (INSERT INTO lock_heads (head, lease_until) \
+                           VALUES ($1, now() + make_interval(secs => $2)) \
+                           ON CONFLICT (head) DO UPDATE \
+                           SET lease_until = EXCLUDED.lease_until, share_acked = $3 \
+                           RETURNING xmax = 0 AS fresh), \
+                    w AS (SELECT inode, id FROM share_watches ORDER BY id LIMIT $4) \
+                    SELECT me.fresh, w.inode, w.id FROM me LEFT JOIN w ON true";
+
+/// What a heartbeat found: whether this head's own row had been swept (its rows with
+/// it), the watches, and whether there were more than it reads.
+pub(crate) struct Beat {
+    pub(crate) fresh: bool,
+    pub(crate) watches: Vec<(i64, i64)>,
+    pub(crate) overflow: bool,
+}
+
 /// Renews this head's lease and sweeps the rows of heads whose lease ended a lease ago.
-/// Returns whether this head's own row had been swept (its rows with it).
-async fn heartbeat(inner: &Inner, head: i64) -> Result<bool, Fail> {
+async fn heartbeat(inner: &Inner, head: i64) -> Result<Beat, Fail> {
     let lease = inner.heads.lease.as_secs_f64();
+    let acked = inner.shares.acked();
     let c = inner.engines.pool.get().await?;
     COUNTERS.transactions(1);
     COUNTERS.floor_written();
-    let row = c
-        .query_one(
-            "WITH gone AS (DELETE FROM lock_heads \
-                 WHERE lease_until < now() - make_interval(secs => $2) AND head <> $1 \
-                 RETURNING head), \
-             swept AS (DELETE FROM lock_ranges WHERE head IN (SELECT head FROM gone)) \
-             INSERT INTO lock_heads (head, lease_until) \
-             VALUES ($1, now() + make_interval(secs => $2)) \
-             ON CONFLICT (head) DO UPDATE SET lease_until = EXCLUDED.lease_until \
-             RETURNING xmax = 0",
-            &[&head, &lease],
+    let rows = c
+        .query(
+            BEAT,
+            &[&head, &lease, &acked, &(limits::SHARE_WATCHES_READ_MAX + 1)],
         )
         .await?;
-    Ok(row.get::<_, bool>(0))
+    let fresh = rows
+        .first()
+        .map(|r| r.get::<_, bool>(0))
+        .ok_or(Fail::Fs(FsError::ServerFault))?;
+    let (watches, overflow) = watches_of(&rows);
+    Ok(Beat {
+        fresh,
+        watches,
+        overflow,
+    })
 }
 
 /// The head's keeper: its heartbeat, and the records of the files that changed.
@@ -465,24 +525,31 @@ async fn keeper(inner: Arc<Inner>, head: i64) {
             () = inner.heads.wake.notified() => false,
         };
         if ticked {
+            let sent = tokio::time::Instant::now();
             let r = tokio::time::timeout(limits::OPERATION_TIMEOUT, heartbeat(&inner, head))
                 .await
                 .unwrap_or(Err(Fail::Timeout));
             match r {
-                Ok(true) => {
-                    tracing::warn!(head, "object backend: this head's lock lease had ended and its rows were swept; recording its locks again");
-                    let mut f = inner.heads.files();
-                    for r in f.recorded.values_mut() {
-                        r.known = false;
+                Ok(beat) => {
+                    if beat.fresh {
+                        tracing::warn!(head, "object backend: this head's lock lease had ended and its rows were swept; recording its locks and shares again");
+                        let mut f = inner.heads.files();
+                        for r in f.recorded.values_mut() {
+                            r.known = false;
+                        }
+                        f.all_dirty = true;
                     }
-                    f.all_dirty = true;
+                    let shares = crate::shares::beat(&inner, head, &beat, sent).await;
+                    if let Err(e) = shares {
+                        inner.engines.failed(e);
+                    }
                 }
-                Ok(false) => {}
                 Err(e) => {
                     inner.engines.failed(e);
                 }
             }
         }
+        crate::shares::keep(&inner, head).await;
         for inode in inner.heads.take_dirty() {
             let r = tokio::time::timeout(limits::OPERATION_TIMEOUT, record(&inner, head, inode))
                 .await

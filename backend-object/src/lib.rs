@@ -17,6 +17,9 @@
 //! - `heads`: byte-range locks across heads (the [`vfs::HeadLocks`] seam): what each
 //!   head's lock manager holds, kept per file in the database and checked by every head
 //!   before it grants;
+//! - `shares`: share reservations across heads (the [`vfs::HeadShares`] seam): what each
+//!   head's holders have and deny, kept per file only while some head denies there, so
+//!   an OPEN that denies nothing costs the database nothing more;
 //! - [`probe`]: the engines' own limits (transactions/s of CREATE's statements, S3
 //!   PUT/GET throughput), for `granary bench --suite object`;
 //! - [`limits`]: every bound, with why.
@@ -43,6 +46,7 @@ mod pending;
 pub mod probe;
 mod rope;
 mod schema;
+mod shares;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -122,6 +126,8 @@ pub(crate) struct Inner {
     compact_cursor: Mutex<Option<(i64, i64)>>,
     /// Byte-range locks across heads (`heads`).
     heads: heads::Heads,
+    /// Share reservations across heads (`shares`).
+    shares: shares::Shares,
 }
 
 impl Inner {
@@ -249,6 +255,7 @@ impl ObjectFs {
             gc_cursor: Mutex::new(None),
             compact_cursor: Mutex::new(None),
             heads: heads::Heads::new(config.lock_lease),
+            shares: shares::Shares::new(),
         });
         runtime.spawn(publisher(Arc::clone(&inner)));
         runtime.spawn(floor_writer(Arc::clone(&inner), m.ctime_floor_ns));
@@ -469,12 +476,39 @@ impl vfs::HeadLocks for ObjectFs {
     }
 }
 
+impl vfs::HeadShares for ObjectFs {
+    fn attach(&self, source: vfs::ShareSource) {
+        self.inner.shares.attach(source);
+    }
+
+    fn share(
+        &self,
+        id: FileId,
+        want: vfs::ShareMode,
+        grant: &mut dyn FnMut(),
+    ) -> FsResult<Option<vfs::HeadShare>> {
+        shares::share(&self.inner, id, want, grant)
+    }
+
+    fn changed(&self, id: Option<FileId>) {
+        self.inner.shares.changed(&self.inner, id);
+    }
+
+    fn settle(&self, id: FileId, release: &mut dyn FnMut()) -> FsResult<()> {
+        shares::settle(&self.inner, id, release)
+    }
+}
+
 impl vfs::Backend for ObjectFs {
     fn kind(&self) -> &'static str {
         "object"
     }
 
     fn head_locks(&self) -> Option<&dyn vfs::HeadLocks> {
+        Some(self)
+    }
+
+    fn head_shares(&self) -> Option<&dyn vfs::HeadShares> {
         Some(self)
     }
 

@@ -326,3 +326,31 @@ pub const HEAD_LOCK_FILES_MAX: usize = 16_384;
 const _: () = assert!(HEAD_LOCK_MIN_LEASE.as_millis() >= 3 * HEAD_HEARTBEAT.as_millis());
 const _: () = assert!(HEAD_LOCK_MIN_LEASE.as_millis() <= HEAD_LOCK_LEASE.as_millis());
 const _: () = assert!(HEAD_LOCK_SPANS_PER_FILE >= 2);
+
+/// Share reservations across heads (`shares.rs`): how long an OPEN or SHARE that denies
+/// an access waits for every other live head to say it has recorded what its holders
+/// have on a file newly watched (each does at its next heartbeat), before it answers
+/// NFS4ERR_DELAY / NLM4_DENIED_NOLOCKS (the client asks again). Two heartbeats and a
+/// margin: a live head acks within one; a head that cannot for longer is stuck or cut
+/// off, and counts no more once its lease ends.
+pub const SHARE_WATCH_WAIT: Duration = Duration::from_secs(3);
+
+/// How often such a waiting OPEN asks whether the acks are in (one statement each).
+pub const SHARE_ACK_POLL: Duration = Duration::from_millis(50);
+
+/// How old a watch must be before the release of a file's last deny may drop it (with
+/// every head's rows of the file): longer than any OPEN waits for its acks
+/// ([`SHARE_WATCH_WAIT`]), so a deny still waiting never loses the watch it waits on.
+pub const SHARE_WATCH_KEEP: Duration = Duration::from_secs(10);
+
+/// Most watched files a heartbeat reads (they are read whole each second: the files
+/// some live head denies an access on, plus those whose last deny went with a dead head
+/// until their next release). Past it the head takes every OPEN through the database
+/// (it cannot tell which files are watched) and acks no further: denies elsewhere then
+/// wait, never slip past this head's opens. Each head's own denies are bounded by its
+/// opens and NLM shares, so this is far above what a few heads hold.
+pub const SHARE_WATCHES_READ_MAX: i64 = 65_536;
+
+const _: () = assert!(SHARE_WATCH_WAIT.as_millis() >= 2 * HEAD_HEARTBEAT.as_millis());
+const _: () = assert!(SHARE_WATCH_KEEP.as_millis() > SHARE_WATCH_WAIT.as_millis());
+const _: () = assert!(SHARE_ACK_POLL.as_millis() < HEAD_HEARTBEAT.as_millis());

@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use crate::engine::Fail;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// Key of the advisory lock `format` holds, so two heads starting at once create the
 /// schema once ("granary" in ASCII).
@@ -181,9 +181,99 @@ END $$;
 UPDATE granary_meta SET schema_version = 4;
 ";
 
+/// Version 5: share reservations across heads (`shares.rs`). A file some head denies an
+/// access on is *watched* (`share_watches`, an id from `granary_share_watch_ids`, taken
+/// under a one-key advisory lock so ids become visible in order: a head that read the
+/// watches up to id N has seen every watch below N);
+/// on a watched file every head records what its holders have and deny
+/// (`share_holds`, one row per head and file, the union of its holders'), and a head
+/// says in `lock_heads.share_acked` the largest watch id up to which it has recorded
+/// every watched file. A deny is granted only once every other live head has acked the
+/// file's watch, so an OPEN that denies nothing on an unwatched file asks the database
+/// nothing more. `granary_share_check` takes the file's per-inode lock (that of
+/// `granary_lock_take`), then returns the first other live head in the way and whether
+/// the file's watch is acked by every other live head; `granary_share_put` writes this
+/// head's row (only while the file is watched; true when it wrote one) and lets go of a watch no live head
+/// denies through any more, once it is older than `p_keep_secs` (a head waiting for its
+/// acks has given up by then).
+const MIGRATION_5: &str = r"
+ALTER TABLE lock_heads ADD COLUMN share_acked bigint NOT NULL DEFAULT 0;
+CREATE SEQUENCE granary_share_watch_ids;
+CREATE TABLE share_watches (
+    inode bigint PRIMARY KEY,
+    id bigint NOT NULL,
+    since timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE share_holds (
+    inode bigint NOT NULL,
+    head bigint NOT NULL,
+    access integer NOT NULL,
+    deny integer NOT NULL,
+    PRIMARY KEY (inode, head)
+);
+CREATE INDEX share_holds_by_head ON share_holds (head);
+CREATE FUNCTION granary_share_watch(p_inode bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE w bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(29139795149006181);
+    INSERT INTO share_watches (inode, id) VALUES (p_inode, nextval('granary_share_watch_ids'))
+        ON CONFLICT (inode) DO NOTHING;
+    SELECT id INTO w FROM share_watches WHERE inode = p_inode;
+    RETURN w;
+END $$;
+CREATE FUNCTION granary_share_check(p_inode bigint, p_head bigint, p_access integer,
+                                    p_deny integer)
+RETURNS TABLE (head bigint, access integer, deny integer, watch bigint, acked boolean)
+LANGUAGE plpgsql AS $$
+DECLARE w bigint;
+BEGIN
+    PERFORM granary_lock_take(p_inode);
+    SELECT sw.id INTO w FROM share_watches sw WHERE sw.inode = p_inode;
+    RETURN QUERY
+    SELECT c.head, c.access, c.deny, w,
+           w IS NOT NULL AND NOT EXISTS (
+               SELECT 1 FROM lock_heads h
+               WHERE h.head <> p_head AND h.lease_until > now() AND h.share_acked < w)
+    FROM (SELECT 1) one LEFT JOIN LATERAL (
+        SELECT s.head, s.access, s.deny
+        FROM share_holds s JOIN lock_heads h ON h.head = s.head
+        WHERE s.inode = p_inode AND s.head <> p_head AND h.lease_until > now()
+          AND ((s.deny & p_access) <> 0 OR (p_deny & s.access) <> 0)
+        ORDER BY s.head
+        LIMIT 1) c ON true;
+END $$;
+CREATE FUNCTION granary_share_put(p_inode bigint, p_head bigint, p_access integer,
+                                  p_deny integer, p_keep_secs double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE written boolean := false;
+BEGIN
+    DELETE FROM share_holds WHERE inode = p_inode AND head = p_head;
+    IF (p_access <> 0 OR p_deny <> 0)
+       AND EXISTS (SELECT 1 FROM share_watches WHERE inode = p_inode) THEN
+        INSERT INTO share_holds (inode, head, access, deny)
+        VALUES (p_inode, p_head, p_access, p_deny);
+        written := true;
+    END IF;
+    IF p_deny = 0 AND NOT EXISTS (
+           SELECT 1 FROM share_holds s JOIN lock_heads h ON h.head = s.head
+           WHERE s.inode = p_inode AND s.deny <> 0 AND h.lease_until > now()) THEN
+        WITH gone AS (DELETE FROM share_watches
+                      WHERE inode = p_inode
+                        AND since < now() - make_interval(secs => p_keep_secs)
+                      RETURNING inode)
+        DELETE FROM share_holds WHERE inode IN (SELECT inode FROM gone);
+        IF FOUND THEN
+            written := false;
+        END IF;
+    END IF;
+    RETURN written;
+END $$;
+UPDATE granary_meta SET schema_version = 5;
+";
+
 /// The migrations after version 1, each bringing the schema from the version before it
 /// to the next (`MIGRATIONS[0]` makes version 2).
-const MIGRATIONS: [&str; 3] = [MIGRATION_2, MIGRATION_3, MIGRATION_4];
+const MIGRATIONS: [&str; 4] = [MIGRATION_2, MIGRATION_3, MIGRATION_4, MIGRATION_5];
 
 /// Creates the schema and the root directory if the database has none yet; brings one of
 /// an older version up to this one; refuses a newer one. Safe to run from several heads
@@ -286,4 +376,25 @@ pub(crate) async fn read_meta(client: &Client) -> Result<Meta, Fail> {
         incarnation: u32::try_from(row.get::<_, i64>(1)).unwrap_or(0),
         ctime_floor_ns: row.get(2),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Key of the advisory lock every new watch of `share_watches` is taken under (in
+    /// `granary_share_watch`, written out in `MIGRATION_5`), so watch ids become visible
+    /// in the order they were taken: a head that read the watches up to id N has seen
+    /// every watch below N. Apart from [`FORMAT_LOCK`] and the two-key per-inode locks.
+    const SHARE_WATCH_LOCK: i64 = 29_139_795_149_006_181;
+
+    #[test]
+    fn the_watch_lock_is_the_one_the_migration_takes() {
+        assert!(MIGRATION_5.contains(&format!("pg_advisory_xact_lock({SHARE_WATCH_LOCK})")));
+        assert_ne!(SHARE_WATCH_LOCK, FORMAT_LOCK);
+        assert_eq!(
+            MIGRATIONS.len(),
+            usize::try_from(SCHEMA_VERSION - 1).unwrap()
+        );
+    }
 }

@@ -505,10 +505,14 @@ fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
             .unwrap();
         (f, fs.incarnation())
     };
-    // What versions 2 to 4 added, taken away again: the database as version 1 left it.
+    // What versions 2 to 5 added, taken away again: the database as version 1 left it.
     sql(
         &config,
-        "DROP FUNCTION granary_lock_check(bigint, bigint, boolean, bigint, bigint); \
+        "DROP FUNCTION granary_share_put(bigint, bigint, integer, integer, double precision); \
+         DROP FUNCTION granary_share_check(bigint, bigint, integer, integer); \
+         DROP FUNCTION granary_share_watch(bigint); DROP TABLE share_holds; \
+         DROP TABLE share_watches; DROP SEQUENCE granary_share_watch_ids; \
+         DROP FUNCTION granary_lock_check(bigint, bigint, boolean, bigint, bigint); \
          DROP FUNCTION granary_lock_others(bigint, bigint, boolean, bigint, bigint); \
          DROP FUNCTION granary_lock_take(bigint); DROP TABLE lock_ranges; DROP TABLE lock_heads; \
          DROP TRIGGER slices_added ON slices; DROP TRIGGER slices_removed ON slices; \
@@ -522,9 +526,15 @@ fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
     let version = "SELECT schema_version::bigint FROM granary_meta";
     assert_eq!(query_i64(&config, version), 1);
     let fs = head(&config);
-    assert_eq!(query_i64(&config, version), 4);
-    // Version 4's tables are there (empty: no head took a lock).
+    assert_eq!(query_i64(&config, version), 5);
+    // Version 4's and 5's tables are there (empty: no head took a lock or a deny).
     assert_eq!(query_i64(&config, "SELECT count(*) FROM lock_ranges"), 0);
+    assert_eq!(query_i64(&config, "SELECT count(*) FROM share_holds"), 0);
+    assert_eq!(query_i64(&config, "SELECT count(*) FROM share_watches"), 0);
+    assert_eq!(
+        query_i64(&config, "SELECT count(share_acked) FROM lock_heads"),
+        0
+    );
     assert_eq!(fs.incarnation(), incarnation, "handles stay valid");
     assert!(
         read_all(&fs, f, 0, 200_000)
@@ -548,21 +558,35 @@ fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
     drop(head(&config));
     assert_eq!(
         query_i64(&config, version),
-        4,
+        5,
         "a second start changes nothing"
     );
     drop(fs);
 
-    sql(&config, "UPDATE granary_meta SET schema_version = 5");
+    // A version-4 database (the locks across heads, no shares) is brought to 5 too.
+    sql(
+        &config,
+        "DROP FUNCTION granary_share_put(bigint, bigint, integer, integer, double precision); \
+         DROP FUNCTION granary_share_check(bigint, bigint, integer, integer); \
+         DROP FUNCTION granary_share_watch(bigint); DROP TABLE share_holds; \
+         DROP TABLE share_watches; DROP SEQUENCE granary_share_watch_ids; \
+         ALTER TABLE lock_heads DROP COLUMN share_acked; \
+         UPDATE granary_meta SET schema_version = 4",
+    );
+    drop(head(&config));
+    assert_eq!(query_i64(&config, version), 5, "version 4 migrated");
+    assert_eq!(query_i64(&config, "SELECT count(*) FROM share_watches"), 0);
+
+    sql(&config, "UPDATE granary_meta SET schema_version = 6");
     let refused = ObjectFs::open(&config, Arc::new(SystemClock::new()));
     // Said for a person (not "server fault"): which version, and what to do.
     let why = refused.err().expect("a newer schema is refused");
     assert!(
-        why.contains("version 5") && why.contains("newer than this granary knows"),
+        why.contains("version 6") && why.contains("newer than this granary knows"),
         "{why}"
     );
     let why = granary_backend_object::format(&config, Arc::new(SystemClock::new()))
         .expect_err("granary format refuses it too");
-    assert!(why.contains("version 5"), "{why}");
-    assert_eq!(query_i64(&config, version), 5, "and left alone");
+    assert!(why.contains("version 6"), "{why}");
+    assert_eq!(query_i64(&config, version), 6, "and left alone");
 }

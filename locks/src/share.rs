@@ -14,11 +14,16 @@
 //! reservation per file; setting it again replaces it (NFSv4's upgrade and downgrade
 //! pass the new union or subset). The table is bounded by its callers' bounds: NFSv4
 //! opens (`state4::limits::MAX_OPENS`) and NLM shares (`nfsd::limits::MAX_NLM_SHARES`).
+//!
+//! Across the heads of an object export, each head's table stays the authority among its
+//! holders: an [`Observer`] (set with [`ShareTable::set_observer`]) hears of every change
+//! and [`ShareTable::summary`] tells the backend what the head holds on a file
+//! (`nfsd::heads`).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use crate::{protocol_index, Client, FileKey, Owner, Protocol};
+use crate::{protocol_index, Client, FileKey, Observer, Owner, Protocol};
 
 /// Share access and deny bits (the same for both protocols).
 pub mod bits {
@@ -47,9 +52,18 @@ struct Table {
 }
 
 /// The server's one table of share reservations (share it with an `Arc`).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct ShareTable {
     inner: Mutex<Table>,
+    observer: OnceLock<Arc<dyn Observer>>,
+}
+
+impl std::fmt::Debug for ShareTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShareTable")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
 }
 
 fn conflicts(r: &Reservation, access: u32, deny: u32) -> bool {
@@ -59,6 +73,28 @@ fn conflicts(r: &Reservation, access: u32, deny: u32) -> bool {
 impl ShareTable {
     fn inner(&self) -> MutexGuard<'_, Table> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers the one observer told of every change (after the table's mutex is
+    /// released, on the changing thread). A second is ignored.
+    pub fn set_observer(&self, observer: Arc<dyn Observer>) {
+        let _ = self.observer.set(observer);
+    }
+
+    fn observe(&self, file: Option<FileKey>) {
+        if let Some(o) = self.observer.get() {
+            o.changed(file);
+        }
+    }
+
+    /// The union of every holder's access and of every holder's deny on `file`: what
+    /// this server holds there, as the other heads of an object export must see it.
+    #[must_use]
+    pub fn summary(&self, file: FileKey) -> (u32, u32) {
+        self.inner().files.get(&file).map_or((0, 0), |l| {
+            l.iter()
+                .fold((0, 0), |(a, d), r| (a | r.access, d | r.deny))
+        })
     }
 
     /// Sets `holder`'s reservation on `file` to `access` and `deny` (adds it, or
@@ -92,6 +128,8 @@ impl ShareTable {
                 t.count[protocol_index(holder.protocol())] += 1;
             }
         }
+        drop(t);
+        self.observe(Some(file));
         Ok(())
     }
 
@@ -127,6 +165,10 @@ impl ShareTable {
             t.files.remove(&file);
         }
         t.count[protocol_index(holder.protocol())] -= gone;
+        drop(t);
+        if gone > 0 {
+            self.observe(Some(file));
+        }
     }
 
     /// Removes every reservation of `client`'s holders.
@@ -140,6 +182,10 @@ impl ShareTable {
             !list.is_empty()
         });
         t.count[protocol_index(client.protocol)] -= gone;
+        drop(t);
+        if gone > 0 {
+            self.observe(None);
+        }
     }
 
     /// Reservations held over `protocol`.
@@ -195,5 +241,47 @@ mod tests {
         t.release_client(&a.client);
         assert_eq!(t.count(Protocol::Nlm), 0);
         t.set(F, &b, BOTH, BOTH).expect("all gone");
+    }
+
+    #[test]
+    fn the_summary_is_the_union_and_the_observer_hears_every_change() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Count(AtomicUsize, AtomicUsize);
+        impl Observer for Count {
+            fn changed(&self, file: Option<FileKey>) {
+                match file {
+                    Some(f) => assert_eq!(f, F),
+                    None => {
+                        self.1.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let t = ShareTable::default();
+        let seen = Arc::new(Count(AtomicUsize::new(0), AtomicUsize::new(0)));
+        t.set_observer(Arc::clone(&seen) as Arc<dyn Observer>);
+        let (a, b) = (nlm("a"), nlm("b"));
+        assert_eq!(t.summary(F), (0, 0));
+        t.set(F, &a, READ, WRITE).unwrap();
+        t.set(F, &b, READ, 0).unwrap();
+        assert_eq!(t.summary(F), (READ, WRITE));
+        assert_eq!(t.set(F, &b, WRITE, 0), Err(ShareDenied));
+        assert_eq!(
+            seen.0.load(Ordering::Relaxed),
+            2,
+            "a refusal changes nothing"
+        );
+        t.remove(F, &a);
+        assert_eq!(t.summary(F), (READ, 0));
+        t.remove(F, &a);
+        assert_eq!(
+            seen.0.load(Ordering::Relaxed),
+            3,
+            "nothing to remove: no change"
+        );
+        t.release_client(&b.client);
+        assert_eq!(seen.1.load(Ordering::Relaxed), 1);
+        assert_eq!(t.summary(F), (0, 0));
     }
 }

@@ -10,6 +10,12 @@
 //! named `granary head N` (NFSv4: client id 0; NLM: svid 0), and is never waited for
 //! here: NFSv4 clients poll, a blocking NLM request is answered `NLM4_BLOCKED` without a
 //! place in the queue, and the client's own retry takes the lock once it is free.
+//!
+//! Share reservations (NFSv4 OPEN's deny modes, NLM SHARE) go the same way through
+//! [`vfs::HeadShares`]: an OPEN or SHARE is checked against the other heads before the
+//! server's one share table is asked ([`share`]), a CLOSE, OPEN_DOWNGRADE or UNSHARE
+//! is recorded before its reply ([`unshare`]), and every other change of the table
+//! (a lease expiry, FREE_ALL) reaches the backend through the table's observer.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -17,8 +23,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use locks::{
     Client, Conflict, FileKey, Kind, LockError, LockManager, Owner, Protocol, Range, Request,
+    ShareTable,
 };
-use vfs::{Export, ExportId, ExportTable, FileId, FsError, HeadLock, HeadLocks, LockSpan};
+use vfs::{
+    Export, ExportId, ExportTable, FileId, FsError, HeadLock, HeadLocks, HeadShare, HeadShares,
+    LockSpan, ShareMode,
+};
 
 /// Connects each export whose backend keeps locks across heads to the server's lock
 /// manager: the backend reads what the manager holds on a file
@@ -195,4 +205,136 @@ pub fn unlock(exports: &ExportTable, file: FileKey, release: impl FnOnce()) {
     if let Err(e) = r {
         tracing::debug!(error = %e, "unlock not recorded for the other heads yet; recorded in the background");
     }
+}
+
+/// Connects each export whose backend keeps share reservations across heads to the
+/// server's share table: the backend reads what the table holds on a file
+/// ([`ShareTable::summary`]), and the table tells it which files changed.
+pub fn attach_shares(exports: &ExportTable, table: &Arc<ShareTable>) {
+    let mut watched = Vec::new();
+    for e in exports.iter() {
+        let Some(h) = e.backend().head_shares() else {
+            continue;
+        };
+        let weak: Weak<ShareTable> = Arc::downgrade(table);
+        let export = e.id.0;
+        h.attach(Arc::new(move |id: FileId| {
+            weak.upgrade().map_or_else(ShareMode::default, |t| {
+                let (access, deny) = t.summary(FileKey { export, file: id.0 });
+                ShareMode { access, deny }
+            })
+        }));
+        watched.push(Arc::clone(e));
+    }
+    if !watched.is_empty() {
+        table.set_observer(Arc::new(WatchShares { exports: watched }));
+    }
+}
+
+/// The share table's observer: passes each change on to the export's backend.
+struct WatchShares {
+    exports: Vec<Arc<Export>>,
+}
+
+impl locks::Observer for WatchShares {
+    fn changed(&self, file: Option<FileKey>) {
+        for e in &self.exports {
+            let Some(h) = e.backend().head_shares() else {
+                continue;
+            };
+            match file {
+                Some(f) if f.export == e.id.0 => h.changed(Some(FileId(f.file))),
+                Some(_) => {}
+                None => h.changed(None),
+            }
+        }
+    }
+}
+
+fn head_shares(exports: &ExportTable, file: FileKey) -> Option<&dyn HeadShares> {
+    exports
+        .by_id(ExportId(file.export))?
+        .backend()
+        .head_shares()
+}
+
+/// What an OPEN or SHARE came to.
+pub enum ShareAcross<T> {
+    /// The server's share table answered (`local`'s result), after the other heads were
+    /// checked where the export has them.
+    Local(T),
+    /// Another head's reservation is in the way; the table was not asked.
+    OtherHead(HeadShare),
+    /// The other heads could not be checked or the reservation not recorded (the
+    /// engine is down, or a deny waited too long for the other heads: `Jukebox`).
+    Engine(FsError),
+}
+
+/// An OPEN or SHARE asking for `access` and `deny` on `file`: `local` asks the server's
+/// share table (it may refuse). On an export with heads it runs only if no other
+/// head's reservation is in the way, and the answer comes after the backend recorded
+/// what changed. When the record fails after `local` ran, `undo` gets its result to
+/// give back what it took (no reservation a client was not told of).
+pub fn share<T>(
+    exports: &ExportTable,
+    file: FileKey,
+    access: u32,
+    deny: u32,
+    local: impl FnOnce() -> T,
+    undo: impl FnOnce(&T),
+) -> ShareAcross<T> {
+    let Some(h) = head_shares(exports, file) else {
+        return ShareAcross::Local(local());
+    };
+    let mut local = Some(local);
+    let mut got = None;
+    let r = h.share(FileId(file.file), ShareMode { access, deny }, &mut || {
+        if let Some(f) = local.take() {
+            got = Some(f());
+        }
+    });
+    match r {
+        Ok(Some(other)) => ShareAcross::OtherHead(other),
+        Ok(None) => got.map_or(
+            ShareAcross::Engine(FsError::ServerFault),
+            ShareAcross::Local,
+        ),
+        Err(e) => {
+            if let Some(g) = &got {
+                undo(g);
+            }
+            ShareAcross::Engine(e)
+        }
+    }
+}
+
+/// A CLOSE, OPEN_DOWNGRADE or UNSHARE: `release` (the server's share table) runs, and
+/// on an export with heads the backend's record of `file` is brought in step before the
+/// reply, so another head's client finds the file free at once. A failed record is left
+/// to the backend's own retries (the release itself is done).
+pub fn unshare<T>(exports: &ExportTable, file: FileKey, release: impl FnOnce() -> T) -> T {
+    let Some(h) = head_shares(exports, file) else {
+        return release();
+    };
+    let mut release = Some(release);
+    let mut got = None;
+    let r = h.settle(FileId(file.file), &mut || {
+        if let Some(f) = release.take() {
+            got = Some(f());
+        }
+    });
+    if let Err(e) = r {
+        tracing::debug!(error = %e, "share release not recorded for the other heads yet; recorded in the background");
+    }
+    match (got, release) {
+        (Some(v), _) => v,
+        (None, Some(f)) => f(),
+        // `settle` runs `release` always; unreachable, but never a panic on that.
+        (None, None) => unreachable_release(),
+    }
+}
+
+#[cold]
+fn unreachable_release<T>() -> T {
+    panic!("HeadShares::settle returned without running the release")
 }

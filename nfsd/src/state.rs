@@ -121,6 +121,8 @@ impl NfsState {
         );
         let locks = Arc::new(locks::LockManager::default());
         crate::heads::attach(&exports, &locks);
+        let shares = Arc::new(locks::ShareTable::default());
+        crate::heads::attach_shares(&exports, &shares);
         Self {
             exports,
             write_verifier,
@@ -129,7 +131,7 @@ impl NfsState {
             creds: Some(CredCache::new()),
             sendfile: SendfileMode::default(),
             locks,
-            shares: Arc::new(locks::ShareTable::default()),
+            shares,
             lock_grace: crate::grace::LockGrace::default(),
             idmap: Idmap::numeric(),
         }

@@ -139,8 +139,9 @@ pub enum BackendConfig {
         /// `gc_interval_secs`, `gc_grace_secs`, `compact_slices`: garbage collection and
         /// compaction on this head (docs/OBJECT.md).
         gc: backend_object::GcConfig,
-        /// `lock_lease_secs`: how long this head's byte-range locks hold the other heads
-        /// off after its last heartbeat (docs/LOCKS.md, "Across heads").
+        /// `lock_lease_secs`: how long this head's byte-range locks and share
+        /// reservations hold the other heads off after its last heartbeat (docs/LOCKS.md,
+        /// "Across heads").
         lock_lease: std::time::Duration,
     },
 }

@@ -77,6 +77,13 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Share reservations across the heads of one namespace (NFSv4 OPEN's deny modes,
+    /// NLM SHARE), as [`Backend::head_locks`] for byte-range locks ([`HeadShares`]).
+    /// Default `None`: the server's own share table is the whole truth.
+    fn head_shares(&self) -> Option<&dyn HeadShares> {
+        None
+    }
+
     /// Static properties; read once when the export is built.
     fn properties(&self) -> FsProperties;
 
@@ -558,6 +565,74 @@ pub trait HeadLocks: Send + Sync {
     /// An unlock on this head: runs `release` (the head's lock manager), then brings
     /// the record of `id` in step and waits for it, so that another head's client finds
     /// the range free at once. `release` always runs, first.
+    ///
+    /// # Errors
+    /// `WouldBlock`, `Jukebox` (the record then follows in the background).
+    fn settle(&self, id: FileId, release: &mut dyn FnMut()) -> FsResult<()>;
+}
+
+/// A share reservation as the other heads see it: the access a head's holders have
+/// (read 1, write 2) and the access they deny others, each the union over the head's
+/// holders of the file (`locks::share::bits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShareMode {
+    pub access: u32,
+    pub deny: u32,
+}
+
+impl ShareMode {
+    /// Whether a reservation of `self` and one of `other` would be in each other's way.
+    #[must_use]
+    pub fn conflicts(&self, other: &Self) -> bool {
+        self.deny & other.access != 0 || other.deny & self.access != 0
+    }
+}
+
+/// Another head's reservation in the way of a request: that head's number and mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadShare {
+    pub head: u64,
+    pub mode: ShareMode,
+}
+
+/// What this head's share table holds on a file, as one [`ShareMode`] (the union of its
+/// holders'), read when the backend records it.
+pub type ShareSource = std::sync::Arc<dyn Fn(FileId) -> ShareMode + Send + Sync>;
+
+/// Share reservations that hold across the heads of one namespace. The head's own share
+/// table stays the authority among its clients; this seam refuses a head a reservation
+/// another live head's is in the way of, and keeps what each head holds where the
+/// others can see it. Calls that wait answer [`FsError::WouldBlock`] where blocking is
+/// forbidden, [`FsError::Jukebox`] when the engine is down.
+pub trait HeadShares: Send + Sync {
+    /// Where [`HeadShares`] reads what this head holds on a file: set once, when the
+    /// server builds its share table, before any other call.
+    fn attach(&self, source: ShareSource);
+
+    /// An OPEN or SHARE on this head asking for `want`: checks it against the other live
+    /// heads' reservations; when none is in the way runs `grant` (the head's share
+    /// table) and records what the head holds on `id` after it, and returns after the
+    /// record is committed. `Ok(Some(_))`: another head's reservation is in the way and
+    /// `grant` did not run. A backend may grant without a record when no head can be in
+    /// the way (no deny anywhere on the file, and `want` denies nothing).
+    ///
+    /// # Errors
+    /// `WouldBlock`, `Jukebox`; when the error comes after `grant` ran, the head holds
+    /// what `grant` took and the record follows later (the caller may undo it).
+    fn share(
+        &self,
+        id: FileId,
+        want: ShareMode,
+        grant: &mut dyn FnMut(),
+    ) -> FsResult<Option<HeadShare>>;
+
+    /// What this head holds on `id` (`None`: on any file) may have changed: the record
+    /// is brought in step in the background. Never blocks, never fails.
+    fn changed(&self, id: Option<FileId>);
+
+    /// A CLOSE, OPEN_DOWNGRADE or UNSHARE on this head: runs `release` (the head's share
+    /// table), then brings the record of `id` in step and waits for it, so another
+    /// head's client finds the file free at once. `release` always runs, first.
     ///
     /// # Errors
     /// `WouldBlock`, `Jukebox` (the record then follows in the background).

@@ -21,7 +21,10 @@ pub mod handle;
 pub mod limits;
 pub mod types;
 
-pub use backend::{Backend, HeadLock, HeadLocks, LockSource, LockSpan};
+pub use backend::{
+    Backend, HeadLock, HeadLocks, HeadShare, HeadShares, LockSource, LockSpan, ShareMode,
+    ShareSource,
+};
 pub use checks::{Caller, Checks, Opened, Trusted};
 pub use error::{FsError, FsResult};
 pub use export::{Export, ExportId, ExportOptions, ExportTable, Squash};

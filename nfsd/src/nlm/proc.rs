@@ -27,7 +27,7 @@ use vfs::FsError;
 use xdr::{Decoder, Encode, Encoder};
 
 use super::{kind, nlm_owner, share, BlockedLock, Callback, NlmState};
-use crate::heads::Across;
+use crate::heads::{Across, ShareAcross};
 
 use CacheClass::Idempotent;
 
@@ -495,12 +495,32 @@ fn share_res(s: &NlmState, ctx: &CallContext, a: &ShareArgs, on: bool) -> Result
     }
     let client = super::nlm_client(ctx.peer.ip(), a.share.caller_name.as_bytes());
     let holder = share::holder(client, a.share.oh.0.clone());
-    Ok(if on {
-        share::share(&s.core.shares, file, &holder, a.share.access, a.share.mode)
-    } else {
-        s.core.shares.remove(file, &holder);
-        Stats::Granted
-    })
+    let (table, exports) = (&s.core.shares, &s.core.exports);
+    if !on {
+        crate::heads::unshare(exports, file, || table.remove(file, &holder));
+        return Ok(Stats::Granted);
+    }
+    let fresh = !table.holds(file, &holder);
+    let (access, mode) = (a.share.access, a.share.mode);
+    Ok(
+        match crate::heads::share(
+            exports,
+            file,
+            access as u32,
+            mode as u32,
+            || share::share(table, file, &holder, access, mode),
+            |st| {
+                if fresh && *st == Stats::Granted {
+                    // Not recorded for the other heads: the client is not told of it.
+                    table.remove(file, &holder);
+                }
+            },
+        ) {
+            ShareAcross::Local(st) => st,
+            ShareAcross::OtherHead(_) => Stats::Denied,
+            ShareAcross::Engine(_) => Stats::DeniedNolocks,
+        },
+    )
 }
 
 fn share(s: &NlmState, ctx: &CallContext, a: ShareArgs) -> Result<ShareRes, ProcError> {

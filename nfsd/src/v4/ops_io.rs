@@ -11,7 +11,7 @@ use nfs4::ops::{
 use nfs4::results::{why_no_delegation, OpenDelegation4, OpenOk, ReadOk, WriteOk};
 use nfs4::types::{Bitmap4, ChangeInfo4, Verifier4};
 use nfs4::{Nfsstat4, Stateid4};
-use state4::{IoStateid, OpenRequest};
+use state4::{IoStateid, LockKey, OpenRequest};
 use vfs::{AccessMask, Attr, CreateMode, Cred, Export, FileId, FileType, SetAttr, Stability};
 
 use super::compound::{Cx, Fh};
@@ -19,6 +19,7 @@ use super::convert::{change_of, status_of};
 use super::ops_attr::setattr_of;
 use super::ops_dir::cinfo;
 use super::ops_fh::check_name;
+use crate::heads::ShareAcross;
 
 /// What an OPEN resolved to before its state is taken.
 struct Opened {
@@ -64,7 +65,31 @@ pub fn open(cx: &mut Cx<'_>, a: &OpenArgs) -> Result<OpenOk, Nfsstat4> {
     // The open holds the file (its data outlives its last name until CLOSE; seed 004's
     // entry stays cached) once per open stateid: an upgrade of an existing one lets go.
     let preserved = export.hold(attr.fileid).map_err(status_of)?;
-    let granted = cx.s.state.open(client, &req, cx.now);
+    // On an object export the other heads' reservations are checked too.
+    let state = &cx.s.state;
+    let across = crate::heads::share(
+        &cx.s.core.exports,
+        req.file.lock_key(),
+        access,
+        req.deny,
+        || state.open(client, &req, cx.now),
+        |g| match g {
+            // Not recorded for the other heads: the client is not told of it.
+            Ok(g) if !g.upgraded => drop(state.close(client, &g.stateid)),
+            _ => {}
+        },
+    );
+    let granted = match across {
+        ShareAcross::Local(g) => g,
+        ShareAcross::OtherHead(other) => {
+            tracing::debug!(
+                head = other.head,
+                "NFSv4 OPEN refused by another head's share reservation"
+            );
+            Err(Nfsstat4::ShareDenied)
+        }
+        ShareAcross::Engine(e) => Err(status_of(e)),
+    };
     for r in cx.s.state.take_courtesy_releases() {
         cx.s.release_opens(&r.closed);
     }
@@ -261,7 +286,10 @@ type Created4 = (CreateMode, Bitmap4, Option<SetAttr>, Option<SetAttr>);
 pub fn close(cx: &mut Cx<'_>, a: &CloseArgs) -> Result<Stateid4, Nfsstat4> {
     let client = cx.client()?;
     let sid = cx.stateid(&a.open_stateid)?;
-    let closed = cx.s.state.close(client, &sid)?;
+    let file = cx.s.state.open_file(client, &sid)?;
+    let closed = crate::heads::unshare(&cx.s.core.exports, file.lock_key(), || {
+        cx.s.state.close(client, &sid)
+    })?;
     cx.s.release_opens([&closed]);
     // RFC 8881 section 18.2.4: a 4.1 server answers with the invalid stateid.
     cx.cur_sid = None;
@@ -271,12 +299,15 @@ pub fn close(cx: &mut Cx<'_>, a: &CloseArgs) -> Result<Stateid4, Nfsstat4> {
 pub fn open_downgrade(cx: &mut Cx<'_>, a: &OpenDowngradeArgs) -> Result<Stateid4, Nfsstat4> {
     let client = cx.client()?;
     let sid = cx.stateid(&a.open_stateid)?;
-    let new = cx.s.state.open_downgrade(
-        client,
-        &sid,
-        a.share_access & share::ACCESS_BOTH,
-        a.share_deny,
-    )?;
+    let file = cx.s.state.open_file(client, &sid)?;
+    let new = crate::heads::unshare(&cx.s.core.exports, file.lock_key(), || {
+        cx.s.state.open_downgrade(
+            client,
+            &sid,
+            a.share_access & share::ACCESS_BOTH,
+            a.share_deny,
+        )
+    })?;
     cx.cur_sid = Some(new);
     Ok(new)
 }

@@ -3,7 +3,8 @@
 //! clients send them: a deny through head A makes a conflicting OPEN through head B
 //! NFS4ERR_SHARE_DENIED and a conflicting SHARE NLM4_DENIED (both ways round, and an
 //! open that denies nothing counts with its access); CLOSE, OPEN_DOWNGRADE and UNSHARE
-//! let B in at once; a head killed with SIGKILL frees its reservations after its lease;
+//! let B in at once, and so do FREE_ALL and a client's lease running out; a head killed
+//! with SIGKILL frees its reservations after its lease;
 //! with the database stopped a deny answers NFS4ERR_DELAY / NLM4_DENIED_NOLOCKS and A's
 //! deny still holds once it is back; and what an OPEN and CLOSE cost the database.
 //! Fails when the engines are absent unless GRANARY_OBJECT_TESTS=skip.
@@ -317,6 +318,88 @@ fn deny_modes_hold_across_heads_over_nfsv4_and_nlm() {
         assert_eq!(
             vb.open("g", "oo-b7", R, share::DENY_NONE).await,
             Err(Nfsstat4::ShareDenied)
+        );
+    });
+}
+
+/// Opens `file` on `v` as `oo` for `access` until it is granted (another head's
+/// release is recorded in the background): how long it took, or the status after `max`.
+async fn open_within(
+    v: &mut Opener,
+    file: &str,
+    oo: &str,
+    access: u32,
+    max: Duration,
+) -> Result<Duration, Nfsstat4> {
+    let at = Instant::now();
+    loop {
+        match v.open(file, oo, access, share::DENY_NONE).await {
+            Ok(_) => return Ok(at.elapsed()),
+            Err(Nfsstat4::ShareDenied) if at.elapsed() < max => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The releases no CLOSE or UNSHARE makes reach the other head too: NLM FREE_ALL of a
+/// host's shares, and an NFSv4 client whose lease ran out (head A's `--lease-secs 10`).
+#[test]
+fn free_all_and_a_lease_expiry_release_across_heads() {
+    let _serial = one_at_a_time();
+    let Some((a, b)) = two_heads_with("xshare-release", &["--lease-secs", "10"]) else {
+        return;
+    };
+    rt().block_on(async {
+        let mut va = Opener::new(&a, "client-a").await;
+        let mut vb = Opener::new(&b, "client-b").await;
+        va.open("f", "oo-a", R | W, share::DENY_WRITE)
+            .await
+            .expect("OPEN f on A");
+        let g = va
+            .open("g", "oo-a", R, share::DENY_NONE)
+            .await
+            .expect("OPEN g on A");
+        assert_eq!(va.close("g", g).await, Nfsstat4::Ok);
+        let g3 = nlm_fh(&a, "g").await;
+        let na = Sharer::new(&a, "alpha").await;
+        assert_eq!(
+            na.share(&g3, FshAccess::Read, FshMode::DenyWrite, true)
+                .await,
+            Stats::Granted
+        );
+        assert_eq!(
+            vb.open("g", "oo-b", W, share::DENY_NONE).await,
+            Err(Nfsstat4::ShareDenied)
+        );
+        assert_eq!(
+            vb.open("f", "oo-b", W, share::DENY_NONE).await,
+            Err(Nfsstat4::ShareDenied)
+        );
+
+        // Past the heartbeats that record A's own new watches (which would write what A
+        // holds then, whoever told it).
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        // FREE_ALL of alpha (from loopback) frees its share on A, and B writes g soon.
+        let notify = nlm4::Notify {
+            name: nlm4::HostName::new(&b"alpha"[..]),
+            state: 3,
+        };
+        na.conn
+            .call(NLM, 4, nlm4::Proc::FreeAll as u32, &notify)
+            .await
+            .expect("FREE_ALL");
+        let took = open_within(&mut vb, "g", "oo-b", W, Duration::from_secs(3)).await;
+        eprintln!("FREE_ALL on A reached B in {took:?}");
+        assert!(took.is_ok(), "alpha's share never went: {took:?}");
+
+        // Client A stops renewing: its lease runs out, its open goes, and B writes f.
+        let took = open_within(&mut vb, "f", "oo-b2", W, Duration::from_secs(30)).await;
+        eprintln!("client A's expired open went for B after {took:?}");
+        assert!(
+            took.is_ok_and(|t| t >= Duration::from_secs(5)),
+            "client A's open held for its lease, then went: {took:?}"
         );
     });
 }

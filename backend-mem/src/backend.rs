@@ -6,13 +6,14 @@ use gtime::Timestamp;
 use vfs::limits::{MAX_FILE_SIZE, MAX_IO_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_PATH_BYTES};
 use vfs::{
     Attr, Backend, Change, Checks, Content, Cookie, CreateMode, Created, DirPage, FileId, FileType,
-    Found, FsError, FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone, Renamed,
-    SetAttr, Sought, SpecialFile, Stability, Written,
+    Found, FsError, FsProperties, FsResult, FsStat, Linked, Name, PreAttr, ReadDone, ReadParts,
+    Renamed, SetAttr, Sought, SpecialFile, Stability, Written,
 };
 
 use crate::dir::Dir;
 use crate::inode::{Body, Inode};
 use crate::namespace::NewNode;
+use crate::sparse::SparseData;
 use crate::table::ROOT;
 use crate::MemFs;
 
@@ -134,20 +135,30 @@ impl Backend for MemFs {
         out: &mut BytesMut,
         checks: &dyn Checks,
     ) -> FsResult<ReadDone> {
-        let inode = self.inode(id)?;
-        let file = inode.regular_file()?;
-        let attr = {
-            let state = inode.read()?;
-            inode.observed_attr(&state)
-        };
-        checks.may_read(&attr)?;
-        let count = u64::from(count.min(MAX_IO_BYTES));
-        let _range = file
-            .lock
-            .read(offset_bytes..offset_bytes.saturating_add(count));
-        file.check_live()?;
-        let eof = file.data.read_into(offset_bytes, count, out);
+        let (attr, eof) = self.read_with(id, offset_bytes, count, checks, |data, count| {
+            data.read_into(offset_bytes, count, out)
+        })?;
         Ok(ReadDone { attr, eof })
+    }
+
+    /// [`Backend::read_into`]'s checks, bounds and locks, with the bytes handed over as
+    /// the file's chunks themselves (shared, copied only if a write comes while the reply
+    /// holds them): a large READ costs no copy of its bytes in the server.
+    fn read_shared(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        checks: &dyn Checks,
+    ) -> FsResult<Option<ReadParts>> {
+        let (attr, (parts, eof)) =
+            self.read_with(id, offset_bytes, count, checks, |data, count| {
+                data.read_shared(offset_bytes, count)
+            })?;
+        Ok(Some(ReadParts {
+            parts,
+            done: ReadDone { attr, eof },
+        }))
     }
 
     /// An empty write changes nothing (not even mtime), as on Linux. Holds the file's
@@ -391,6 +402,34 @@ impl Backend for MemFs {
 }
 
 impl MemFs {
+    /// What every READ takes: the file's attributes (under the inode's read lock, before
+    /// the bytes), `checks.may_read` of them, the count bounded by `MAX_IO_BYTES` (a short
+    /// read, so one request cannot make the backend allocate more than a transfer's
+    /// worth), and a read range lock over the bytes, under which `read` gets the file's
+    /// data and the bounded count.
+    fn read_with<T>(
+        &self,
+        id: FileId,
+        offset_bytes: u64,
+        count: u32,
+        checks: &dyn Checks,
+        read: impl FnOnce(&SparseData, u64) -> T,
+    ) -> FsResult<(Attr, T)> {
+        let inode = self.inode(id)?;
+        let file = inode.regular_file()?;
+        let attr = {
+            let state = inode.read()?;
+            inode.observed_attr(&state)
+        };
+        checks.may_read(&attr)?;
+        let count = u64::from(count.min(MAX_IO_BYTES));
+        let _range = file
+            .lock
+            .read(offset_bytes..offset_bytes.saturating_add(count));
+        file.check_live()?;
+        Ok((attr, read(&file.data, count)))
+    }
+
     /// Writes `data` at `offset_bytes` of regular file `id` and stamps the change, handing
     /// out no attributes: a change nobody observes, as will-it-scale's `pipe1` writes that
     /// seed 000 measured. `granary lab multigrain` measures multigrain's coarse path with

@@ -17,12 +17,22 @@
 //! memory accesses sound. A size change or clear never removes a chunk a concurrent I/O
 //! uses: its range lock starts at or below the size it cuts to, which is past the end of
 //! every range it does not exclude.
+//!
+//! # Shared chunks
+//!
+//! A large READ ([`SparseData::read_shared`]) answers with the chunks themselves, shared
+//! (a reference count each), not a copy: the connection sends them as they are. Every
+//! change of a chunk's bytes (a write, a shrink or punch zeroing a tail) therefore goes
+//! through [`Arc::make_mut`], which copies the chunk first when a reply still holds it, so
+//! a reply already read never sees a later change. Such a copy, and a freed chunk a reply
+//! still holds, outlive the bytes `Space` counts until the reply is sent; the replies in
+//! flight are bounded by the connection's reply budget.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use vfs::FsResult;
 
 use crate::space::Space;
@@ -71,19 +81,42 @@ fn pieces(offset_bytes: u64, len: usize) -> impl Iterator<Item = Piece> {
     })
 }
 
-type Chunk = RwLock<Box<[u8]>>;
+/// One chunk's bytes, shared with the replies that hold them (see "Shared chunks").
+type ChunkBytes = Arc<Box<[u8]>>;
+type Chunk = RwLock<ChunkBytes>;
 type Chunks = BTreeMap<u64, Chunk>;
 
 // Poisoning is ignored throughout: every critical section below is a copy or a map
 // update that cannot leave the data half-changed in a way a later reader could trip on
 // (a panic mid-copy already reported a bug).
-fn read_chunk(chunk: &Chunk) -> RwLockReadGuard<'_, Box<[u8]>> {
+fn read_chunk(chunk: &Chunk) -> RwLockReadGuard<'_, ChunkBytes> {
     chunk.read().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn write_chunk(chunk: &Chunk) -> RwLockWriteGuard<'_, Box<[u8]>> {
+fn write_chunk(chunk: &Chunk) -> RwLockWriteGuard<'_, ChunkBytes> {
     chunk.write().unwrap_or_else(PoisonError::into_inner)
 }
+
+/// The bytes of a chunk to change, copied first if a reply holds them.
+fn own(bytes: &mut ChunkBytes) -> &mut [u8] {
+    Arc::make_mut(bytes).as_mut()
+}
+
+fn new_chunk() -> Chunk {
+    RwLock::new(Arc::new(vec![0; CHUNK_LEN].into_boxed_slice()))
+}
+
+/// A chunk's bytes as a reply's piece: the reply holds the chunk, nothing is copied.
+struct SharedChunk(ChunkBytes);
+
+impl AsRef<[u8]> for SharedChunk {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// What a hole reads as, for replies made of shared pieces.
+static ZEROS: [u8; CHUNK_LEN] = [0; CHUNK_LEN];
 
 /// The bytes of a regular file.
 #[derive(Debug, Default)]
@@ -137,6 +170,30 @@ impl SparseData {
         offset_bytes + len as u64 >= size_bytes
     }
 
+    /// [`SparseData::read_into`] as shared pieces, no byte copied: each allocated chunk's
+    /// part of the range is the chunk itself (see "Shared chunks"), each hole's a piece of
+    /// [`ZEROS`]. Same caller's lock, same result.
+    pub(crate) fn read_shared(&self, offset_bytes: u64, count: u64) -> (Vec<Bytes>, bool) {
+        let size_bytes = self.size_bytes();
+        if offset_bytes >= size_bytes {
+            return (Vec::new(), true);
+        }
+        let len = usize::try_from(count.min(size_bytes - offset_bytes)).unwrap_or(CHUNK_LEN);
+        let map = self.map();
+        let parts = pieces(offset_bytes, len)
+            .map(|piece| {
+                let range = piece.within..piece.within + piece.len;
+                match map.get(&piece.index) {
+                    Some(chunk) => {
+                        Bytes::from_owner(SharedChunk(Arc::clone(&read_chunk(chunk)))).slice(range)
+                    }
+                    None => Bytes::from_static(&ZEROS[..piece.len]),
+                }
+            })
+            .collect();
+        (parts, offset_bytes + len as u64 >= size_bytes)
+    }
+
     /// [`SparseData::read_into`] a fresh buffer (for tests).
     #[cfg(test)]
     pub(crate) fn read(&self, offset_bytes: u64, count: u64) -> (bytes::Bytes, bool) {
@@ -158,7 +215,7 @@ impl SparseData {
         for piece in pieces(offset_bytes, data.len()) {
             let source = slice(data, &piece);
             match map.get(&piece.index) {
-                Some(chunk) => write_chunk(chunk)[piece.within..piece.within + piece.len]
+                Some(chunk) => own(&mut write_chunk(chunk))[piece.within..piece.within + piece.len]
                     .copy_from_slice(source),
                 None => debug_assert!(is_zero(source), "non-zero data into a missing chunk"),
             }
@@ -177,10 +234,7 @@ impl SparseData {
         let mut allocated = 0;
         for piece in pieces(offset_bytes, data.len()) {
             if !map.contains_key(&piece.index) && !is_zero(slice(data, &piece)) {
-                map.insert(
-                    piece.index,
-                    RwLock::new(vec![0; CHUNK_LEN].into_boxed_slice()),
-                );
+                map.insert(piece.index, new_chunk());
                 allocated += 1;
             }
         }
@@ -205,7 +259,7 @@ impl SparseData {
             let within = usize::try_from(size_bytes % CHUNK_BYTES).unwrap_or(0);
             if within != 0 {
                 if let Some(chunk) = map.get_mut(&(size_bytes / CHUNK_BYTES)) {
-                    chunk.get_mut().unwrap_or_else(PoisonError::into_inner)[within..].fill(0);
+                    own(chunk.get_mut().unwrap_or_else(PoisonError::into_inner))[within..].fill(0);
                 }
             }
         }
@@ -264,8 +318,7 @@ impl SparseData {
         let new_chunks = (indices.end - indices.start) - present;
         space.reserve_bytes(new_chunks.saturating_mul(CHUNK_BYTES))?;
         for i in indices {
-            map.entry(i)
-                .or_insert_with(|| RwLock::new(vec![0; CHUNK_LEN].into_boxed_slice()));
+            map.entry(i).or_insert_with(new_chunk);
         }
         self.chunk_count.fetch_add(new_chunks, Ordering::AcqRel);
         drop(map);
@@ -282,7 +335,10 @@ impl SparseData {
             return;
         }
         let mut map = self.map_mut();
-        let whole = offset_bytes.div_ceil(CHUNK_BYTES)..end_bytes / CHUNK_BYTES;
+        // Empty (not reversed: `BTreeMap::range` panics on that) when the range lies
+        // within one chunk.
+        let first_whole = offset_bytes.div_ceil(CHUNK_BYTES);
+        let whole = first_whole..(end_bytes / CHUNK_BYTES).max(first_whole);
         let gone: Vec<u64> = map.range(whole).map(|(&i, _)| i).collect();
         for i in &gone {
             map.remove(i);
@@ -294,7 +350,7 @@ impl SparseData {
         let len = usize::try_from(end_bytes - offset_bytes).unwrap_or(usize::MAX);
         for piece in pieces(offset_bytes, len).filter(|p| p.len < CHUNK_LEN) {
             if let Some(chunk) = map.get_mut(&piece.index) {
-                chunk.get_mut().unwrap_or_else(PoisonError::into_inner)
+                own(chunk.get_mut().unwrap_or_else(PoisonError::into_inner))
                     [piece.within..piece.within + piece.len]
                     .fill(0);
             }
@@ -454,6 +510,19 @@ mod tests {
     }
 
     #[test]
+    fn punching_within_one_chunk_zeroes_those_bytes_only() {
+        let space = space();
+        let d = SparseData::default();
+        d.write(0, &[7; 100], &space).unwrap();
+        d.punch(10, 20, &space);
+        let (bytes, _) = d.read(0, 100);
+        assert_eq!(&bytes[..10], &[7; 10]);
+        assert_eq!(&bytes[10..20], &[0; 10]);
+        assert_eq!(&bytes[20..], &[7; 80]);
+        assert_eq!(d.allocated_bytes(), C);
+    }
+
+    #[test]
     fn reserve_that_does_not_fit_changes_nothing() {
         let space = Space::new(2 * C, 100);
         let d = SparseData::default();
@@ -471,5 +540,75 @@ mod tests {
         assert_eq!(data.read(99, 10), (bytes::Bytes::new(), true));
         assert_eq!(data.read(1, 2), (bytes::Bytes::from_static(b"el"), false));
         assert_eq!(data.read(1, 4), (bytes::Bytes::from_static(b"ello"), true));
+    }
+
+    /// `read_shared`'s pieces joined.
+    fn shared(data: &SparseData, offset: u64, count: u64) -> (Vec<u8>, bool) {
+        let (parts, eof) = data.read_shared(offset, count);
+        (parts.concat(), eof)
+    }
+
+    #[test]
+    fn shared_reads_return_what_copied_reads_return() {
+        let space = Space::new(64 * C, 10);
+        let data = SparseData::default();
+        // Data, a hole, data across a chunk boundary, a short tail.
+        data.write(10, &[1; 100], &space).unwrap();
+        data.write(3 * C - 7, &[2; 20], &space).unwrap();
+        data.write(5 * C + 3, b"end", &space).unwrap();
+        for (offset, count) in [
+            (0, 6 * C),
+            (5, 200),
+            (C, C),
+            (3 * C - 10, 40),
+            (5 * C, 1 << 20),
+            (9 * C, 10),
+        ] {
+            let (copied, eof) = data.read(offset, count);
+            assert_eq!(
+                shared(&data, offset, count),
+                (copied.to_vec(), eof),
+                "{offset}+{count}"
+            );
+        }
+        // A 64 KiB-aligned MiB of data is 16 pieces, each a whole chunk held, not copied.
+        data.write(16 * C, &vec![3; 16 * CHUNK_LEN], &space)
+            .unwrap();
+        let (parts, _) = data.read_shared(16 * C, 16 * C);
+        assert_eq!(parts.len(), 16);
+        assert!(parts
+            .iter()
+            .all(|p| p.len() == CHUNK_LEN && p.iter().all(|&b| b == 3)));
+    }
+
+    #[test]
+    fn changes_after_a_shared_read_do_not_reach_its_pieces() {
+        let space = space();
+        let data = SparseData::default();
+        data.write(0, &vec![9; 3 * CHUNK_LEN], &space).unwrap();
+        let (held, _) = data.read_shared(0, 3 * C);
+        // A write over the first chunk, a shrink into the second (zeroing its tail in
+        // place), a punch of the third's middle: each copies the chunk the reply holds.
+        data.write(5, &[1; 10], &space).unwrap();
+        data.set_size(C + 100, &space);
+        data.set_size(3 * C, &space);
+        data.write(2 * C, &[9; 8], &space).unwrap();
+        data.punch(2 * C + 1, 2 * C + 5, &space);
+        assert_eq!(
+            held.concat(),
+            vec![9; 3 * CHUNK_LEN],
+            "a held piece changed"
+        );
+        // The file itself has every change.
+        let (now, _) = data.read(0, 3 * C);
+        assert_eq!(&now[5..15], &[1; 10]);
+        assert!(now[C as usize + 100..2 * CHUNK_LEN].iter().all(|&b| b == 0));
+        assert_eq!(
+            &now[2 * CHUNK_LEN..2 * CHUNK_LEN + 8],
+            &[9, 0, 0, 0, 0, 9, 9, 9]
+        );
+        // Space counts the file's chunks, not the copies the reply kept alive.
+        assert_eq!(data.allocated_bytes(), 3 * C);
+        drop(held);
     }
 }

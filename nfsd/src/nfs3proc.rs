@@ -272,7 +272,7 @@ fn read_uncopied(
             }
         }
     }
-    match deferred(t.export.read_shared(&t.cred, t.id, offset, count))? {
+    match deferred(t.export.read_shared(&t.cred, t.id, offset, count, false))? {
         Ok(Some(shared)) => {
             let len = u32::try_from(shared.len()).unwrap_or(u32::MAX);
             debug_assert!(len <= count, "{len} bytes for a READ of {count}");

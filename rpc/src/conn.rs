@@ -39,7 +39,7 @@ use crate::budget::{ConnBudget, Reservation, ServerBudget};
 use crate::dispatch::{Dispatcher, Unanswerable};
 use crate::limits;
 use crate::offload::Offload;
-use crate::outbound::{outbound, Drain, Now, Outbound};
+use crate::outbound::{self, outbound, Drain, Now, Outbound};
 use crate::record::{read_record_watched, Activity, ConnTimeouts, RecordError};
 use crate::reply::{read_exact_at, Body, FileSlice, Reply, SliceShrank};
 use crate::table::{ConnState, Ticket};
@@ -279,10 +279,10 @@ impl Conn {
             Ok(reply) => reply,
             Err(e) => return unanswerable(peer, &e),
         };
-        if alone && reply.body.is_none() {
-            match self.out.write_now(sock, reply.head, held) {
+        if alone {
+            match self.out.write_now(sock, reply, held) {
                 Now::Done => {}
-                Now::Busy(head, held) => queue(&self.out, Reply::from(head), held),
+                Now::Busy(reply, held) => queue(&self.out, reply, held),
             }
             return;
         }
@@ -377,20 +377,27 @@ fn log_end(peer: SocketAddr, e: &RecordError) {
 type ReplyWriter = BufWriter<Progress<OwnedWriteHalf>>;
 
 /// Writes one reply into `w`: the head into the buffer, then any data sent from a file
-/// straight to the socket after the buffer is flushed, or the pieces of a body in memory
-/// (each larger than the buffer goes past it to the socket, uncopied).
+/// straight to the socket after the buffer is flushed, or a body in memory with the head
+/// and padding in `writev`s (into the buffer if they fit it, else past it to the socket,
+/// uncopied).
 async fn put(w: &mut ReplyWriter, reply: &Reply) -> std::io::Result<()> {
-    w.write_all(&reply.head).await?;
     let Some(body) = &reply.body else {
-        return Ok(());
+        return w.write_all(&reply.head).await;
     };
     match body {
-        Body::Memory(parts) => {
-            for p in parts {
-                w.write_all(p).await?;
+        Body::Memory(_) => {
+            let mut pieces = reply.memory_pieces().unwrap_or_default();
+            while !pieces.is_empty() {
+                let n = w.write_vectored(&outbound::io_slices(&pieces)).await?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::WriteZero.into());
+                }
+                outbound::consume(&mut pieces, n);
             }
+            return Ok(());
         }
         Body::File(file) => {
+            w.write_all(&reply.head).await?;
             w.flush().await?;
             if let Spliced::No = send_file(w.get_ref(), file).await? {
                 // A filesystem that cannot splice: the range read into memory and written.
@@ -471,6 +478,22 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Progress<W> {
             self.state.activity.write_progress();
         }
         r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.state.activity.write_progress();
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {

@@ -109,3 +109,8 @@ const _: () = assert!(DEFAULT_RECLAIM_IDLE.as_secs() < DEFAULT_IDLE_TIMEOUT.as_s
 /// Warnings of one kind a client can trigger (see `ratelog`) logged per second; the rest
 /// are counted and summarized, so a flood of bad calls writes a few lines a second.
 pub const LOG_LINES_PER_SECOND: u64 = 10;
+
+/// At most this many pieces go into one `writev` of a reply whose data is in memory
+/// (Linux takes up to 1,024; a 1 MiB READ from the mem backend is 17 or 18 pieces with
+/// its head and padding, one from the object backend's cache a few more).
+pub const MAX_IOVECS: usize = 64;

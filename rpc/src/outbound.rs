@@ -4,7 +4,9 @@
 //!
 //! Writing at once is for the reply to a request answered where it was read when nothing
 //! else waits to be written: one call at a time, as most clients send their small calls,
-//! then costs one `write` and no hand-over to another task.
+//! then costs one `write` and no hand-over to another task. A reply whose data a backend
+//! handed over in memory (a large READ from the mem or object backend) goes the same way,
+//! its head, pieces and padding in one `writev`.
 //!
 //! The promise: records never interleave, and none is lost. One lock orders the two ways:
 //! a record goes straight into the socket only while the writer holds nothing (its queue
@@ -13,6 +15,7 @@
 //! record queued sets `busy`, which only the writer clears, once it has flushed every
 //! record and found its queue empty under the same lock.
 
+use std::io::IoSlice;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
@@ -20,6 +23,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::conn::{Held, Queued};
+use crate::limits;
 use crate::reply::Reply;
 
 /// The sending side, shared by the connection's reader, its request tasks and its back
@@ -41,7 +45,35 @@ pub(crate) enum Now {
     /// (the reader and the writer find out on their next call).
     Done,
     /// Something waits to be written: the reply is given back, to be queued.
-    Busy(Bytes, Held),
+    Busy(Reply, Held),
+}
+
+/// Drops from the front of `pieces` the `n` bytes a write took: the pieces it took whole,
+/// and the start of the next.
+pub(crate) fn consume(pieces: &mut Vec<Bytes>, mut n: usize) {
+    let whole = pieces
+        .iter()
+        .take_while(|p| {
+            let took = p.len() <= n;
+            if took {
+                n -= p.len();
+            }
+            took
+        })
+        .count();
+    pieces.drain(..whole);
+    if n > 0 {
+        pieces[0] = pieces[0].slice(n..);
+    }
+}
+
+/// The first pieces of `pieces`, as many as one `writev` takes.
+pub(crate) fn io_slices(pieces: &[Bytes]) -> Vec<IoSlice<'_>> {
+    pieces
+        .iter()
+        .take(limits::MAX_IOVECS)
+        .map(|p| IoSlice::new(p))
+        .collect()
 }
 
 fn lock(busy: &Mutex<bool>) -> MutexGuard<'_, bool> {
@@ -71,14 +103,18 @@ impl Outbound {
         self.queue.send(item).map_err(|e| Box::new(e.0))
     }
 
-    /// Writes `head`, a whole reply record held by `held`, into `sock` now if nothing
-    /// waits to be written; what the socket does not take is queued behind nothing.
-    pub(crate) fn write_now(&self, sock: &TcpStream, head: Bytes, held: Held) -> Now {
+    /// Writes `reply`, a whole record held by `held` with its body (if any) in memory,
+    /// into `sock` now if nothing waits to be written; what the socket does not take is
+    /// queued behind nothing.
+    pub(crate) fn write_now(&self, sock: &TcpStream, reply: Reply, held: Held) -> Now {
+        let Some(mut pieces) = reply.memory_pieces() else {
+            return Now::Busy(reply, held);
+        };
         let mut busy = lock(&self.busy);
         if *busy {
-            return Now::Busy(head, held);
+            return Now::Busy(reply, held);
         }
-        let written = match sock.try_write(&head) {
+        let written = match sock.try_write_vectored(&io_slices(&pieces)) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
             Err(e) => {
@@ -86,14 +122,20 @@ impl Outbound {
                 return Now::Done;
             }
         };
-        if written == head.len() {
+        consume(&mut pieces, written);
+        if pieces.is_empty() {
             return Now::Done;
         }
-        debug_assert!(written < head.len());
         *busy = true;
-        let rest = Reply::from(head.slice(written..));
-        if self.queue.send((rest, Some(held))).is_err() {
-            tracing::debug!("reply dropped: the connection's writer is gone");
+        // Queued in order, the last holding the request's budget until it is written.
+        let last = pieces.len() - 1;
+        let mut held = Some(held);
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let hold = if i == last { held.take() } else { None };
+            if self.queue.send((Reply::from(piece), hold)).is_err() {
+                tracing::debug!("reply dropped: the connection's writer is gone");
+                break;
+            }
         }
         Now::Done
     }
@@ -109,5 +151,45 @@ impl Drain {
         }
         *busy = false;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reply::Body;
+
+    fn pieces(lens: &[usize]) -> Vec<Bytes> {
+        lens.iter()
+            .enumerate()
+            .map(|(i, &n)| Bytes::from(vec![u8::try_from(i).unwrap(); n]))
+            .collect()
+    }
+
+    #[test]
+    fn consume_drops_what_a_write_took() {
+        let mut p = pieces(&[3, 5, 2]);
+        consume(&mut p, 0);
+        assert_eq!(p.iter().map(Bytes::len).collect::<Vec<_>>(), [3, 5, 2]);
+        consume(&mut p, 4);
+        assert_eq!(p.len(), 2);
+        assert_eq!(&p[0][..], &[1; 4]);
+        consume(&mut p, 4);
+        assert_eq!(p, vec![Bytes::from(vec![2u8; 2])]);
+        consume(&mut p, 2);
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn a_reply_in_memory_is_its_head_pieces_and_padding() {
+        let reply = Reply {
+            head: Bytes::from_static(b"head"),
+            body: Some(Body::Memory(pieces(&[5, 0, 2]))),
+        };
+        let all = reply.memory_pieces().unwrap();
+        // The empty piece is left out; 7 bytes of data take 1 byte of padding.
+        assert_eq!(all.iter().map(Bytes::len).collect::<Vec<_>>(), [4, 5, 2, 1]);
+        assert_eq!(all.concat(), reply.clone().into_bytes().unwrap().to_vec());
+        assert!(io_slices(&pieces(&[1; 100])).len() == limits::MAX_IOVECS);
     }
 }

@@ -8,8 +8,8 @@
 //! does the same with `splice`. Callers that want the whole record in memory (tests, the
 //! fuzzers, the lab) call [`Reply::into_bytes`], which reads the range with `pread`.
 //!
-//! A backend that holds the bytes in memory already (the object backend's cache of S3
-//! objects) hands over its pieces instead ([`Body::Memory`]): the writer sends them as
+//! A backend that holds the bytes in memory already (the mem backend's chunks, the object
+//! backend's cache of S3 objects) hands over its pieces instead ([`Body::Memory`]): the writer sends them as
 //! they are after the head, and the server copies nothing into the reply.
 //!
 //! The range's length is fixed when the procedure encodes its reply (it is in the data's
@@ -133,6 +133,24 @@ impl Reply {
             Some(b @ Body::Memory(_)) => self.head.len() + b.len(),
             _ => self.head.len(),
         }
+    }
+
+    /// The record as the pieces it is sent in (the head, a body in memory's pieces, its
+    /// padding), none copied; `None` for a body sent from a file.
+    #[must_use]
+    pub fn memory_pieces(&self) -> Option<Vec<Bytes>> {
+        static PAD: [u8; 3] = [0; 3];
+        let mut pieces = vec![self.head.clone()];
+        match &self.body {
+            None => {}
+            Some(Body::File(_)) => return None,
+            Some(b @ Body::Memory(parts)) => {
+                pieces.extend(parts.iter().cloned());
+                pieces.push(Bytes::from_static(&PAD[..b.pad_bytes()]));
+            }
+        }
+        pieces.retain(|p| !p.is_empty());
+        Some(pieces)
     }
 
     /// The whole record in memory, the body read with `pread`.

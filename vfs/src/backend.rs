@@ -172,10 +172,10 @@ pub trait Backend: Send + Sync + 'static {
         Ok(None)
     }
 
-    /// A read whose bytes the backend holds in memory already (the object backend's cache
-    /// of S3 objects): the same checks, attributes and bytes as [`Backend::read_into`],
-    /// handed over as shared pieces that the transport sends as they are, instead of
-    /// copied into the reply. `None` (the default) when the backend has no such pieces;
+    /// A read whose bytes the backend holds in memory already (the mem backend's chunks,
+    /// the object backend's cache of S3 objects): the same checks, attributes and bytes
+    /// as [`Backend::read_into`], handed over as shared pieces that the transport sends as
+    /// they are, instead of copied into the reply. `None` (the default) when the backend has no such pieces;
     /// the caller then uses `read_into`. Asked for reads of at least
     /// `limits::ZERO_COPY_READ_MIN_BYTES`.
     fn read_shared(

@@ -296,17 +296,23 @@ impl Export {
     }
 
     /// A read whose bytes the backend hands over as shared pieces (see
-    /// [`Backend::read_shared`]).
+    /// [`Backend::read_shared`]); `opened`: through an NFSv4 open that grants reading,
+    /// checked as [`Opened`] (as [`Export::read_opened`]).
     pub fn read_shared(
         &self,
         cred: &Cred,
         id: FileId,
         offset_bytes: u64,
         count: u32,
+        opened: bool,
     ) -> FsResult<Option<ReadParts>> {
-        let read = self
-            .backend
-            .read_shared(id, offset_bytes, count, &Caller::new(cred))?;
+        let read = if opened {
+            self.backend
+                .read_shared(id, offset_bytes, count, &Opened::new(cred))?
+        } else {
+            self.backend
+                .read_shared(id, offset_bytes, count, &Caller::new(cred))?
+        };
         Ok(read.map(|mut r| {
             r.done.attr = self.own(r.done.attr);
             r

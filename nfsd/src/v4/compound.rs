@@ -486,8 +486,8 @@ fn finish_read(
         }
     }
     if !kept && count >= ZERO_COPY_READ_MIN_BYTES {
-        // A backend that holds the bytes in memory (object) hands over its pieces.
-        if let Some(shared) = export.read_shared(cred, *id, *offset, count)? {
+        // A backend that holds the bytes in memory (mem, object) hands over its pieces.
+        if let Some(shared) = export.read_shared(cred, *id, *offset, count, *opened)? {
             let len = u32::try_from(shared.len()).unwrap_or(u32::MAX);
             e.patch_u32(eof_at, u32::from(shared.done.eof));
             e.patch_u32(eof_at + 4, len);

@@ -484,6 +484,8 @@ pub(crate) struct Engines {
     /// The backend's runtime (owned by [`crate::ObjectFs`], which shuts it down).
     handle: tokio::runtime::Handle,
     pub(crate) pool: deadpool_postgres::Pool,
+    /// How the pool connects, for a connection of its own (the lock waits' LISTEN).
+    pub(crate) pg: tokio_postgres::Config,
     pub(crate) store: Arc<dyn ObjectStore>,
     /// Key prefix of this file system's objects in the bucket ("" or "fs1/").
     pub(crate) prefix: String,
@@ -515,11 +517,12 @@ impl Engines {
             format!("{}/", config.store.prefix)
         };
         let _inside = runtime.enter();
-        let pool = pool(&config.postgres)?;
+        let (pool, pg) = pool(&config.postgres)?;
         let store = store(config)?;
         let engines = Self {
             handle: runtime.handle().clone(),
             pool,
+            pg,
             store,
             prefix,
             db_down: AtomicBool::new(false),
@@ -749,7 +752,7 @@ pub(crate) fn describe_db(e: &tokio_postgres::Error) -> String {
     }
 }
 
-fn pool(url: &str) -> Result<deadpool_postgres::Pool, String> {
+fn pool(url: &str) -> Result<(deadpool_postgres::Pool, tokio_postgres::Config), String> {
     let mut pg: tokio_postgres::Config = url.parse().map_err(|e| {
         format!("postgres URL is not valid ({e}); expected postgres://USER@HOST:PORT/DB")
     })?;
@@ -761,20 +764,21 @@ fn pool(url: &str) -> Result<deadpool_postgres::Pool, String> {
     pg.connect_timeout(limits::CONNECT_TIMEOUT);
     pg.application_name("granary");
     let manager = deadpool_postgres::Manager::from_config(
-        pg,
+        pg.clone(),
         tokio_postgres::NoTls,
         deadpool_postgres::ManagerConfig {
             recycling_method: deadpool_postgres::RecyclingMethod::Fast,
         },
     );
-    deadpool_postgres::Pool::builder(manager)
+    let pool = deadpool_postgres::Pool::builder(manager)
         .max_size(limits::POOL_CONNECTIONS)
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .wait_timeout(Some(limits::OPERATION_TIMEOUT))
         .create_timeout(Some(limits::CONNECT_TIMEOUT))
         .recycle_timeout(Some(limits::CONNECT_TIMEOUT))
         .build()
-        .map_err(|e| format!("cannot build the database pool: {e}"))
+        .map_err(|e| format!("cannot build the database pool: {e}"))?;
+    Ok((pool, pg))
 }
 
 fn store(config: &ObjectConfig) -> Result<Arc<dyn ObjectStore>, String> {

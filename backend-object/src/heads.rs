@@ -27,13 +27,27 @@
 //!   that finds its own row swept (it could not reach the database for two leases)
 //!   records all its files again.
 //!
+//! - **Waiting across heads**: a write that frees anything of what the head recorded
+//!   (an unlock, a downgrade) sends `NOTIFY granary_lock_free` in its transaction (the
+//!   payload: the file and the head), so the heads listening hear of it once it commits.
+//!   A head listens ([`listener`], a connection of its own) while requests of it wait for
+//!   other heads' ranges ([`vfs::HeadLocks::watch`]): a notice about a watched file calls
+//!   the server's [`vfs::LockFreed`], which asks again. Each heartbeat it also looks for
+//!   heads whose lease ran out with rows on a watched file (their rows stop counting
+//!   then, without a write to notify), and every [`limits::HEAD_WAIT_RECHECK`] it asks
+//!   again for every watched file anyway. Without its connection (the database away) it
+//!   asks again for every watched file every [`limits::HEAD_WAIT_POLL`], and once more
+//!   when it listens again: nothing waits on a notice that was lost.
+//!
 //! What this head recorded per file is kept in memory ([`Recorded`]), so a change that
 //! leaves the record as it was costs no statement.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use vfs::{FileId, FsError, FsResult, HeadLock, LockSource, LockSpan};
+use futures::StreamExt;
+use vfs::{FileId, FsError, FsResult, HeadLock, LockFreed, LockSource, LockSpan};
 
 use crate::engine::{Fail, Sql, Tx, COUNTERS};
 use crate::meta::to_db;
@@ -52,6 +66,14 @@ pub(crate) struct Heads {
     files: Mutex<Files>,
     /// Wakes the keeper: a file to record (locks, or shares: `shares.rs`).
     pub(crate) wake: tokio::sync::Notify,
+    /// Where this head's server is told that ranges of a watched file may have freed.
+    freed: OnceLock<LockFreed>,
+    /// The files requests of this head wait on (ranges of other heads in their way).
+    watched: Mutex<HashSet<i64>>,
+    /// Releases of other heads heard of so far ([`vfs::HeadLocks::notices`]).
+    notices: AtomicU64,
+    /// Wakes the listener: a first file to watch.
+    watch_wake: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -84,7 +106,91 @@ impl Heads {
             source: OnceLock::new(),
             files: Mutex::new(Files::default()),
             wake: tokio::sync::Notify::new(),
+            freed: OnceLock::new(),
+            watched: Mutex::new(HashSet::new()),
+            notices: AtomicU64::new(0),
+            watch_wake: tokio::sync::Notify::new(),
         }
+    }
+
+    fn watched(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
+        self.watched.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn on_freed(&self, freed: LockFreed) {
+        if self.freed.set(freed).is_err() {
+            tracing::warn!("object backend: a second lock-freed callback; the first is kept");
+        }
+    }
+
+    pub(crate) fn notices(&self) -> u64 {
+        self.notices.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn watch(&self, id: FileId, since: u64) {
+        let first = {
+            let mut w = self.watched();
+            let first = w.is_empty();
+            w.insert(to_db(id));
+            first
+        };
+        if first {
+            self.watch_wake.notify_one();
+        }
+        // After the insert: a notice counted after this read finds the file watched.
+        if self.notices() != since {
+            self.tell(id);
+        }
+    }
+
+    pub(crate) fn unwatch(&self, id: FileId) {
+        self.watched().remove(&to_db(id));
+    }
+
+    fn tell(&self, id: FileId) {
+        if let Some(f) = self.freed.get() {
+            f(id);
+        }
+    }
+
+    /// Every watched file may have freed (a notice may have been missed).
+    fn tell_all(&self) {
+        let all: Vec<i64> = self.watched().iter().copied().collect();
+        for inode in all {
+            self.tell(from_db(inode));
+        }
+    }
+
+    /// A `granary_lock_free` notice, "inode head": another head freed ranges of inode.
+    fn notice(&self, payload: &str, me: i64) {
+        let mut words = payload.split(' ').map(str::parse::<i64>);
+        let (Some(Ok(inode)), Some(Ok(head))) = (words.next(), words.next()) else {
+            tracing::debug!(payload, "object backend: a lock notice not understood");
+            return;
+        };
+        if head == me {
+            return;
+        }
+        self.notices.fetch_add(1, Ordering::SeqCst);
+        // After the count: a watch that began before it is seen here.
+        if self.watched().contains(&inode) {
+            self.tell(from_db(inode));
+        }
+    }
+
+    /// Whether writing `new` as this head's rows of `file` frees anything the rows hold
+    /// now (a byte, or a byte's exclusivity), which the other heads must hear of.
+    fn frees(&self, file: i64, new: &[LockSpan]) -> bool {
+        let f = self.files();
+        let Some(old) = f.recorded.get(&file) else {
+            return false;
+        };
+        if !old.known {
+            return true;
+        }
+        let mut sorted = new.to_vec();
+        sorted.sort_by_key(|s| s.first);
+        old.spans.iter().any(|o| !covered(o, &sorted))
     }
 
     fn files(&self) -> std::sync::MutexGuard<'_, Files> {
@@ -206,6 +312,29 @@ impl Heads {
     }
 }
 
+/// Whether the spans `by_offset` (sorted by their first byte) hold every byte of `o` at
+/// least as strongly as `o` does.
+fn covered(o: &LockSpan, by_offset: &[LockSpan]) -> bool {
+    let mut next = o.first;
+    for n in by_offset.iter().filter(|n| n.exclusive || !o.exclusive) {
+        if n.last < next {
+            continue;
+        }
+        if n.first > next {
+            return false;
+        }
+        if n.last >= o.last {
+            return true;
+        }
+        next = n.last + 1;
+    }
+    false
+}
+
+fn from_db(inode: i64) -> FileId {
+    FileId(u64::try_from(inode).unwrap_or(0))
+}
+
 /// At most [`limits::HEAD_LOCK_SPANS_PER_FILE`] spans: past that, one span over the
 /// exclusive ones and one over the shared ones (more than the head holds, never less).
 fn bounded(spans: Vec<LockSpan>) -> Vec<LockSpan> {
@@ -251,13 +380,21 @@ const PUT: &str = "WITH gone AS (DELETE FROM lock_ranges WHERE inode = $1 AND he
                    SELECT $1, $2, e, f, l FROM unnest($3::boolean[], $4::bigint[], $5::bigint[]) \
                    AS u(e, f, l)";
 
+/// [`PUT`] that frees something: the other heads hear of it when it commits.
+const PUT_FREEING: &str = "WITH gone AS (DELETE FROM lock_ranges WHERE inode = $1 AND head = $2), \
+                   put AS (INSERT INTO lock_ranges (inode, head, exclusive, first_byte, last_byte) \
+                   SELECT $1, $2, e, f, l FROM unnest($3::boolean[], $4::bigint[], $5::bigint[]) \
+                   AS u(e, f, l)) \
+                   SELECT pg_notify('granary_lock_free', $1::text || ' ' || $2::text)";
+
 /// Writes `spans` as this head's rows of `inode` and commits, in `tx` (which holds the
-/// per-inode lock).
-async fn put(tx: Tx, inode: i64, head: i64, spans: &[LockSpan]) -> Result<(), Fail> {
+/// per-inode lock); `frees`: with a `granary_lock_free` notice.
+async fn put(tx: Tx, inode: i64, head: i64, spans: &[LockSpan], frees: bool) -> Result<(), Fail> {
     let exclusive: Vec<bool> = spans.iter().map(|s| s.exclusive).collect();
     let first: Vec<i64> = spans.iter().map(|s| offset_to_db(s.first)).collect();
     let last: Vec<i64> = spans.iter().map(|s| offset_to_db(s.last)).collect();
-    tx.query_and_commit(PUT, &[&inode, &head, &exclusive, &first, &last])
+    let sql = if frees { PUT_FREEING } else { PUT };
+    tx.query_and_commit(sql, &[&inode, &head, &exclusive, &first, &last])
         .await?;
     Ok(())
 }
@@ -322,6 +459,7 @@ pub(crate) fn head_id(inner: &Arc<Inner>) -> FsResult<i64> {
         "object backend: this head takes byte-range locks as head {h}"
     );
     inner.engines.spawn(keeper(Arc::clone(inner), h));
+    inner.engines.spawn(listener(Arc::clone(inner), h));
     Ok(h)
 }
 
@@ -385,8 +523,9 @@ fn lock_in(
         // transaction rolls back and lets go of the file's lock).
         return Ok(None);
     }
+    let frees = inner.heads.frees(inode, &spans);
     inner.heads.set_recorded(inode, spans.clone());
-    let done = inner.engines.run(put(tx, inode, head, &spans));
+    let done = inner.engines.run(put(tx, inode, head, &spans, frees));
     if let Err(e) = done {
         inner.heads.failed(inode);
         return Err(e);
@@ -455,8 +594,9 @@ async fn record(inner: &Inner, head: i64, inode: i64) -> Result<(), Fail> {
         if h.is_recorded(inode, &spans) {
             return Ok(());
         }
+        let frees = h.frees(inode, &spans);
         h.set_recorded(inode, spans.clone());
-        put(tx, inode, head, &spans).await
+        put(tx, inode, head, &spans, frees).await
     }
     .await;
     if done.is_err() {
@@ -561,6 +701,122 @@ async fn keeper(inner: Arc<Inner>, head: i64) {
                 // Said once per outage; the file waits for the next heartbeat.
                 inner.engines.failed(e);
             }
+        }
+    }
+}
+
+/// Heads whose lease ran out after `$3` (and by now) with rows on the watched files
+/// `$1`: the files they held, and the database's time now (the next `$3`).
+const EXPIRED: &str = "SELECT now(), ARRAY(SELECT DISTINCT r.inode FROM lock_ranges r \
+                       JOIN lock_heads h ON h.head = r.head \
+                       WHERE r.inode = ANY($1) AND r.head <> $2 \
+                       AND h.lease_until > $3 AND h.lease_until <= now())";
+
+/// The head's listener: while requests of this head wait for other heads' ranges,
+/// hears the other heads' releases on a connection of its own, and asks again at the
+/// bounded intervals of [`limits::HEAD_WAIT_POLL`] and [`limits::HEAD_WAIT_RECHECK`].
+async fn listener(inner: Arc<Inner>, head: i64) {
+    loop {
+        // Nothing watched: nothing to hear.
+        while inner.heads.watched().is_empty() {
+            inner.heads.watch_wake.notified().await;
+        }
+        let at = tokio::time::Instant::now();
+        if let Err(e) = listen(&inner, head).await {
+            tracing::debug!(error = ?e, "object backend: not listening for lock releases; polling");
+        }
+        // Whatever it missed meanwhile: ask again, and at most once a poll interval.
+        inner.heads.tell_all();
+        tokio::time::sleep_until(at + limits::HEAD_WAIT_POLL).await;
+    }
+}
+
+/// Why the LISTEN connection's driver ended.
+fn driver_ended(r: Result<Option<tokio_postgres::Error>, tokio::task::JoinError>) -> Fail {
+    match r {
+        Ok(Some(e)) => Fail::Db(e),
+        Ok(None) => Fail::Pool("the LISTEN connection closed".into()),
+        Err(e) => Fail::Pool(format!("the LISTEN connection's driver ended: {e}")),
+    }
+}
+
+/// Listens until the connection fails, or until nothing is watched for a recheck
+/// interval (the connection is closed then).
+async fn listen(inner: &Arc<Inner>, head: i64) -> Result<(), Fail> {
+    let (client, mut conn) = tokio::time::timeout(
+        limits::CONNECT_TIMEOUT,
+        inner.engines.pg.connect(tokio_postgres::NoTls),
+    )
+    .await
+    .map_err(|_| Fail::Timeout)??;
+    let heard = Arc::clone(inner);
+    let mut driver = tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
+        while let Some(m) = messages.next().await {
+            match m {
+                Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                    heard.heads.notice(n.payload(), head);
+                }
+                Ok(_) => {}
+                Err(e) => return Some(e),
+            }
+        }
+        None
+    });
+    let listening = async {
+        COUNTERS.transactions(1);
+        client.batch_execute("LISTEN granary_lock_free").await?;
+        client.prepare(EXPIRED).await
+    };
+    let expired = tokio::select! {
+        r = tokio::time::timeout(limits::OPERATION_TIMEOUT, listening) => r.map_err(|_| Fail::Timeout)??,
+        e = &mut driver => return Err(driver_ended(e)),
+    };
+    tracing::debug!(
+        head,
+        "object backend: listening for other heads' lock releases"
+    );
+    // Releases before the LISTEN went unheard.
+    inner.heads.tell_all();
+    let mut beat = tokio::time::interval(limits::HEAD_HEARTBEAT);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut since = std::time::SystemTime::UNIX_EPOCH;
+    let mut last_recheck = tokio::time::Instant::now();
+    let mut idle_since = None;
+    loop {
+        tokio::select! {
+            e = &mut driver => return Err(driver_ended(e)),
+            _ = beat.tick() => {}
+        }
+        let watched: Vec<i64> = inner.heads.watched().iter().copied().collect();
+        if watched.is_empty() {
+            let idle = *idle_since.get_or_insert_with(tokio::time::Instant::now);
+            if idle.elapsed() >= limits::HEAD_WAIT_RECHECK {
+                driver.abort();
+                return Ok(());
+            }
+            continue;
+        }
+        idle_since = None;
+        if last_recheck.elapsed() >= limits::HEAD_WAIT_RECHECK {
+            last_recheck = tokio::time::Instant::now();
+            inner.heads.tell_all();
+            continue;
+        }
+        COUNTERS.transactions(1);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&watched, &head, &since];
+        let query = client.query_one(&expired, &params);
+        let row = tokio::select! {
+            r = tokio::time::timeout(limits::OPERATION_TIMEOUT, query) => r.map_err(|_| Fail::Timeout)??,
+            e = &mut driver => return Err(driver_ended(e)),
+        };
+        since = row.get(0);
+        for inode in row.get::<_, Vec<i64>>(1) {
+            tracing::debug!(
+                inode,
+                "object backend: a head's lease ran out with ranges a request here waits for"
+            );
+            inner.heads.tell(from_db(inode));
         }
     }
 }

@@ -474,6 +474,22 @@ impl vfs::HeadLocks for ObjectFs {
     fn settle(&self, id: FileId, release: &mut dyn FnMut()) -> FsResult<()> {
         heads::settle(&self.inner, id, release)
     }
+
+    fn on_freed(&self, freed: vfs::LockFreed) {
+        self.inner.heads.on_freed(freed);
+    }
+
+    fn notices(&self) -> u64 {
+        self.inner.heads.notices()
+    }
+
+    fn watch(&self, id: FileId, since: u64) {
+        self.inner.heads.watch(id, since);
+    }
+
+    fn unwatch(&self, id: FileId) {
+        self.inner.heads.unwatch(id);
+    }
 }
 
 impl vfs::HeadShares for ObjectFs {

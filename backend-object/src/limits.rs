@@ -323,7 +323,22 @@ pub const HEAD_LOCK_SPANS_PER_FILE: usize = 64;
 /// it first.
 pub const HEAD_LOCK_FILES_MAX: usize = 16_384;
 
+/// How often, while its LISTEN connection is down (the database restarting, a network
+/// outage), a head asks again for every file it waits on, as if another head had freed
+/// ranges of each: a release it could not hear of is found within this. One second is a
+/// transaction per waiting request and second for the outage's length, and it keeps a
+/// waiter's delay at the scale of the outage, not of the client's 30 s poll.
+pub const HEAD_WAIT_POLL: Duration = Duration::from_secs(1);
+
+/// How often, while it listens, a head asks again for every file it waits on anyway: a
+/// net under the notices (one lost between a LISTEN connection's drop and its return is
+/// caught by the recheck after it reconnects; this catches anything else). Ten seconds
+/// is a third of the Linux client's own 30 s poll, so a waiter is never later than
+/// without waiting across heads, at a transaction per waiting request every 10 s.
+pub const HEAD_WAIT_RECHECK: Duration = Duration::from_secs(10);
+
 const _: () = assert!(HEAD_LOCK_MIN_LEASE.as_millis() >= 3 * HEAD_HEARTBEAT.as_millis());
+const _: () = assert!(HEAD_WAIT_POLL.as_millis() < HEAD_WAIT_RECHECK.as_millis());
 const _: () = assert!(HEAD_LOCK_MIN_LEASE.as_millis() <= HEAD_LOCK_LEASE.as_millis());
 const _: () = assert!(HEAD_LOCK_SPANS_PER_FILE >= 2);
 

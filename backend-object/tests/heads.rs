@@ -3,7 +3,9 @@
 //! (what it holds per file, which the seam reads after a grant and on each change).
 //! A write lock on one head keeps the other head off its bytes, not off others; shared
 //! locks share; a release reaches the other head; a head that stops heartbeating frees
-//! its ranges after its lease; the rows per file stay bounded.
+//! its ranges after its lease; the rows per file stay bounded; a head that watches a
+//! file hears of the other head's release of it (LISTEN/NOTIFY) at once, and of the
+//! other head's lease running out within a heartbeat of it.
 
 mod common;
 
@@ -196,6 +198,82 @@ fn a_head_that_stops_frees_its_ranges_after_its_lease() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The times at which the seam of `h` said that ranges of a watched file may have freed.
+fn freed_calls(h: &Head) -> std::sync::mpsc::Receiver<(FileId, Instant)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = Mutex::new(tx);
+    h.seam().on_freed(Arc::new(move |id| {
+        let _ = tx.lock().unwrap().send((id, Instant::now()));
+    }));
+    rx
+}
+
+/// Drains what `rx` got within `quiet`, as the seam's own look at every watched file
+/// when it starts listening may call it.
+fn settle_calls(rx: &std::sync::mpsc::Receiver<(FileId, Instant)>, quiet: Duration) {
+    while rx.recv_timeout(quiet).is_ok() {}
+}
+
+/// B waits on A's range of a file: A's unlock reaches B's callback through the
+/// database's notice within a fraction of a second (without it, B's next look comes
+/// with `HEAD_WAIT_RECHECK`, 10 s later); a lock A takes frees nothing and tells no one.
+#[test]
+fn a_head_that_watches_a_file_hears_the_other_heads_release_at_once() {
+    let Some(env) = engines() else { return };
+    let config = config(&env, "heads-notify", 20);
+    let (a, b) = (Head::open(&config), Head::open(&config));
+    let f = create(&a.fs, a.fs.root(), "f");
+    let calls = freed_calls(&b);
+    assert_eq!(a.lock(f, span(true, 0, 99)), None);
+    let mark = b.seam().notices();
+    assert!(b.lock(f, span(true, 10, 19)).is_some());
+    b.seam().watch(f, mark);
+    settle_calls(&calls, Duration::from_millis(1500));
+    assert_eq!(a.lock(f, span(false, 500, 599)), None, "more locks of A");
+    assert!(
+        calls.recv_timeout(Duration::from_millis(1500)).is_err(),
+        "a lock frees nothing"
+    );
+    let released = Instant::now();
+    a.unlock_all(f);
+    let (id, at) = calls
+        .recv_timeout(Duration::from_secs(3))
+        .expect("B hears of A's release");
+    assert_eq!(id, f);
+    let took = at - released;
+    eprintln!("head B heard of head A's release {took:?} after the unlock began");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert_eq!(b.lock(f, span(true, 10, 19)), None, "B takes it now");
+    b.seam().unwatch(f);
+}
+
+/// B waits on A's range and A stops: B is told within a heartbeat of A's lease's end,
+/// though nothing was written (a lease that ran out is only a time in the database).
+#[test]
+fn a_head_that_watches_a_file_hears_of_the_other_heads_lease_running_out() {
+    let Some(env) = engines() else { return };
+    let lease = 3;
+    let config = config(&env, "heads-notify-lease", lease);
+    let (a, b) = (Head::open(&config), Head::open(&config));
+    let f = create(&a.fs, a.fs.root(), "f");
+    let calls = freed_calls(&b);
+    assert_eq!(a.lock(f, span(true, 0, 99)), None);
+    let mark = b.seam().notices();
+    assert!(b.lock(f, span(true, 10, 19)).is_some());
+    b.seam().watch(f, mark);
+    settle_calls(&calls, Duration::from_millis(1500));
+    drop(a);
+    let stopped = Instant::now();
+    let (id, at) = calls
+        .recv_timeout(Duration::from_secs(lease + 5))
+        .expect("B hears of A's lease running out");
+    assert_eq!(id, f);
+    let took = at - stopped;
+    eprintln!("head B heard of head A's lease ending {took:?} after A stopped (lease {lease} s)");
+    assert!(took < Duration::from_secs(lease + 2), "{took:?}");
+    assert_eq!(b.lock(f, span(true, 10, 19)), None, "B takes it now");
 }
 
 /// A head holding more separate ranges on a file than it keeps rows for records their

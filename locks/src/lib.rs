@@ -231,6 +231,13 @@ pub struct Request {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WaiterId(pub u64);
 
+impl WaiterId {
+    /// The waiter of a [`Wake`] that did not wait in this manager: it waited for another
+    /// server's lock (the object backend's heads) and is handed to
+    /// [`LockManager::wake`] when that lock went.
+    pub const ELSEWHERE: Self = Self(u64::MAX);
+}
+
 /// A waiter whose range came free, in queue order. The front end delivers it: for a
 /// [`Wait::Grant`] waiter the lock is already held (`granted`: send NLM GRANTED, and
 /// unlock if the client refuses it); a [`Wait::Poll`] waiter is told once (`granted`
@@ -910,6 +917,20 @@ impl LockManager {
             self.observe(None);
         }
         self.deliver(w)
+    }
+
+    /// Hands `wakes` of requests that waited outside this manager (for another server's
+    /// lock, [`WaiterId::ELSEWHERE`]) to their protocols' wakers, as the waiters it
+    /// wakes itself, and counts them with those. For a `granted` wake the caller has
+    /// taken the lock for the owner here first.
+    pub fn wake(&self, wakes: Vec<Wake>) -> Vec<Wake> {
+        {
+            let mut g = self.inner();
+            for w in &wakes {
+                g.books.metrics.get_mut(w.owner.protocol()).wakes += 1;
+            }
+        }
+        self.deliver(wakes)
     }
 
     /// `owner`'s locks on `file`, in order of offset.

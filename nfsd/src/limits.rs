@@ -105,7 +105,22 @@ pub const LOCK_POLL_KEEPS_PLACE_SECS: u64 = 45;
 /// the bound a waiter is not told and polls.
 pub const MAX_LOCK_NOTIFY_HANDLES: usize = locks::limits::MAX_WAITERS;
 
+/// Requests one server lets wait for other heads' ranges at once (object exports,
+/// `crate::heads`): blocking NLM LOCKs and NFSv4 READW_LT/WRITEW_LT refused because
+/// another head holds the bytes. Each is asked again (one database transaction) at
+/// every release another head records on its file and every
+/// `backend_object::limits::HEAD_WAIT_RECHECK`, so this bounds that work too: 1,024
+/// waiters each asking every 10 s are ~100 transactions a second. Past it a request is
+/// answered as before waiting existed (NLM4_BLOCKED / NFS4ERR_DENIED, the client polls).
+pub const MAX_HEAD_WAITERS: usize = 1024;
+
+/// How often the thread that asks again for waiters across heads wakes when no release
+/// was heard of, to let go of the waiters whose clients stopped asking (their
+/// [`LOCK_POLL_KEEPS_PLACE_SECS`] ran out).
+pub const HEAD_WAIT_TICK: std::time::Duration = std::time::Duration::from_secs(1);
+
 const _: () = assert!(MAX_IO_BYTES <= nfs3::limits::MAX_DATA);
+const _: () = assert!(MAX_HEAD_WAITERS <= locks::limits::MAX_WAITERS);
 const _: () = assert!(LOCK_POLL_KEEPS_PLACE_SECS > 30);
 const _: () = assert!(MAX_MOUNTS_PER_CLIENT <= MAX_MOUNT_ENTRIES);
 const _: () = assert!(CRED_CACHE_ENTRIES > 0);

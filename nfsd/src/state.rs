@@ -39,6 +39,8 @@ pub struct NfsState {
     /// The grace periods of NFSv4 and NLM after a restart, which both front ends honour
     /// (no new lock while either runs).
     pub lock_grace: crate::grace::LockGrace,
+    /// Requests waiting for other heads' locks (object exports; [`crate::heads`]).
+    pub head_waits: Arc<crate::heads::HeadWaits>,
 }
 
 /// When a READ of at least [`vfs::limits::ZERO_COPY_READ_MIN_BYTES`] from a backend that
@@ -120,7 +122,8 @@ impl NfsState {
             "max_io_bytes {max_io_bytes} out of range"
         );
         let locks = Arc::new(locks::LockManager::default());
-        crate::heads::attach(&exports, &locks);
+        let head_waits = Arc::new(crate::heads::HeadWaits::default());
+        crate::heads::attach(&exports, &locks, &head_waits);
         let shares = Arc::new(locks::ShareTable::default());
         crate::heads::attach_shares(&exports, &shares);
         Self {
@@ -133,6 +136,7 @@ impl NfsState {
             locks,
             shares,
             lock_grace: crate::grace::LockGrace::default(),
+            head_waits,
             idmap: Idmap::numeric(),
         }
     }

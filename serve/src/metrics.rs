@@ -286,9 +286,16 @@ impl Collector for CallbackCollector {
     }
 }
 
-/// The lock manager's counts per protocol at scrape time (docs/LOCKS.md).
-#[derive(Debug, Clone)]
-pub struct LockCollector(pub Arc<locks::LockManager>);
+/// The lock manager's counts per protocol at scrape time, and the requests waiting for
+/// other heads' locks (docs/LOCKS.md).
+#[derive(Clone)]
+pub struct LockCollector(pub Arc<locks::LockManager>, pub Arc<nfsd::heads::HeadWaits>);
+
+impl std::fmt::Debug for LockCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LockCollector")
+    }
+}
 
 impl Collector for LockCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -319,6 +326,13 @@ impl Collector for LockCollector {
                     .encode(family.encode_family(&labels)?)?;
             }
         }
+        let m2 = encoder.encode_descriptor(
+            "lock_head_waiters",
+            "Blocking lock requests waiting for another head's lock (object exports)",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(i64::try_from(self.1.waiting()).unwrap_or(i64::MAX)).encode(m2)?;
         counter_family(
             &mut encoder,
             "lock_grants",

@@ -205,7 +205,8 @@ pub fn run(config: ServerConfig) -> Result<(), ServeError> {
         m.registry().register_collector(Box::new(pools));
         let callbacks = crate::metrics::CallbackCollector(Arc::clone(&v4.callbacks));
         m.registry().register_collector(Box::new(callbacks));
-        let locks = crate::metrics::LockCollector(Arc::clone(&state.locks));
+        let locks =
+            crate::metrics::LockCollector(Arc::clone(&state.locks), Arc::clone(&state.head_waits));
         m.registry().register_collector(Box::new(locks));
         let operations = crate::metrics::V4Collector(Arc::clone(&v4));
         m.registry().register_collector(Box::new(operations));

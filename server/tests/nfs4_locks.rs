@@ -9,14 +9,14 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use client::{auth_sys, RpcConnection};
-use common::v4::{call, channel, V4};
+use client::RpcConnection;
+use common::v4::V4;
 use common::Server;
 use nfs4::attr::Fattr;
 use nfs4::ops::*;
 use nfs4::results::*;
 use nfs4::types::*;
-use nfs4::{Compound4Args, Nfsstat4, Stateid4};
+use nfs4::{Nfsstat4, Stateid4};
 
 impl V4 {
     /// Opens (creating) `file` in the root for reading and writing.
@@ -354,135 +354,16 @@ async fn locks_die_with_the_lease() {
     );
 }
 
-/// A call the server made on a back channel.
-struct CbCall {
-    xid: u32,
-    procedure: u32,
-    args: xdr::Decoder,
-}
-
-async fn next_call(calls: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> CbCall {
-    let body = tokio::time::timeout(Duration::from_secs(10), calls.recv())
-        .await
-        .expect("the server calls back within 10 s")
-        .expect("the connection lives");
-    let mut d = xdr::Decoder::new(body);
-    let mut word = || d.u32().expect("call header word");
-    let (xid, _mtype, _rpcvers, _program, _version, procedure) =
-        (word(), word(), word(), word(), word(), word());
-    let _cred: rpc::msg::OpaqueAuth = xdr::Decode::decode(&mut d).expect("credential");
-    let _verf: rpc::msg::OpaqueAuth = xdr::Decode::decode(&mut d).expect("verifier");
-    CbCall {
-        xid,
-        procedure,
-        args: d,
-    }
-}
-
-/// Answers a back-channel call with SUCCESS and `results`.
-async fn answer(conn: &RpcConnection, call: &CbCall, results: &impl xdr::Encode) {
-    let mut e = xdr::Encoder::new();
-    rpc::msg::encode_accepted(&mut e, call.xid, rpc::msg::AcceptStat::Success);
-    results.encode(&mut e);
-    conn.send_record_body(&e.into_inner())
-        .await
-        .expect("reply sent");
-}
-
-/// Answers a CB_COMPOUND with OK for each of its operations; returns its operations
-/// after CB_SEQUENCE.
-async fn answer_cb(
-    conn: &RpcConnection,
-    calls: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
-    session: Sessionid4,
-) -> Vec<nfs4::compound::CbArgOp> {
-    use nfs4::compound::{CbArgOp, CbCompound4Args, CbCompound4Res, CbResOp, CbSequenceOk};
-    let mut call = next_call(calls).await;
-    assert_eq!(call.procedure, 1, "CB_COMPOUND");
-    let args: CbCompound4Args = xdr::Decode::decode(&mut call.args).expect("CB_COMPOUND args");
-    let CbArgOp::Sequence(seq) = &args.ops[0] else {
-        panic!("CB_SEQUENCE first: {args:?}")
-    };
-    assert_eq!(seq.csa_sessionid, session);
-    let mut results = vec![CbResOp::Sequence(Res4::Ok(CbSequenceOk {
-        csr_sessionid: session,
-        csr_sequenceid: seq.csa_sequenceid,
-        csr_slotid: seq.csa_slotid,
-        csr_highest_slotid: 0,
-        csr_target_highest_slotid: 0,
-    }))];
-    for op in &args.ops[1..] {
-        let code = match op {
-            CbArgOp::NotifyLock(_) => nfs4::compound::cb_opnum::CB_NOTIFY_LOCK,
-            other => panic!("unexpected callback {other:?}"),
-        };
-        results.push(CbResOp::Status {
-            op: code,
-            status: Nfsstat4::Ok,
-        });
-    }
-    let res = CbCompound4Res {
-        status: Nfsstat4::Ok,
-        tag: args.tag.clone(),
-        results,
-    };
-    answer(conn, &call, &res).await;
-    args.ops[1..].to_vec()
-}
-
 #[tokio::test]
 async fn a_waiter_is_told_on_its_back_channel_when_the_lock_frees() {
+    use common::v4::answer_cb;
     use nfs4::compound::{CbArgOp, CbNotifyLockArgs};
     let server = Server::start(&[]);
     let mut a = V4::connect(&server, "holder").await;
     // B's creating connection is its back channel.
-    let conn = RpcConnection::connect(server.addr)
-        .await
-        .expect("connect")
-        .with_auth(&auth_sys(0, 0, &[]))
-        .with_timeout(Duration::from_secs(10));
-    let mut calls = conn.serve_calls();
-    let eid = ArgOp::ExchangeId(ExchangeIdArgs {
-        eia_clientowner: ClientOwner4 {
-            co_verifier: [3; 8],
-            co_ownerid: Opaque4(Bytes::from_static(b"waiter-with-back-channel")),
-        },
-        eia_flags: 0,
-        eia_state_protect: StateProtect4A::None,
-        eia_client_impl_id: AtMostOne(None),
-    });
-    let res = call(&conn, &Compound4Args::new(1, vec![eid])).await;
-    let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
-        panic!("EXCHANGE_ID: {res:?}")
-    };
-    let cs = ArgOp::CreateSession(CreateSessionArgs {
-        csa_clientid: e.eir_clientid,
-        csa_sequence: e.eir_sequenceid,
-        csa_flags: session_flags::CONN_BACK_CHAN,
-        csa_fore_chan_attrs: channel(1 << 20, 8),
-        csa_back_chan_attrs: channel(1 << 20, 8),
-        csa_cb_program: 0x4000_0000,
-        csa_sec_parms: CallbackSecList(vec![CallbackSecParms4::None]),
-    });
-    let res = call(&conn, &Compound4Args::new(1, vec![cs])).await;
-    let ResOp::CreateSession(Res4::Ok(s)) = &res.results[0] else {
-        panic!("CREATE_SESSION: {res:?}")
-    };
-    let mut b = V4 {
-        conn: conn.clone(),
-        clientid: e.eir_clientid,
-        session: s.csr_sessionid,
-        seqid: 0,
-        minor: 2,
-        cachethis: true,
-    };
-    // The probes: CB_NULL, then CB_SEQUENCE alone.
-    let probe = next_call(&mut calls).await;
-    assert_eq!(probe.procedure, 0, "CB_NULL");
-    answer(&conn, &probe, &Nothing).await;
-    assert!(answer_cb(&conn, &mut calls, b.session).await.is_empty());
-    let (status, _) = b.run(vec![ArgOp::ReclaimComplete(false)]).await;
-    assert_eq!(status, Nfsstat4::Ok);
+    let (mut b, mut calls) =
+        V4::connect_with_back_channel(&server, "waiter-with-back-channel").await;
+    let conn = b.conn.clone();
 
     // OPEN offers notices to B (a working back channel), not to A (none).
     a.open("f").await;

@@ -4,7 +4,9 @@
 //! protocols, and across them), disjoint ranges and shared locks are granted, an unlock
 //! on A lets B take the range at once, a head killed with SIGKILL frees its locks on the
 //! other head after its lease, and with the database stopped a LOCK answers
-//! NFS4ERR_DELAY / NLM4_DENIED_NOLOCKS while the locks held before stay held after.
+//! NFS4ERR_DELAY / NLM4_DENIED_NOLOCKS while the locks held before stay held after. A
+//! blocking NLM LOCK on B held up by A's lock waits on B and is granted (GRANTED to the
+//! client host the test plays) within a few seconds of A's unlock, and of A's death.
 //! Fails when the engines are absent unless GRANARY_OBJECT_TESTS=skip.
 
 mod common;
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 use backend_object::TestEngines;
 use bytes::Bytes;
 use client::RpcConnection;
+use common::nlm_host::Host;
 use common::object::{engine, head_config_with, scratch};
 use common::v4::V4;
 use common::Server;
@@ -42,11 +45,11 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 
 /// Two heads of one fresh file system with a short lock lease.
 fn two_heads(tag: &str) -> Option<(Server, Server)> {
-    two_heads_with(tag, &[])
+    two_heads_with(tag, &[], &[])
 }
 
-/// [`two_heads`], head A started with `a_args` too.
-fn two_heads_with(tag: &str, a_args: &[&str]) -> Option<(Server, Server)> {
+/// [`two_heads`], head A started with `a_args` too and head B with `b_args`.
+fn two_heads_with(tag: &str, a_args: &[&str], b_args: &[&str]) -> Option<(Server, Server)> {
     let env = TestEngines::from_env()?;
     let fs = env.fresh(tag);
     let dir = scratch(tag);
@@ -57,7 +60,9 @@ fn two_heads_with(tag: &str, a_args: &[&str]) -> Option<(Server, Server)> {
     let mut args = vec!["--config", a.to_str().unwrap()];
     args.extend_from_slice(a_args);
     let a = Server::start(&args);
-    let b = Server::start(&["--config", b.to_str().unwrap()]);
+    let mut args = vec!["--config", b.to_str().unwrap()];
+    args.extend_from_slice(b_args);
+    let b = Server::start(&args);
     Some((a, b))
 }
 
@@ -88,7 +93,11 @@ struct Locker {
 
 impl Locker {
     async fn new(server: &Server, client: &str, file: &str) -> Self {
-        let mut v4 = V4::connect(server, client).await;
+        Self::with(V4::connect(server, client).await, file).await
+    }
+
+    /// `v4` with `file` open (created if new).
+    async fn with(mut v4: V4, file: &str) -> Self {
         let (status, r) = v4
             .run(vec![
                 ArgOp::Putrootfh,
@@ -415,6 +424,141 @@ fn a_killed_head_frees_its_locks_on_the_other_head_after_its_lease() {
     drop(a);
 }
 
+/// How soon after the other head let go a waiter across heads must be granted: the
+/// release is heard through LISTEN/NOTIFY (milliseconds); without the notice, the next
+/// recheck (`backend_object::limits::HEAD_WAIT_RECHECK`, 10 s) or the client's own poll
+/// (30 s) would grant it.
+const PROMPT: Duration = Duration::from_secs(3);
+
+/// A blocking NLM LOCK on head B refused for head A's lock: BLOCKED, no GRANTED while A
+/// holds it.
+async fn blocked_on_b(b: &Server, host: &mut Host, file: &str) -> (Nlm, nlm4::Netobj) {
+    let fh = nlm_fh(b, file).await;
+    let nb = Nlm::new(b, "beta").await;
+    assert_eq!(nb.lock(&fh, true, true, 10, 5).await, nlm4::Stats::Blocked);
+    host.quiet(Duration::from_secs(1)).await;
+    (nb, fh)
+}
+
+/// The GRANTED call for `nb`'s blocked lock, and how long after `since` it came.
+async fn granted_call(host: &mut Host, nb: &Nlm, fh: &nlm4::Netobj, since: Instant) -> Duration {
+    let (program, procedure, args) = host.next().await;
+    let took = since.elapsed();
+    assert_eq!((program, procedure), (NLM, nlm4::Proc::Granted as u32));
+    let args = <nlm4::TestArgs as xdr::Decode>::from_xdr(args).expect("GRANTED args");
+    assert_eq!(args.alock, nb.alock(fh, 10, 5));
+    assert!(args.exclusive);
+    took
+}
+
+#[test]
+fn a_blocked_nlm_lock_is_granted_when_the_other_head_unlocks() {
+    let _serial = one_at_a_time();
+    let rt = rt();
+    let mut host = rt.block_on(Host::start());
+    let port = host.port.to_string();
+    let Some((a, b)) = two_heads_with("xlock-wait", &[], &["--callback-portmap-port", &port])
+    else {
+        return;
+    };
+    rt.block_on(async {
+        let mut va = Locker::new(&a, "client-a", "f").await;
+        let la = granted(&va.lock(NfsLockType4::Write, 0, 100, "lo-a").await);
+        let (nb, fh) = blocked_on_b(&b, &mut host, "f").await;
+        let unlocked = Instant::now();
+        assert!(matches!(
+            va.locku(la, 0, 100).await,
+            ResOp::Locku(Res4::Ok(_))
+        ));
+        let took = granted_call(&mut host, &nb, &fh, unlocked).await;
+        eprintln!("head B's blocked NLM lock granted {took:?} after head A's LOCKU");
+        assert!(took < PROMPT, "granted {took:?} after the unlock");
+        // B holds it now: A is refused, for head B's lock.
+        let d = denied(&va.lock(NfsLockType4::Write, 12, 1, "lo-a2").await);
+        assert!(is_another_head(&d), "{d:?}");
+        // B's unlock lets A's client take it at once.
+        assert_eq!(nb.unlock(&fh, 10, 5).await, nlm4::Stats::Granted);
+        granted(&va.lock(NfsLockType4::Write, 12, 1, "lo-a2").await);
+    });
+}
+
+#[test]
+fn a_blocked_nlm_lock_is_granted_when_the_other_head_dies() {
+    let _serial = one_at_a_time();
+    let rt = rt();
+    let mut host = rt.block_on(Host::start());
+    let port = host.port.to_string();
+    let Some((a, b)) = two_heads_with("xlock-wait-kill", &[], &["--callback-portmap-port", &port])
+    else {
+        return;
+    };
+    rt.block_on(async {
+        let mut va = Locker::new(&a, "client-a", "f").await;
+        granted(&va.lock(NfsLockType4::Write, 0, u64::MAX, "lo-a").await);
+        let (nb, fh) = blocked_on_b(&b, &mut host, "f").await;
+        let killed = std::process::Command::new("kill")
+            .args(["-9", &a.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let at = Instant::now();
+        let took = granted_call(&mut host, &nb, &fh, at).await;
+        eprintln!(
+            "head B's blocked NLM lock granted {took:?} after head A's kill (lease {LEASE_SECS} s)"
+        );
+        assert!(
+            took < Duration::from_secs(LEASE_SECS) + PROMPT,
+            "granted {took:?} after the kill"
+        );
+        drop(a);
+    });
+}
+
+/// An NFSv4.1 WRITEW_LT on head B refused for head A's lock is told on B's back channel
+/// (CB_NOTIFY_LOCK) within a few seconds of A's LOCKU, and takes the lock when it asks
+/// again. Before, it was refused without a place to wait and the client polled (Linux:
+/// backing off to 30 s).
+#[test]
+fn an_nfs4_waiter_on_one_head_is_told_when_the_other_head_unlocks() {
+    use common::v4::answer_cb;
+    use nfs4::compound::{CbArgOp, CbNotifyLockArgs};
+    let _serial = one_at_a_time();
+    let Some((a, b)) = two_heads("xlock-wait-v4") else {
+        return;
+    };
+    rt().block_on(async {
+        let mut va = Locker::new(&a, "client-a", "f").await;
+        let la = granted(&va.lock(NfsLockType4::Write, 0, 100, "lo-a").await);
+        let (v4, mut calls) = V4::connect_with_back_channel(&b, "client-b").await;
+        let conn = v4.conn.clone();
+        let mut vb = Locker::with(v4, "f").await;
+        let d = denied(&vb.lock(NfsLockType4::WriteW, 10, 5, "lo-b").await);
+        assert!(is_another_head(&d), "{d:?}");
+        let early = tokio::time::timeout(Duration::from_secs(1), calls.recv()).await;
+        assert!(early.is_err(), "told while A holds it: {early:?}");
+        let unlocked = Instant::now();
+        assert!(matches!(
+            va.locku(la, 0, 100).await,
+            ResOp::Locku(Res4::Ok(_))
+        ));
+        let told = answer_cb(&conn, &mut calls, vb.v4.session).await;
+        let took = unlocked.elapsed();
+        assert_eq!(
+            told,
+            [CbArgOp::NotifyLock(CbNotifyLockArgs {
+                cnla_fh: NfsFh4(vb.fh.clone()),
+                cnla_lock_owner: StateOwner4 {
+                    clientid: vb.v4.clientid,
+                    owner: Opaque4(Bytes::from_static(b"lo-b")),
+                },
+            })]
+        );
+        eprintln!("head B's NFSv4 waiter told {took:?} after head A's LOCKU");
+        assert!(took < PROMPT, "told {took:?} after the unlock");
+        granted(&vb.lock(NfsLockType4::WriteW, 10, 5, "lo-b").await);
+    });
+}
+
 #[test]
 fn with_the_database_stopped_a_lock_is_delayed_and_held_locks_survive_it() {
     let _serial = one_at_a_time();
@@ -479,7 +623,7 @@ fn a_lock_and_an_unlock_cost_two_transactions_each() {
     let _serial = one_at_a_time();
     let port = common::metrics::free_port();
     let metrics = format!("127.0.0.1:{port}");
-    let Some((a, _b)) = two_heads_with("xlock-cost", &["--metrics", &metrics]) else {
+    let Some((a, _b)) = two_heads_with("xlock-cost", &["--metrics", &metrics], &[]) else {
         return;
     };
     let counters = || {

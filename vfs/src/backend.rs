@@ -525,6 +525,10 @@ pub struct HeadLock {
 /// (`locks::LockManager::mirror`), read when the backend records it.
 pub type LockSource = std::sync::Arc<dyn Fn(FileId) -> Vec<LockSpan> + Send + Sync>;
 
+/// Told that another head's ranges of a file this head watches ([`HeadLocks::watch`])
+/// may have come free: called on the backend's own threads, so it must not block.
+pub type LockFreed = std::sync::Arc<dyn Fn(FileId) + Send + Sync>;
+
 /// Byte-range locks that hold across the heads (servers) of one namespace. The head's
 /// own lock manager stays the authority among its clients; this seam keeps, per file,
 /// what each head holds where every head can see it, and refuses a head a lock another
@@ -569,6 +573,26 @@ pub trait HeadLocks: Send + Sync {
     /// # Errors
     /// `WouldBlock`, `Jukebox` (the record then follows in the background).
     fn settle(&self, id: FileId, release: &mut dyn FnMut()) -> FsResult<()>;
+
+    /// Where the backend says that ranges of a watched file may have come free on
+    /// another head: set once, with [`HeadLocks::attach`].
+    fn on_freed(&self, freed: LockFreed);
+
+    /// A mark of the releases this head has heard of from the other heads so far, to
+    /// pass to [`HeadLocks::watch`]: read it before the [`HeadLocks::lock`] whose refusal
+    /// makes a request wait.
+    fn notices(&self) -> u64;
+
+    /// Requests of this head wait for other heads' ranges of `id`: from now on, each
+    /// release another head records on `id` calls the [`LockFreed`] callback (promptly
+    /// while the backend hears of releases; otherwise at a bounded interval), and so
+    /// does another head's lease running out. When the backend heard of any release
+    /// since `since` (a [`HeadLocks::notices`] mark), it calls it for `id` at once: that
+    /// release may be the one the request waits for, heard before the watch began.
+    fn watch(&self, id: FileId, since: u64);
+
+    /// No request of this head waits on `id` any more.
+    fn unwatch(&self, id: FileId);
 }
 
 /// A share reservation as the other heads see it: the access a head's holders have

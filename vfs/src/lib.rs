@@ -22,8 +22,8 @@ pub mod limits;
 pub mod types;
 
 pub use backend::{
-    Backend, HeadLock, HeadLocks, HeadShare, HeadShares, LockSource, LockSpan, ShareMode,
-    ShareSource,
+    Backend, HeadLock, HeadLocks, HeadShare, HeadShares, LockFreed, LockSource, LockSpan,
+    ShareMode, ShareSource,
 };
 pub use checks::{Caller, Checks, Opened, Trusted};
 pub use error::{FsError, FsResult};

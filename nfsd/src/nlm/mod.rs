@@ -138,6 +138,7 @@ impl NlmState {
         });
         let waker = NlmWaker(Arc::downgrade(&nlm));
         nlm.locks.set_waker(locks::Protocol::Nlm, Arc::new(waker));
+        crate::heads::start_waiting(&nlm.core, Arc::clone(&nlm.clock));
         nlm
     }
 
@@ -285,6 +286,7 @@ impl NlmState {
     pub fn free_client(&self, host: IpAddr, name: &[u8]) -> usize {
         let client = nlm_client(host, name);
         let released = self.locks.release_client(&client, self.now());
+        crate::heads::stop_waiting_client(&self.core, &client);
         {
             let mut g = lock(&self.waiting);
             g.blocked.retain(|(_, o), _| o.client != client);

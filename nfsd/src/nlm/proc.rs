@@ -293,11 +293,22 @@ fn take_lock(s: &NlmState, ctx: &CallContext, a: &LockArgs, file: FileKey, range
     let across = crate::heads::lock(&s.core.exports, &s.locks, &req, s.now(), || {
         s.locks.lock(&req, s.now()).map(|_| ())
     });
-    let other_head = matches!(across, Across::OtherHead(_));
+    let other_head = matches!(across, Across::OtherHead { .. });
+    // Waits here for the other head's lock (GRANTED when it frees), or waits no more.
+    let across_wait = match &across {
+        Across::OtherHead { mark, .. } if block => {
+            crate::heads::wait(&s.core, &req, true, *mark, s.now())
+        }
+        _ => {
+            crate::heads::stop_waiting(&s.core, file, &owner);
+            false
+        }
+    };
     let result = match across {
         Across::Local(r) => r,
-        // Not queued here: the client's own retry (Linux: every 30 s) takes it later.
-        Across::OtherHead(conflict) => Err(LockError::Denied {
+        // Not queued in the manager: waiting across heads, or the client's own retry
+        // (Linux: every 30 s) takes it later.
+        Across::OtherHead { conflict, .. } => Err(LockError::Denied {
             conflict,
             queued: None,
         }),
@@ -316,6 +327,7 @@ fn take_lock(s: &NlmState, ctx: &CallContext, a: &LockArgs, file: FileKey, range
             ..
         })
     ) && block
+        && !across_wait
     {
         super::lock(&s.waiting).blocked.remove(&(file, owner));
     }
@@ -367,6 +379,7 @@ fn cancel_stat(s: &NlmState, ctx: &CallContext, a: &CancArgs) -> Result<Stats, P
         Err(st) => return Ok(st),
     };
     let owner = owner_of(ctx, &a.alock);
+    crate::heads::stop_waiting(&s.core, file, &owner);
     let released = s.locks.cancel(file, &owner, s.now());
     // Granted meanwhile, GRANTED not answered yet: the client gave up, so give it back.
     if let Some(p) = s.forget_waiting(file, &owner) {

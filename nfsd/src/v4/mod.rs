@@ -194,6 +194,7 @@ impl Nfs4State {
             locks::Protocol::Nfs4,
             Arc::clone(&notify_lock) as Arc<dyn locks::Waker>,
         );
+        crate::heads::start_waiting(&core, Arc::clone(&clock));
         let pseudo = pseudo::Pseudo::new(&core.exports);
         let now = clock.monotonic();
         let server_owner = Bytes::from(format!("granary-{:08x}", config.epoch));

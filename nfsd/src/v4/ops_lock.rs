@@ -196,12 +196,28 @@ fn try_lock(cx: &mut Cx<'_>, a: &LockArgs) -> Result<Stateid4, Refusal> {
     let asked = match heads::lock(&cx.s.core.exports, mgr, &req, cx.now, || {
         ask(cx, client, &req)
     }) {
-        Across::Local(r) => r,
-        // Not queued: the client polls (and asks the other heads again each time).
-        Across::OtherHead(conflict) => Err(LockError::Denied {
-            conflict,
-            queued: None,
-        }),
+        Across::Local(r) => {
+            heads::stop_waiting(&cx.s.core, req.file, &req.owner);
+            r
+        }
+        // Not queued in the manager: a blocking request waits here for the other head
+        // (CB_NOTIFY_LOCK when it frees); the client polls meanwhile, and asks the other
+        // heads again each time.
+        Across::OtherHead { conflict, mark } => {
+            if blocking {
+                // The handle first: the wait may end (and tell) before `wait` returns.
+                if let Some(Fh::File { raw, .. }) = cx.cur.as_ref() {
+                    notify.waiting(client, &owner, req.file, raw.clone());
+                }
+                if !heads::wait(&cx.s.core, &req, false, mark, cx.now) {
+                    notify.done(client, &owner, req.file);
+                }
+            }
+            Err(LockError::Denied {
+                conflict,
+                queued: None,
+            })
+        }
         Across::Engine(e) => return Err(head_status(e).into()),
     };
     match asked {

@@ -3,6 +3,7 @@
 
 pub mod metrics;
 pub mod nfs;
+pub mod nlm_host;
 pub mod object;
 pub mod v4;
 

@@ -184,3 +184,129 @@ impl V4 {
         (status, results)
     }
 }
+
+/// A call the server made on a back channel.
+pub struct CbCall {
+    pub xid: u32,
+    pub procedure: u32,
+    pub args: xdr::Decoder,
+}
+
+pub async fn next_call(calls: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> CbCall {
+    let body = tokio::time::timeout(Duration::from_secs(10), calls.recv())
+        .await
+        .expect("the server calls back within 10 s")
+        .expect("the connection lives");
+    let mut d = xdr::Decoder::new(body);
+    let mut word = || d.u32().expect("call header word");
+    let (xid, _mtype, _rpcvers, _program, _version, procedure) =
+        (word(), word(), word(), word(), word(), word());
+    let _cred: rpc::msg::OpaqueAuth = xdr::Decode::decode(&mut d).expect("credential");
+    let _verf: rpc::msg::OpaqueAuth = xdr::Decode::decode(&mut d).expect("verifier");
+    CbCall {
+        xid,
+        procedure,
+        args: d,
+    }
+}
+
+/// Answers a back-channel call with SUCCESS and `results`.
+pub async fn answer(conn: &RpcConnection, call: &CbCall, results: &impl xdr::Encode) {
+    let mut e = xdr::Encoder::new();
+    rpc::msg::encode_accepted(&mut e, call.xid, rpc::msg::AcceptStat::Success);
+    results.encode(&mut e);
+    conn.send_record_body(&e.into_inner())
+        .await
+        .expect("reply sent");
+}
+
+/// Answers a CB_COMPOUND with OK for each of its operations (CB_NOTIFY_LOCK only);
+/// returns its operations after CB_SEQUENCE.
+pub async fn answer_cb(
+    conn: &RpcConnection,
+    calls: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>,
+    session: Sessionid4,
+) -> Vec<nfs4::compound::CbArgOp> {
+    use nfs4::compound::{CbArgOp, CbCompound4Args, CbCompound4Res, CbResOp, CbSequenceOk};
+    let mut call = next_call(calls).await;
+    assert_eq!(call.procedure, 1, "CB_COMPOUND");
+    let args: CbCompound4Args = xdr::Decode::decode(&mut call.args).expect("CB_COMPOUND args");
+    let CbArgOp::Sequence(seq) = &args.ops[0] else {
+        panic!("CB_SEQUENCE first: {args:?}")
+    };
+    assert_eq!(seq.csa_sessionid, session);
+    let mut results = vec![CbResOp::Sequence(Res4::Ok(CbSequenceOk {
+        csr_sessionid: session,
+        csr_sequenceid: seq.csa_sequenceid,
+        csr_slotid: seq.csa_slotid,
+        csr_highest_slotid: 0,
+        csr_target_highest_slotid: 0,
+    }))];
+    for op in &args.ops[1..] {
+        let code = match op {
+            CbArgOp::NotifyLock(_) => nfs4::compound::cb_opnum::CB_NOTIFY_LOCK,
+            other => panic!("unexpected callback {other:?}"),
+        };
+        results.push(CbResOp::Status {
+            op: code,
+            status: Nfsstat4::Ok,
+        });
+    }
+    let res = CbCompound4Res {
+        status: Nfsstat4::Ok,
+        tag: args.tag.clone(),
+        results,
+    };
+    answer(conn, &call, &res).await;
+    args.ops[1..].to_vec()
+}
+
+impl V4 {
+    /// A client whose creating connection is its back channel (`CONN_BACK_CHAN`), once
+    /// the server's probes (CB_NULL, then CB_SEQUENCE alone) are answered and
+    /// RECLAIM_COMPLETE sent: the client, and the calls the server makes on it.
+    pub async fn connect_with_back_channel(
+        server: &Server,
+        owner: &str,
+    ) -> (V4, tokio::sync::mpsc::UnboundedReceiver<Bytes>) {
+        let conn = RpcConnection::connect(server.addr)
+            .await
+            .expect("connect")
+            .with_auth(&auth_sys(0, 0, &[]))
+            .with_timeout(Duration::from_secs(10));
+        let mut calls = conn.serve_calls();
+        let eid = exchange_id(owner, [3; 8]);
+        let res = call(&conn, &Compound4Args::new(1, vec![eid])).await;
+        let ResOp::ExchangeId(Res4::Ok(e)) = &res.results[0] else {
+            panic!("EXCHANGE_ID: {res:?}")
+        };
+        let cs = ArgOp::CreateSession(CreateSessionArgs {
+            csa_clientid: e.eir_clientid,
+            csa_sequence: e.eir_sequenceid,
+            csa_flags: session_flags::CONN_BACK_CHAN,
+            csa_fore_chan_attrs: channel(1 << 20, 8),
+            csa_back_chan_attrs: channel(1 << 20, 8),
+            csa_cb_program: 0x4000_0000,
+            csa_sec_parms: CallbackSecList(vec![CallbackSecParms4::None]),
+        });
+        let res = call(&conn, &Compound4Args::new(1, vec![cs])).await;
+        let ResOp::CreateSession(Res4::Ok(s)) = &res.results[0] else {
+            panic!("CREATE_SESSION: {res:?}")
+        };
+        let mut v4 = V4 {
+            conn: conn.clone(),
+            clientid: e.eir_clientid,
+            session: s.csr_sessionid,
+            seqid: 0,
+            minor: 2,
+            cachethis: true,
+        };
+        let probe = next_call(&mut calls).await;
+        assert_eq!(probe.procedure, 0, "CB_NULL");
+        answer(&conn, &probe, &Nothing).await;
+        assert!(answer_cb(&conn, &mut calls, v4.session).await.is_empty());
+        let (status, _) = v4.run(vec![ArgOp::ReclaimComplete(false)]).await;
+        assert_eq!(status, Nfsstat4::Ok);
+        (v4, calls)
+    }
+}

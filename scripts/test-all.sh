@@ -198,6 +198,6 @@ wait_job "$vm_build" target/vm-build.log "vm.sh build (the Debian guest image)"
 # cores to other work wastes time waiting on the one that was descheduled.
 phase "Linux kernel NFS client in a Debian guest, granary and knfsd side by side (kernel-tests/)" \
     kernel-tests/run.sh
-phase "NLM/NSM with the kernel client: v3 mounts without nolock, v3/v4 lock exclusion, grace after a restart (kernel-tests/nlm.sh)" \
+phase "NLM/NSM with the kernel client: v3 mounts without nolock, v3/v4 lock exclusion, grace after a restart, locks across two object heads (kernel-tests/nlm.sh)" \
     kernel-tests/nlm.sh
 log "all tests passed in $(( $(date +%s) - start )) s"

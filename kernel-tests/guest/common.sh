@@ -143,6 +143,16 @@ ext4_start_both() {
 # Both heads read one config (the same handle key, database and bucket); `granary
 # format` makes the schema and the root first, so the heads do not race to.
 object_start_both() {
+    object_config || return 1
+    # The file says squash = "none" (serve refuses --squash beside --config).
+    granary_start "$OBJECT_PORT" - /tmp/granary-object-a.log --config "$OBJECT_DIR/head.toml" &&
+        granary_start "$OBJECT_B_PORT" - /tmp/granary-object-b.log --config "$OBJECT_DIR/head.toml"
+}
+
+# object_config: waits for the host's engines (object/env, or object/failed), brings up
+# the NIC that reaches them, writes $OBJECT_DIR/head.toml (the handle key, database and
+# bucket every head shares) and makes the schema and the root with `granary format`.
+object_config() {
     local env=$KT_STAGE/object i
     for i in $(seq 1800); do
         [ -e "$env/env" ] || [ -e "$env/failed" ] && break
@@ -168,9 +178,6 @@ credentials = "$OBJECT_DIR/s3.keys"
 EOF
     "$GRANARY" format --config "$OBJECT_DIR/head.toml" >/tmp/granary-object-format.log 2>&1 ||
         { echo "granary format failed:"; cat /tmp/granary-object-format.log; return 1; }
-    # The file says squash = "none" (serve refuses --squash beside --config).
-    granary_start "$OBJECT_PORT" - /tmp/granary-object-a.log --config "$OBJECT_DIR/head.toml" &&
-        granary_start "$OBJECT_B_PORT" - /tmp/granary-object-b.log --config "$OBJECT_DIR/head.toml"
 }
 
 # object_stop_heads: after a group on the object target ran out of time, kill both heads

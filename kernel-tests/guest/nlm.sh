@@ -11,7 +11,9 @@
 # across v3 and v4.2; a v3 client's reboot notice (nfs-utils' sm-notify, over UDP)
 # freeing its locks; a v4.2 client in a second network namespace whose link is cut losing its
 # lock after one lease; then two restarts (SIGTERM, then kill -9) under a held v3 and a
-# held v4.2 lock, both reclaimed by their clients while others stay excluded. Prints
+# held v4.2 lock, both reclaimed by their clients while others stay excluded; last, two
+# heads of an object export (engines on the host) in namespaces of their own, a v3 lock
+# through one excluding v3 and v4.2 locks through the other (KT_NLM_HEADS=0: not). Prints
 # PASS/FAIL per check; exits non-zero on any failure. KT_NLM_BREAK=state (the state
 # directory wiped at each restart) or nolock (the v3 mount of the SQLite check without
 # NLM) breaks what the checks rely on, to see them fail.
@@ -284,6 +286,83 @@ kill "$HOLD4"; wait "$HOLD4" 2>/dev/null
 wait "$WAITER"
 check "the v4.1 waiter gets the lock when the v4.2 holder unlocks" got "$(cat "$out")"
 check "umount after the restarts" ok "$(timeout 60 umount /mnt/l1 /mnt/l2 /mnt/l5 /mnt/l6 && echo ok)"
+# 7. NLM against two heads of one object export (metadata in PostgreSQL, data in S3, both
+#    on the host): each head in a network namespace of its own with its own rpcbind, as
+#    two machines are to the client's lockd and statd. Their locks meet in the database
+#    (docs/LOCKS.md "Across heads"): a v3 lock taken through head A makes the same bytes
+#    busy through head B, over NLM and over NFSv4.2, until the holder exits or is killed.
+#    KT_NLM_HEADS=0 leaves this part out (kernel-tests/nlm.sh then starts no engines).
+heads_nlm() {
+    if ! object_config; then
+        echo "FAIL heads: the object engines or the heads' config"; FAILS=$((FAILS + 1)); return
+    fi
+    # Only this namespace reaches the host (10.0.2.2): a relay here, on an address both
+    # heads' namespaces route to, passes their connections to PostgreSQL and S3 on.
+    local relay=10.99.9.9 ports cfg=$OBJECT_DIR/nlm-head.toml n name log
+    ports=$(printf '%s %s\n' "$OBJECT_POSTGRES" "$OBJECT_STORE" | grep -oE '10\.0\.2\.2:[0-9]+' | cut -d: -f2 | tr '\n' ' ')
+    ip addr add "$relay/32" dev lo
+    python3 "$KT_GUEST/relay.py" "$relay" 10.0.2.2 $ports >/tmp/relay.log 2>&1 &
+    RELAY=$!
+    for _ in $(seq 50); do grep -q 'relay ready' /tmp/relay.log && break; sleep 0.2; done
+    # The shared config with the relay's address, open to the client's side of each link.
+    sed -e "s/10\.0\.2\.2/$relay/g" -e 's/^squash = "none"$/squash = "none"\nclients = ["10.99.0.0\/16"]/' \
+        "$OBJECT_DIR/head.toml" >"$cfg"
+    HEAD_PIDS=()
+    for n in 2 3; do
+        name=head$n log=/tmp/granary-nlm-head$n.log
+        ip netns add "$name"
+        ip link add "kt-h$n" type veth peer name "kt-h${n}s"
+        ip link set "kt-h${n}s" netns "$name"
+        ip addr add "10.99.$n.2/24" dev "kt-h$n" && ip link set "kt-h$n" up
+        ip -n "$name" addr add "10.99.$n.1/24" dev "kt-h${n}s" && ip -n "$name" link set "kt-h${n}s" up
+        ip -n "$name" link set lo up && ip -n "$name" route add "$relay/32" via "10.99.$n.2"
+        ip netns exec "$name" unshare -m sh -c "mount -t tmpfs tmpfs /run && rpcbind -w && \
+            ulimit -n 65536 && exec $GRANARY --log info serve --config $cfg \
+            --listen 10.99.$n.1:$PORT --lease-secs $LEASE" >"$log" 2>&1 </dev/null &
+        HEAD_PIDS+=($!)
+        for _ in $(seq 150); do
+            ip netns exec "$name" ss -Htln "sport = :$PORT" | grep -q . && break
+            sleep 0.2
+        done
+    done
+    mkdir -p /mnt/ha /mnt/hb /mnt/hb4
+    local hopts="vers=3,proto=tcp,port=$PORT,mountport=$PORT,mountproto=tcp,retry=0"
+    if ! mount -t nfs -o "$hopts" 10.99.2.1:/ /mnt/ha || ! mount -t nfs -o "$hopts" 10.99.3.1:/ /mnt/hb ||
+        ! mount -t nfs -o "vers=4.2,port=$PORT,retry=0" 10.99.3.1:/ /mnt/hb4; then
+        echo "FAIL heads: mounts of the two heads"; FAILS=$((FAILS + 1))
+        tail -20 /tmp/granary-nlm-head2.log /tmp/granary-nlm-head3.log /tmp/relay.log
+        return
+    fi
+    grep -E ' /mnt/h(a|b|b4) ' /proc/mounts | sed 's/,addr=[^, ]*//'
+    echo data >/mnt/ha/f
+    sync
+    hold_bg /mnt/ha/f 300 && HOLD=$HOLDER
+    check "heads: a v3 holder through head A blocks a v3 try through head B" EAGAIN "$(probe try /mnt/hb/f)"
+    check "heads: ... and a shared v3 try through head B" EAGAIN "$(probe try /mnt/hb/f sh)"
+    check "heads: ... and a v4.2 try through head B" EAGAIN "$(probe try /mnt/hb4/f)"
+    # A waiter through head B: granted once the holder exits (how soon: docs/LOCKS.md).
+    local out start
+    out=$(mktemp /tmp/wait.XXXXXX)
+    start=$(date +%s)
+    timeout 90 python3 "$PROBE_PY" wait /mnt/hb/f >"$out" 2>&1 &
+    WAITER=$!
+    sleep 2
+    check "heads: the waiter through head B is still blocked while A's holder holds" "" "$(cat "$out")"
+    kill "$HOLD"; wait "$HOLD" 2>/dev/null
+    wait "$WAITER"
+    check "heads: the waiter through head B gets the lock once A's holder is gone" got "$(cat "$out")"
+    echo "note: head B's waiter got the lock $(( $(date +%s) - start - 2 )) s after A's holder was told to exit"
+    # A holder killed with the lock held through head B: free through head A.
+    hold_bg /mnt/hb/f 300 && kill -9 "$HOLDER"; wait "$HOLDER" 2>/dev/null
+    sleep 1
+    check "heads: a killed holder's lock through head B is free through head A" ok "$(probe try /mnt/ha/f)"
+    umount /mnt/ha /mnt/hb /mnt/hb4
+    kill "${HEAD_PIDS[@]}" 2>/dev/null
+    wait "${HEAD_PIDS[@]}" 2>/dev/null
+    kill "$RELAY" 2>/dev/null
+    grep -hE 'WARN|ERROR' /tmp/granary-nlm-head2.log /tmp/granary-nlm-head3.log | tail -10
+}
+if [ "${KT_NLM_HEADS:-1}" != 0 ]; then heads_nlm; fi
 echo "locks: $FAILS failed"
 # Not waited for: the guest halts after this script (a wait here once did not return).
 kill -9 "$SERVER" 2>/dev/null

@@ -200,7 +200,9 @@ fn read(
     if count >= ZERO_COPY_READ_MIN_BYTES && read_uncopied(s, ctx, &t, a.offset, count, e)? {
         return Ok(());
     }
-    e.reserve(READ_REPLY_HEAD_BYTES + count as usize + 3);
+    // With room after the data for the attributes, which are encoded there and moved
+    // into their slot (`patch_encoded`): a 1 MiB READ's buffer must not double for them.
+    e.reserve(READ_REPLY_HEAD_BYTES + count as usize + 3 + POST_OP_ATTR_BYTES);
     let start = e.len();
     Nfsstat3::Ok.encode(e);
     let attrs_at = e.len();
@@ -216,9 +218,8 @@ fn read(
     }
     match read {
         Ok((len, done)) => {
-            let attrs = PostOpAttr(Some(fattr(&done.attr))).to_xdr();
-            debug_assert_eq!(attrs.len(), POST_OP_ATTR_BYTES);
-            e.patch(attrs_at, &attrs);
+            let attrs = e.patch_encoded(attrs_at, &PostOpAttr(Some(fattr(&done.attr))));
+            debug_assert_eq!(attrs, POST_OP_ATTR_BYTES);
             e.patch_u32(count_at, u32::try_from(len).unwrap_or(u32::MAX));
             e.patch_u32(count_at + 4, u32::from(done.eof));
         }

@@ -255,6 +255,27 @@ impl Encoder {
         self.buf[offset..offset + bytes.len()].copy_from_slice(bytes);
     }
 
+    /// Overwrites the bytes at `offset` with the encoding of `value` (e.g. attributes known
+    /// only after what follows them was written), with no buffer of its own: the value is
+    /// encoded at the end, moved into place and the end cut back, so the caller reserves
+    /// room for it there (else the buffer grows, as for any write past its capacity).
+    /// Returns the encoding's length.
+    ///
+    /// # Panics
+    /// If the encoding reaches past what was written before the call.
+    pub fn patch_encoded(&mut self, offset: usize, value: &(impl Encode + ?Sized)) -> usize {
+        let end = self.buf.len();
+        value.encode(self);
+        let len = self.buf.len() - end;
+        assert!(
+            offset + len <= end,
+            "patched value runs past what was written"
+        );
+        self.buf.copy_within(end..end + len, offset);
+        self.buf.truncate(end);
+        len
+    }
+
     /// Variable-length opaque data that `fill` appends straight into the output buffer (a
     /// file's bytes read into a reply, with no copy in between): length prefix, the bytes,
     /// padding. `fill` must only append. Returns the length and what `fill` returned; if
@@ -513,6 +534,27 @@ mod tests {
         assert_eq!(failed, Err("disk gone"));
         e.patch(0, &[0, 0, 0, 9]);
         assert_eq!(&e.into_bytes()[..], &[0, 0, 0, 9]);
+    }
+
+    #[test]
+    fn a_patched_encoding_lands_in_its_slot_and_nothing_follows() {
+        let mut e = Encoder::new();
+        e.u32(1);
+        e.fixed_opaque(&[0; 8]);
+        e.u32(4);
+        assert_eq!(e.patch_encoded(4, &[0u8, 0, 0, 7, 0, 0, 0, 9]), 8);
+        assert_eq!(
+            &e.into_bytes()[..],
+            &[0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 9, 0, 0, 0, 4]
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "runs past")]
+    fn a_patched_encoding_longer_than_its_slot_panics() {
+        let mut e = Encoder::new();
+        e.u32(1);
+        e.patch_encoded(2, &5u32);
     }
 
     #[test]

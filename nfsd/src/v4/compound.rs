@@ -259,9 +259,7 @@ impl<'a> Writer<'a> {
 
     /// Writes the COMPOUND's status and result count.
     fn finish(self, status: Nfsstat4, ticket: Option<(Ticket, bool)>) -> Outcome {
-        let mut word = Encoder::with_capacity(4);
-        status.encode(&mut word);
-        self.e.patch(self.status_at, &word.into_bytes());
+        self.e.patch_u32(self.status_at, status as u32);
         self.e.patch_u32(self.count_at, self.count);
         if let Some((n, held)) = &self.held {
             for &(op, ok) in &held[..*n] {

@@ -136,9 +136,11 @@ pub async fn read_record_watched<R: AsyncRead + Unpin, C: Charge>(
     record
 }
 
-/// What a connection is doing, in monotonic nanoseconds of the server's clock: written by
-/// its reader, writer and request tasks, read by the watchdog that enforces
-/// [`ConnTimeouts`].
+/// What a connection is doing, in monotonic nanoseconds of the server's coarse clock
+/// ([`gtime::Clock::monotonic_coarse`]: stamped three times per request, and the limits
+/// are seconds long, so a stamp a tick early costs nothing and a TSC read per stamp is
+/// saved): written by its reader, writer and request tasks, read by the watchdog that
+/// enforces [`ConnTimeouts`].
 pub struct Activity {
     clock: std::sync::Arc<dyn gtime::Clock>,
     last_ns: std::sync::atomic::AtomicU64,
@@ -244,7 +246,7 @@ fn duration_ns(d: Duration) -> u64 {
 }
 
 fn now_ns(clock: &dyn gtime::Clock) -> u64 {
-    u64::try_from(clock.monotonic().as_nanos()).unwrap_or(u64::MAX)
+    u64::try_from(clock.monotonic_coarse().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Appends exactly `len` bytes from `r` to `buf`, reading into its spare capacity: no

@@ -68,20 +68,34 @@ pub trait Clock: Send + Sync + 'static {
 
     /// Monotonic time since an arbitrary fixed origin, used for timeouts and ages.
     fn monotonic(&self) -> Duration;
+
+    /// [`Clock::monotonic`] as of the last tick of a coarse clock: cheaper to read (no
+    /// hardware counter), at most one tick ([`coarse_resolution`]) behind it, never ahead
+    /// of it. For stamps read on every request whose limits are seconds long (a
+    /// connection's watchdog). Clocks with no cheaper source return [`Clock::monotonic`].
+    fn monotonic_coarse(&self) -> Duration {
+        self.monotonic()
+    }
 }
 
 /// The operating system's clocks.
 #[derive(Debug)]
 pub struct SystemClock {
     origin: Instant,
+    /// `CLOCK_MONOTONIC` read just after `origin` (the clock `Instant` reads), for
+    /// [`Clock::monotonic_coarse`]: no later than `origin`'s own reading, so coarse time
+    /// is never ahead of [`Clock::monotonic`].
+    origin_ns: u64,
 }
 
 impl SystemClock {
     #[must_use]
     pub fn new() -> Self {
-        Self {
-            origin: Instant::now(),
-        }
+        let origin = Instant::now();
+        let origin_ns = timespec_ns(rustix::time::clock_gettime(
+            rustix::time::ClockId::Monotonic,
+        ));
+        Self { origin, origin_ns }
     }
 
     /// A shared handle, as most users want one.
@@ -112,6 +126,14 @@ impl Clock for SystemClock {
         self.origin.elapsed()
     }
 
+    /// `CLOCK_MONOTONIC_COARSE`: a vDSO read of the time of the last tick, no TSC read.
+    fn monotonic_coarse(&self) -> Duration {
+        let now = timespec_ns(rustix::time::clock_gettime(
+            rustix::time::ClockId::MonotonicCoarse,
+        ));
+        Duration::from_nanos(now.saturating_sub(self.origin_ns))
+    }
+
     /// `CLOCK_REALTIME_COARSE`: a vDSO read of the time of the last tick.
     fn coarse_now(&self) -> Timestamp {
         let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
@@ -120,6 +142,13 @@ impl Clock for SystemClock {
             nanos: u32::try_from(t.tv_nsec).unwrap_or(0),
         }
     }
+}
+
+fn timespec_ns(t: rustix::time::Timespec) -> u64 {
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(Timestamp::NANOS_PER_SEC)
+        .saturating_add(nanos)
 }
 
 /// The resolution of the system's coarse wall clock (`clock_getres(CLOCK_REALTIME_COARSE)`):
@@ -207,6 +236,25 @@ mod tests {
             nanos: 123_456_789,
         };
         assert_eq!(Timestamp::from_nanos(t.as_nanos()), t);
+    }
+
+    /// The coarse monotonic clock is never ahead of the fine one and lags it by at most
+    /// a tick (with room for the two reads to be apart on a busy machine).
+    #[test]
+    fn system_monotonic_coarse_trails_monotonic_by_at_most_a_tick() {
+        let c = SystemClock::new();
+        let tick = coarse_resolution();
+        for _ in 0..1000 {
+            let coarse = c.monotonic_coarse();
+            let fine = c.monotonic();
+            assert!(coarse <= fine, "coarse {coarse:?} ahead of fine {fine:?}");
+            assert!(
+                fine - coarse <= tick + Duration::from_millis(50),
+                "coarse {coarse:?} more than a tick ({tick:?}) behind {fine:?}"
+            );
+        }
+        std::thread::sleep(2 * tick);
+        assert!(c.monotonic_coarse() >= tick, "the coarse clock moves");
     }
 
     #[test]

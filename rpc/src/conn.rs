@@ -36,7 +36,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::backchannel::BackChannel;
 use crate::budget::{ConnBudget, Reservation, ServerBudget};
-use crate::dispatch::{Dispatcher, Unanswerable};
+use crate::dispatch::{Dispatcher, ReplyBuf, Unanswerable};
 use crate::limits;
 use crate::offload::Offload;
 use crate::outbound::{self, outbound, Drain, Now, Outbound};
@@ -195,6 +195,8 @@ impl Conn {
         let killed = self.state.killed();
         let stop = shutdown.wait_for(|stop| *stop);
         tokio::pin!(killed, stop);
+        // The requests run here encode their replies into one buffer (see `ReplyBuf`).
+        let mut replies = ReplyBuf::default();
         loop {
             let next = async {
                 let slot = Arc::clone(&self.slots).acquire_owned().await;
@@ -225,7 +227,8 @@ impl Conn {
                     // Another request already read with this one: its reply joins the
                     // writer's next batch rather than a write of its own.
                     let alone = reader.buffer().is_empty();
-                    self.run_request(record, slot, bytes, (alone, reader.get_ref().as_ref()));
+                    let sock = (alone, reader.get_ref().as_ref());
+                    self.run_request(record, slot, bytes, sock, &mut replies);
                 }
                 Ok((Err(_), _, _)) | Err(RecordError::Closed) => return None,
                 Err(e @ RecordError::Truncated { .. }) => {
@@ -240,13 +243,15 @@ impl Conn {
     /// Runs a request here, with blocking forbidden when there is an offload to send it
     /// to if it must block (then it runs there, in a task of its own), and sends its
     /// reply: straight into `sock` when it is `alone` (no other request read with it) and
-    /// nothing else waits to be written, else through the writer.
+    /// nothing else waits to be written, else through the writer. The reply is encoded
+    /// into `replies`, the connection's reply buffer.
     fn run_request(
         &self,
         record: Bytes,
         slot: OwnedSemaphorePermit,
         bytes: Reservation,
         (alone, sock): (bool, &TcpStream),
+        replies: &mut ReplyBuf,
     ) {
         self.state.activity.request_started();
         let held = Held {
@@ -257,12 +262,14 @@ impl Conn {
         let peer = self.state.peer;
         let back = Some(&self.back);
         let answered = match &self.offload {
-            None => catch(|| self.dispatcher.handle_on(record, peer, back)),
+            None => catch(|| self.dispatcher.handle_into(record, peer, back, replies)),
             Some(offload) => {
                 // A clone of `Bytes` is a reference count, not a copy of the record.
                 let again = record.clone();
                 let here = catch(|| {
-                    sync::blocking::forbidden(|| self.dispatcher.handle_on(record, peer, back))
+                    sync::blocking::forbidden(|| {
+                        self.dispatcher.handle_into(record, peer, back, replies)
+                    })
                 });
                 if let Some(Err(Unanswerable::Deferred(_))) = here {
                     self.spawn_offloaded(again, held, Arc::clone(offload));

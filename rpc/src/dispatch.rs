@@ -337,6 +337,21 @@ impl Dispatcher {
         peer: SocketAddr,
         back: Option<&Arc<BackChannel>>,
     ) -> Result<Reply, Unanswerable> {
+        self.handle_into(record, peer, back, &mut ReplyBuf::default())
+    }
+
+    /// [`Dispatcher::handle_on`] encoding the reply into `out`, a connection's reply
+    /// buffer, so that calls one after another reuse one allocation.
+    ///
+    /// # Errors
+    /// As [`Dispatcher::handle_reply`].
+    pub fn handle_into(
+        &self,
+        record: Bytes,
+        peer: SocketAddr,
+        back: Option<&Arc<BackChannel>>,
+        out: &mut ReplyBuf,
+    ) -> Result<Reply, Unanswerable> {
         let len = record.len();
         let mut d = Decoder::new(record);
         let (Ok(xid), Ok(mtype)) = (d.u32(), d.u32()) else {
@@ -345,7 +360,7 @@ impl Dispatcher {
         if mtype != MSG_CALL {
             return Err(Unanswerable::NotACall(mtype));
         }
-        self.handle_call(xid, &mut d, peer, back)
+        self.handle_call(xid, &mut d, peer, back, out)
     }
 
     fn handle_call(
@@ -354,6 +369,7 @@ impl Dispatcher {
         d: &mut Decoder,
         peer: SocketAddr,
         back: Option<&Arc<BackChannel>>,
+        out: &mut ReplyBuf,
     ) -> Result<Reply, Unanswerable> {
         let header = match decode_call_rest(d) {
             Ok(h) => h,
@@ -394,11 +410,11 @@ impl Dispatcher {
         ctx.back = back.cloned();
         let Some((observer, clock)) = &self.observer else {
             return self
-                .run_cached(prog, &ctx, d, (program, version))
+                .run_cached(prog, &ctx, d, (program, version), out)
                 .map(|(r, _)| r);
         };
         let (request_bytes, started) = (d.remaining(), clock.monotonic());
-        let result = self.run_cached(prog, &ctx, d, (program, version));
+        let result = self.run_cached(prog, &ctx, d, (program, version), out);
         if let Ok((reply, cached)) = &result {
             observer.observe(&Observed {
                 program,
@@ -421,11 +437,12 @@ impl Dispatcher {
         ctx: &CallContext,
         d: &mut Decoder,
         (program, version): (u32, u32),
+        out: &mut ReplyBuf,
     ) -> Result<(Reply, bool), Unanswerable> {
         let (peer, xid, procedure) = (ctx.peer, ctx.xid, ctx.procedure);
         let cache = match (&self.reply_cache, prog.cache_class(procedure)) {
             (Some(cache), Some(CacheClass::NonIdempotent)) => cache,
-            _ => return Ok((run(prog, ctx, d)?, false)),
+            _ => return Ok((run(prog, ctx, d, out)?, false)),
         };
         let (cache, clock) = cache;
         let key = CallKey::new(peer, xid, (program, version, procedure), &d.rest());
@@ -439,7 +456,7 @@ impl Dispatcher {
             Lookup::New => {
                 // The cache keeps bytes: a procedure that changes state never sends from a
                 // file, and if one did its data is read into memory here.
-                let reply = match run(prog, ctx, d) {
+                let reply = match run(prog, ctx, d, out) {
                     Ok(reply) => reply,
                     Err(e) => {
                         // Deferred: the call runs again where it may block and begins
@@ -452,7 +469,9 @@ impl Dispatcher {
                 let reply = reply
                     .into_bytes()
                     .map_err(|e| Unanswerable::BodyUnreadable(e.to_string()))?;
-                cache.complete(&key, reply.clone());
+                // A copy of its own: the reply is cut from a buffer the connection reuses,
+                // which the cache must not keep alive (nor more than the reply's bytes).
+                cache.complete(&key, Bytes::copy_from_slice(&reply));
                 Ok((reply.into(), false))
             }
         }
@@ -524,16 +543,67 @@ fn decode_call_rest(d: &mut Decoder) -> Result<CallRest, HeaderError> {
 /// allocation (a 4 KiB READ must not reserve the largest READ's 1 MiB).
 const INITIAL_REPLY_BYTES: usize = 16 << 10;
 const _: () = assert!(ERROR_REPLY_BYTES <= INITIAL_REPLY_BYTES);
+const _: () = assert!(
+    INITIAL_REPLY_BYTES + REPLY_HEADER_BYTES + 4 <= crate::limits::KEEP_REPLY_BUFFER_BYTES,
+    "a connection keeps a buffer its next small reply fits"
+);
+
+/// Where one connection's replies are encoded: a buffer each reply is cut from
+/// ([`BytesMut::split`]), kept for the next one. A reply shares the buffer until it is
+/// written; the next one is encoded in the room after it if the size it starts with fits
+/// there, or, once every reply cut from it is gone (one call at a time), from its start
+/// again: small calls one after another cost no allocation for their replies. Otherwise
+/// it gets a new buffer, as every reply did before. A buffer that grew past
+/// [`crate::limits::KEEP_REPLY_BUFFER_BYTES`] (a large reply) is not kept, so an idle
+/// connection holds at most that much.
+#[derive(Debug, Default)]
+pub struct ReplyBuf {
+    buf: BytesMut,
+}
+
+impl ReplyBuf {
+    /// A buffer with room for `capacity_bytes` after a record mark (see [`start_record`]).
+    fn start(&mut self, capacity_bytes: usize) -> BytesMut {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.reserve(capacity_bytes + 4);
+        buf.extend_from_slice(&[0; 4]);
+        buf
+    }
+
+    /// Cuts the reply encoded in `buf` (from [`ReplyBuf::start`]) off it, keeping the rest
+    /// of a small buffer.
+    fn finish(&mut self, mut buf: BytesMut) -> BytesMut {
+        let span = buf.capacity();
+        let reply = buf.split();
+        if span <= crate::limits::KEEP_REPLY_BUFFER_BYTES {
+            self.buf = buf;
+        }
+        reply
+    }
+
+    /// Takes back a buffer whose reply was dropped.
+    fn abandon(&mut self, mut buf: BytesMut) {
+        buf.clear();
+        if buf.capacity() <= crate::limits::KEEP_REPLY_BUFFER_BYTES {
+            self.buf = buf;
+        }
+    }
+}
 
 /// Runs one call and seals its reply record.
 ///
 /// # Errors
 /// [`Unanswerable::Deferred`] when the procedure answered [`ProcError::WouldBlock`].
-fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> Result<Reply, Unanswerable> {
+fn run(
+    prog: &dyn Program,
+    ctx: &CallContext,
+    d: &mut Decoder,
+    out: &mut ReplyBuf,
+) -> Result<Reply, Unanswerable> {
     let budget = prog
         .max_reply_bytes(ctx.procedure)
         .clamp(ERROR_REPLY_BYTES, INITIAL_REPLY_BYTES);
-    let mut e = Encoder::from_buf(start_record(budget + REPLY_HEADER_BYTES));
+    let mut e = Encoder::from_buf(out.start(budget + REPLY_HEADER_BYTES));
     encode_accepted(&mut e, ctx.xid, AcceptStat::Success);
     let body_start = e.len();
     let stat = match prog.call(ctx, d, &mut e) {
@@ -541,12 +611,13 @@ fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> Result<Reply, 
             let body = ctx.take_body();
             let more = body.as_ref().map_or(0, |b| b.len() + b.pad_bytes());
             return Ok(Reply {
-                head: seal_before(e.into_inner(), more),
+                head: seal_before(out.finish(e.into_inner()), more),
                 body,
             });
         }
         Some(Err(ProcError::WouldBlock)) => {
             drop(ctx.take_body());
+            out.abandon(e.into_inner());
             return Err(Unanswerable::Deferred(ctx.xid));
         }
         None => {
@@ -567,7 +638,7 @@ fn run(prog: &dyn Program, ctx: &CallContext, d: &mut Decoder) -> Result<Reply, 
     drop(ctx.take_body());
     e.truncate(body_start - 4);
     e.u32(stat.code());
-    Ok(seal(e.into_inner()).into())
+    Ok(seal(out.finish(e.into_inner())).into())
 }
 
 fn accepted_only(xid: u32, stat: AcceptStat) -> BytesMut {
@@ -580,4 +651,110 @@ fn denied(xid: u32, denial: Denial) -> BytesMut {
     let mut e = Encoder::from_buf(start_record(ERROR_REPLY_BYTES));
     encode_denied(&mut e, xid, denial);
     e.into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROGRAM: u32 = 400_500;
+
+    /// Procedure 1: answers the number of bytes its argument asks for, each 7.
+    fn fill(_: &(), _: &CallContext, d: &mut Decoder, e: &mut Encoder) -> Result<(), ProcError> {
+        let n = d.u32()? as usize;
+        e.fixed_opaque(&vec![7; n]);
+        Ok(())
+    }
+
+    static PROCS: [Procedure<()>; 2] = [
+        Procedure {
+            name: "null",
+            run: fill,
+            max_reply_bytes: 0,
+            cache: CacheClass::Idempotent,
+        },
+        Procedure {
+            name: "fill",
+            run: fill,
+            max_reply_bytes: 1 << 20,
+            cache: CacheClass::Idempotent,
+        },
+    ];
+
+    fn dispatcher() -> Dispatcher {
+        let mut d = Dispatcher::new();
+        d.register(Box::new(Service {
+            program: PROGRAM,
+            version: 1,
+            procedures: &PROCS,
+            state: Arc::new(()),
+        }));
+        d
+    }
+
+    /// A call of procedure `xid % 2`: 1 starts with a 16 KiB buffer, 0 with a small one.
+    fn call(xid: u32, n: u32) -> Bytes {
+        let words = [xid, 0, 2, PROGRAM, 1, xid % 2, 0, 0, 0, 0, n];
+        words.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    const PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+        std::net::Ipv4Addr::LOCALHOST,
+        700,
+    ));
+
+    fn answer(d: &Dispatcher, out: &mut ReplyBuf, xid: u32, n: u32) -> Bytes {
+        let reply = d.handle_into(call(xid, n), PEER, None, out).unwrap();
+        assert!(reply.body.is_none());
+        // Mark, xid, REPLY, MSG_ACCEPTED, AUTH_NONE verifier, SUCCESS, then the bytes.
+        assert_eq!(reply.head.len(), 4 + 24 + n as usize);
+        assert_eq!(&reply.head[4..8], &xid.to_be_bytes());
+        assert!(
+            reply.head[28..].iter().all(|&b| b == 7),
+            "reply {xid} intact"
+        );
+        reply.head
+    }
+
+    /// Calls one after another reuse one buffer; while a reply is held, the next is
+    /// encoded in the room after it if its start size fits there, else elsewhere, and the
+    /// held one keeps its bytes; a buffer grown for a large reply is let go.
+    #[test]
+    fn replies_reuse_the_connections_buffer_and_a_large_one_is_not_kept() {
+        let d = dispatcher();
+        let mut out = ReplyBuf::default();
+        let first = answer(&d, &mut out, 1, 4096);
+        let at = first.as_ptr();
+        drop(first);
+        let second = answer(&d, &mut out, 3, 4096);
+        assert_eq!(second.as_ptr(), at, "the same memory, from its start");
+        let third = answer(&d, &mut out, 4, 100);
+        assert_eq!(
+            third.as_ptr(),
+            at.wrapping_add(second.len()),
+            "a small reply encoded after one still held"
+        );
+        let fourth = answer(&d, &mut out, 5, 4096);
+        let room = at.wrapping_add(second.len() + third.len());
+        assert_ne!(fourth.as_ptr(), room, "16 KiB do not fit the room left");
+        assert!(
+            second[28..].iter().all(|&b| b == 7),
+            "the held replies intact"
+        );
+        assert!(
+            third[28..].iter().all(|&b| b == 7),
+            "the held replies intact"
+        );
+        drop((second, third, fourth));
+        let large = answer(&d, &mut out, 7, 100 << 10);
+        assert_eq!(
+            out.buf.capacity(),
+            0,
+            "a buffer grown past the keep size is let go"
+        );
+        drop(large);
+        let small = answer(&d, &mut out, 9, 8);
+        assert!(out.buf.capacity() <= crate::limits::KEEP_REPLY_BUFFER_BYTES);
+        drop(small);
+    }
 }

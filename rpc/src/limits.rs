@@ -66,9 +66,16 @@ pub const READ_BUFFER_BYTES: usize = 64 << 10;
 /// Bytes the writer gathers before a socket write.
 pub const WRITE_BUFFER_BYTES: usize = 64 << 10;
 
-/// Fixed bytes of one open connection besides its budget: the two buffers above plus
-/// tasks, channel and table entry (measured well under 8 KiB; 16 KiB of margin).
-pub const CONN_FIXED_BYTES: usize = READ_BUFFER_BYTES + WRITE_BUFFER_BYTES + (16 << 10);
+/// Bytes of reply buffer a connection keeps between calls, to encode its next small
+/// reply into without an allocation (`dispatch::ReplyBuf`): room for the first 16 KiB a
+/// reply buffer starts with, twice. A buffer that grew larger (a large reply) is let go.
+pub const KEEP_REPLY_BUFFER_BYTES: usize = 32 << 10;
+
+/// Fixed bytes of one open connection besides its budget: the two buffers above, the kept
+/// reply buffer, plus tasks, channel and table entry (measured well under 8 KiB; 16 KiB
+/// of margin).
+pub const CONN_FIXED_BYTES: usize =
+    READ_BUFFER_BYTES + WRITE_BUFFER_BYTES + KEEP_REPLY_BUFFER_BYTES + (16 << 10);
 
 /// Memory one duplicate-request-cache entry may take, for docs/LIMITS.md's formula: its
 /// key, its queue slot and the reply record of a non-idempotent call (the largest, a

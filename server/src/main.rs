@@ -2,7 +2,8 @@
 //! `granary bench` and `granary lab` only with the `lab` feature (`--features lab`), so the
 //! server binary links none of their plotting, font, image, histogram and progress-bar
 //! crates (`cargo tree -e normal -p granary` lists none; `scripts/test-all.sh` checks it).
-#![forbid(unsafe_code)]
+// `unsafe` only in `keep_freed_memory` (one call into the allocator's C API).
+#![deny(unsafe_code)]
 
 use serve::config;
 
@@ -19,6 +20,46 @@ use clap::{Args, Parser, Subcommand};
 /// to 2,070 MiB/s with this allocator (same client, same run).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+// mimalloc's C API (linked through the `mimalloc` crate, whose build compiles all of it).
+#[allow(unsafe_code)]
+extern "C" {
+    fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
+    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+}
+
+/// `mi_option_purge_delay` in mimalloc 3's `mi_option_e` (libmimalloc-sys 0.1.49 names no
+/// constant for it); its default is 1,000 ms, which `keep_freed_memory` checks.
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+const MI_PURGE_DELAY_DEFAULT_MS: std::ffi::c_long = 1000;
+
+/// Tells mimalloc never to give freed memory back to the kernel (purge delay -1; its default
+/// hands back what stayed free for a second). Memory handed back is cleared by the kernel
+/// when it is faulted in again, and these are large buffers: an object head's GET bodies
+/// (hyper's `BytesMut::reserve`, `recv` into them) and the NFS WRITEs' request buffers.
+/// In `granary bench --suite object`'s 1 MiB sequential passes (256 MiB file, 3 repeats,
+/// release build) a head took 23,848 page faults with the default and 719 without purging,
+/// its resident size flat all along (freed, handed back, faulted in again), and 1.18 s of
+/// CPU per GiB moved instead of 1.26 (1.24 instead of 1.65 with a 128 MiB file; see
+/// bench/results/2026-11-28-object-seq-1). What the
+/// process holds is bounded by its own limits (caches, buffered writes, in-flight requests:
+/// each crate's `limits.rs`), so keeping its peak costs no more than that peak. A
+/// `MIMALLOC_PURGE_DELAY` in the environment is left to rule.
+#[allow(unsafe_code)]
+fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
+    // SAFETY: both functions only read or store one entry of mimalloc's option table
+    // (an atomic); any option index below `_mi_option_last` is valid, and 15 is.
+    let before = unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) };
+    debug_assert_eq!(
+        before, MI_PURGE_DELAY_DEFAULT_MS,
+        "not mimalloc 3's purge_delay"
+    );
+    // SAFETY: as above.
+    unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
 
 /// A userspace NFS server: NFSv3 + MOUNT over TCP.
 #[derive(Debug, Parser)]
@@ -269,6 +310,7 @@ struct ServeArgs {
 }
 
 fn main() -> ExitCode {
+    keep_freed_memory();
     let cli = Cli::parse();
     init_logging(cli.log.as_deref());
     let result = match cli.command {
@@ -519,4 +561,19 @@ fn apply_budget_flags(l: &mut config::Limits, args: &ServeArgs) -> Result<(), St
         l.index_bytes = config::check_index_bytes(n).map_err(|m| format!("--index-bytes: {m}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    #[allow(unsafe_code)]
+    fn freed_memory_is_kept() {
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+            return;
+        }
+        super::keep_freed_memory();
+        // SAFETY: reads one entry of mimalloc's option table.
+        let now = unsafe { super::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        assert_eq!(now, -1);
+    }
 }

@@ -193,7 +193,8 @@ UPDATE granary_meta SET schema_version = 4;
 /// nothing more. `granary_share_check` takes the file's per-inode lock (that of
 /// `granary_lock_take`), then returns the first other live head in the way and whether
 /// the file's watch is acked by every other live head; `granary_share_put` writes this
-/// head's row (only while the file is watched; true when it wrote one) and lets go of a watch no live head
+/// head's row (only while the file is watched, which a deny makes it again; true when
+/// it wrote one) and lets go of a watch no live head
 /// denies through any more, once it is older than `p_keep_secs` (a head waiting for its
 /// acks has given up by then).
 const MIGRATION_5: &str = r"
@@ -247,6 +248,11 @@ CREATE FUNCTION granary_share_put(p_inode bigint, p_head bigint, p_access intege
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE written boolean := false;
 BEGIN
+    IF p_deny <> 0 AND NOT EXISTS (SELECT 1 FROM share_watches WHERE inode = p_inode) THEN
+        -- A deny recorded late (its first write failed, or this head's rows were swept
+        -- while it was cut off): the file is watched again rather than left unseen.
+        PERFORM granary_share_watch(p_inode);
+    END IF;
     DELETE FROM share_holds WHERE inode = p_inode AND head = p_head;
     IF (p_access <> 0 OR p_deny <> 0)
        AND EXISTS (SELECT 1 FROM share_watches WHERE inode = p_inode) THEN

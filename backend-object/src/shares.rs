@@ -458,8 +458,14 @@ pub(crate) async fn beat(
             for w in g.watched.values_mut() {
                 w.recorded = false;
             }
+            // Its rows were swept: every file it had one for is written again (a deny on
+            // a file whose watch went since watches it again).
             let mut f = s.files();
-            f.recorded.clear();
+            let had: Vec<i64> = f.recorded.keys().copied().collect();
+            for inode in had {
+                f.recorded.insert(inode, None);
+                f.dirty.insert(inode);
+            }
             f.acked = 0;
         }
         let mut next: HashMap<i64, Watch> = HashMap::with_capacity(watches.len());

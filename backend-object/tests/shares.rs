@@ -3,8 +3,9 @@
 //! table (the union of what its holders have and deny per file). An open that denies
 //! nothing costs no transaction on a file nobody denies, yet a deny on the other head
 //! is refused while it is open (the other head records it once the file is watched);
-//! a deny keeps the other head's conflicting opens off until it is released, and a head
-//! that stops frees its reservations after its lease.
+//! a deny keeps the other head's conflicting opens off until it is released; a head
+//! whose rows were swept records its denies again; and a head that stops frees its
+//! reservations after its lease.
 //! One test at a time in a binary of its own: the transactions are this process's.
 
 mod common;
@@ -117,6 +118,20 @@ fn deny_modes_hold_across_heads_and_an_open_that_denies_nothing_costs_no_transac
     // B lets go of g: A may write it at once.
     b.close_all(g);
     assert_eq!(a.open_file(g, WRITE, 0), None);
+
+    // A cut off long enough for its rows and the watch to be swept (by hand here): its
+    // next heartbeat finds its own row new, and it records its deny again, watching the
+    // file again.
+    common::sql(
+        &config,
+        "DELETE FROM share_holds; DELETE FROM share_watches; \
+         DELETE FROM lock_heads WHERE head = (SELECT min(head) FROM lock_heads)",
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        b.open_file(f, WRITE, 0).is_some(),
+        "A's deny recorded again"
+    );
 
     // A head that stops (dropped: its heartbeat ends) holds its denies for its lease.
     drop(a);

@@ -6,7 +6,9 @@
 //! other head after its lease, and with the database stopped a LOCK answers
 //! NFS4ERR_DELAY / NLM4_DENIED_NOLOCKS while the locks held before stay held after. A
 //! blocking NLM LOCK on B held up by A's lock waits on B and is granted (GRANTED to the
-//! client host the test plays) within a few seconds of A's unlock, and of A's death.
+//! client host the test plays) within a few seconds of A's unlock, of A's death, and of
+//! A's unlock after a restart of the database; an NFSv4.1 waiter on B is told
+//! (CB_NOTIFY_LOCK) within a few seconds of A's unlock.
 //! Fails when the engines are absent unless GRANARY_OBJECT_TESTS=skip.
 
 mod common;
@@ -511,6 +513,50 @@ fn a_blocked_nlm_lock_is_granted_when_the_other_head_dies() {
             "granted {took:?} after the kill"
         );
         drop(a);
+    });
+}
+
+/// The database restarting under a waiter on head B: B's listening connection drops
+/// with it, B asks again every second while it cannot listen and listens again once the
+/// database is back, so A's LOCKU after the restart still reaches B's waiter within a
+/// few seconds (nothing waits on a connection that went away).
+#[test]
+fn a_waiter_across_heads_outlives_a_database_restart() {
+    let _serial = one_at_a_time();
+    let rt = rt();
+    let mut host = rt.block_on(Host::start());
+    let port = host.port.to_string();
+    let Some((a, b)) = two_heads_with("xlock-wait-pg", &[], &["--callback-portmap-port", &port])
+    else {
+        return;
+    };
+    rt.block_on(async {
+        let mut va = Locker::new(&a, "client-a", "f").await;
+        let la = granted(&va.lock(NfsLockType4::Write, 0, 100, "lo-a").await);
+        let (nb, fh) = blocked_on_b(&b, &mut host, "f").await;
+        tokio::task::spawn_blocking(|| engine("pg-stop"))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::task::spawn_blocking(|| engine("pg-start"))
+            .await
+            .unwrap();
+        host.quiet(Duration::from_millis(500)).await;
+        // A's LOCKU, once the database answers A again.
+        let back = Instant::now();
+        let unlocked = loop {
+            let at = Instant::now();
+            match va.locku(la, 0, 100).await {
+                ResOp::Locku(Res4::Ok(_)) => break at,
+                r if r.status() == Nfsstat4::Delay && back.elapsed() < Duration::from_secs(60) => {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                other => panic!("LOCKU after the restart: {other:?}"),
+            }
+        };
+        let took = granted_call(&mut host, &nb, &fh, unlocked).await;
+        eprintln!("head B's blocked NLM lock granted {took:?} after head A's LOCKU, after a database restart");
+        assert!(took < PROMPT, "granted {took:?} after the unlock");
     });
 }
 

@@ -571,13 +571,15 @@ impl ReplyBuf {
     }
 
     /// Cuts the reply encoded in `buf` (from [`ReplyBuf::start`]) off it, keeping the rest
-    /// of a small buffer.
+    /// of a small buffer. A large one is handed over whole: not cut, it is frozen as any
+    /// buffer was before (a 64 KiB READ's, filled to its capacity, with no shared header
+    /// to allocate).
     fn finish(&mut self, mut buf: BytesMut) -> BytesMut {
-        let span = buf.capacity();
-        let reply = buf.split();
-        if span <= crate::limits::KEEP_REPLY_BUFFER_BYTES {
-            self.buf = buf;
+        if buf.capacity() > crate::limits::KEEP_REPLY_BUFFER_BYTES {
+            return buf;
         }
+        let reply = buf.split();
+        self.buf = buf;
         reply
     }
 

@@ -107,6 +107,9 @@ impl Outbound {
     /// into `sock` now if nothing waits to be written; what the socket does not take is
     /// queued behind nothing.
     pub(crate) fn write_now(&self, sock: &TcpStream, reply: Reply, held: Held) -> Now {
+        if reply.body.is_none() {
+            return self.write_head_now(sock, reply.head, held);
+        }
         let Some(mut pieces) = reply.memory_pieces() else {
             return Now::Busy(reply, held);
         };
@@ -136,6 +139,32 @@ impl Outbound {
                 tracing::debug!("reply dropped: the connection's writer is gone");
                 break;
             }
+        }
+        Now::Done
+    }
+
+    /// [`Outbound::write_now`] for a reply that is all head (every small reply): one
+    /// `write` of it, with no list of pieces to build.
+    fn write_head_now(&self, sock: &TcpStream, head: Bytes, held: Held) -> Now {
+        let mut busy = lock(&self.busy);
+        if *busy {
+            return Now::Busy(Reply::from(head), held);
+        }
+        let written = match sock.try_write(&head) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(e) => {
+                tracing::debug!(error = %e, "reply write failed");
+                return Now::Done;
+            }
+        };
+        if written == head.len() {
+            return Now::Done;
+        }
+        *busy = true;
+        let rest = Reply::from(head.slice(written..));
+        if self.queue.send((rest, Some(held))).is_err() {
+            tracing::debug!("reply dropped: the connection's writer is gone");
         }
         Now::Done
     }

@@ -16,7 +16,7 @@
 # Export: mem. N1/N2 from the environment (default 2000 and 12000).
 set -euo pipefail
 if [ "${1:-}" = --bench-only ]; then # (internal) one bench run: BIN URL PHASE COUNT OUT
-    exec "$2" bench --target "$3" --workloads "v4/$4" --count "$5" --warmup 0 --repeats 1 \
+    exec "${BENCH_BIN:-$2}" bench --target "$3" --workloads "v4/$4" --count "$5" --warmup 0 --repeats 1 \
         --rand-file-mib 4 --no-limit --no-plots --allow-busy --out "$6/bench" >/dev/null 2>&1
 fi
 SELF=$(readlink -f "$0")

@@ -53,10 +53,11 @@ fn keep_freed_memory() {
     // SAFETY: both functions only read or store one entry of mimalloc's option table
     // (an atomic); any option index below `_mi_option_last` is valid, and 15 is.
     let before = unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) };
-    debug_assert_eq!(
-        before, MI_PURGE_DELAY_DEFAULT_MS,
-        "not mimalloc 3's purge_delay"
-    );
+    if before != MI_PURGE_DELAY_DEFAULT_MS {
+        // Another mimalloc whose option 15 is something else: left alone (the test
+        // `freed_memory_is_kept` fails on such a build).
+        return;
+    }
     // SAFETY: as above.
     unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
 }

@@ -8,7 +8,7 @@ mod common;
 
 use bytes::Bytes;
 use client::{auth_sys, RpcConnection};
-use common::v4::{call, channel, Setup, PROGRAM, V4};
+use common::v4::{call, channel, name, Setup, PROGRAM, V4};
 use common::{HostDirs, Server};
 use nfs4::attr::{num, Fattr};
 use nfs4::ops::*;
@@ -24,10 +24,6 @@ impl xdr::Encode for Raw {
     fn encode(&self, e: &mut xdr::Encoder) {
         e.fixed_opaque(&self.0);
     }
-}
-
-fn name(s: &str) -> Component4 {
-    Component4(Bytes::from(s.to_string()))
 }
 
 /// Creates `file` at the root with an OPEN of `owner`, writes `data` to it FILE_SYNC and

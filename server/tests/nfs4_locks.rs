@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use client::RpcConnection;
-use common::v4::V4;
+use common::v4::{name, owner, V4};
 use common::Server;
 use nfs4::attr::Fattr;
 use nfs4::ops::*;
@@ -57,17 +57,6 @@ impl V4 {
             .await;
         assert_eq!(r.len(), 3, "PUTROOTFH and LOOKUP succeed: {r:?}");
         r.pop().expect("a result")
-    }
-}
-
-fn name(s: &str) -> Component4 {
-    Component4(Bytes::from(s.to_string()))
-}
-
-fn owner(s: &str) -> StateOwner4 {
-    StateOwner4 {
-        clientid: 0,
-        owner: Opaque4(Bytes::from(s.to_string())),
     }
 }
 

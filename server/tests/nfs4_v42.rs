@@ -7,7 +7,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::v4::{Setup, V4};
+use common::v4::{name, Setup, V4};
 use common::{HostDirs, Server};
 use nfs4::attr::{num, Fattr};
 use nfs4::ops::*;
@@ -211,10 +211,6 @@ impl V4 {
         .await
         .0
     }
-}
-
-fn name(s: &str) -> Component4 {
-    Component4(Bytes::from(s.to_string()))
 }
 
 fn space(sid: Stateid4, offset: u64, length: u64) -> RangeArgs {

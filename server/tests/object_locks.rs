@@ -13,16 +13,14 @@
 
 mod common;
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use backend_object::TestEngines;
 use bytes::Bytes;
 use client::RpcConnection;
 use common::nlm_host::Host;
-use common::object::{engine, head_config_with, scratch};
-use common::v4::V4;
-use common::Server;
+use common::object::{self, engine, one_at_a_time};
+use common::v4::{name, owner, V4};
+use common::{rt, Server};
 use nfs4::attr::Fattr;
 use nfs4::ops::*;
 use nfs4::results::*;
@@ -36,15 +34,6 @@ const NLM: u32 = 100_021;
 /// within it.
 const LEASE_SECS: u64 = 3;
 
-/// One test stops the database every test here uses: one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// Two heads of one fresh file system with a short lock lease.
 fn two_heads(tag: &str) -> Option<(Server, Server)> {
     two_heads_with(tag, &[], &[])
@@ -52,38 +41,7 @@ fn two_heads(tag: &str) -> Option<(Server, Server)> {
 
 /// [`two_heads`], head A started with `a_args` too and head B with `b_args`.
 fn two_heads_with(tag: &str, a_args: &[&str], b_args: &[&str]) -> Option<(Server, Server)> {
-    let env = TestEngines::from_env()?;
-    let fs = env.fresh(tag);
-    let dir = scratch(tag);
-    let key = dir.join("handle.key");
-    let extra = format!("lock_lease_secs = {LEASE_SECS}\n");
-    let a = head_config_with(&dir, "a", &fs, &key, &extra);
-    let b = head_config_with(&dir, "b", &fs, &key, &extra);
-    let mut args = vec!["--config", a.to_str().unwrap()];
-    args.extend_from_slice(a_args);
-    let a = Server::start(&args);
-    let mut args = vec!["--config", b.to_str().unwrap()];
-    args.extend_from_slice(b_args);
-    let b = Server::start(&args);
-    Some((a, b))
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn name(s: &str) -> Component4 {
-    Component4(Bytes::from(s.to_string()))
-}
-
-fn owner(s: &str) -> StateOwner4 {
-    StateOwner4 {
-        clientid: 0,
-        owner: Opaque4(Bytes::from(s.to_string())),
-    }
+    object::two_heads_with(tag, LEASE_SECS, a_args, b_args)
 }
 
 /// An NFSv4 client of one head with `file` open (created if new).

@@ -150,3 +150,11 @@ pub fn build_libnfs_posix() -> PathBuf {
     );
     out
 }
+
+/// A current-thread runtime for a synchronous test that drives clients.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}

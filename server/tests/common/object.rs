@@ -58,3 +58,36 @@ pub fn engine(what: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The tests of one binary that stop the database every test there uses: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the binary's database for one test (see [`ONE_AT_A_TIME`]).
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Two heads of one fresh file system whose lock lease is `lease_secs` (`lock_lease_secs`
+/// in their export's table), head A started with `a_args` too and head B with `b_args`.
+/// `None` when the engines are absent (`GRANARY_OBJECT_TESTS=skip`).
+pub fn two_heads_with(
+    tag: &str,
+    lease_secs: u64,
+    a_args: &[&str],
+    b_args: &[&str],
+) -> Option<(super::Server, super::Server)> {
+    let env = backend_object::TestEngines::from_env()?;
+    let fs = env.fresh(tag);
+    let dir = scratch(tag);
+    let key = dir.join("handle.key");
+    let extra = format!("lock_lease_secs = {lease_secs}\n");
+    let start = |head: &str, more: &[&str]| {
+        let config = head_config_with(&dir, head, &fs, &key, &extra);
+        let mut args = vec!["--config", config.to_str().unwrap()];
+        args.extend_from_slice(more);
+        super::Server::start(&args)
+    };
+    Some((start("a", a_args), start("b", b_args)))
+}

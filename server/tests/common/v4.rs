@@ -310,3 +310,16 @@ impl V4 {
         (v4, calls)
     }
 }
+
+/// A component of a path, as LOOKUP and OPEN take it.
+pub fn name(s: &str) -> Component4 {
+    Component4(Bytes::from(s.to_string()))
+}
+
+/// An open-owner or lock-owner named `s` (the client id filled in by the session).
+pub fn owner(s: &str) -> StateOwner4 {
+    StateOwner4 {
+        clientid: 0,
+        owner: Opaque4(Bytes::from(s.to_string())),
+    }
+}

@@ -7,8 +7,8 @@
 //! - [`state`]: exports, write verifier, mount list, handle resolution;
 //! - [`nlm`]: NLM v4 and NSM v1, byte-range locks for NFSv3 clients;
 //! - [`idmap`]: owners and groups as NFSv4 names (numbers, or `name@domain`);
-//! - `remote`: calls on an export of a remote backend (object) go to the blocking pool
-//!   before they start.
+//! - `remote`: NFSv3 and MOUNT calls on an export of a remote backend (object) go to the
+//!   blocking pool before they start (NFSv4 COMPOUNDs that may reach one: [`v4::reach`]).
 #![forbid(unsafe_code)]
 
 pub mod convert;

@@ -7,7 +7,8 @@
 //! runs when the call's first argument, its file handle, names such an export: the
 //! connection then runs the whole call on its worker's blocking pool (`rpc::offload`),
 //! and nothing was done on the event loop. A server without a remote export never peeks
-//! (the flag is read once at registration).
+//! (the flag is read once at registration). NFSv4 decides per COMPOUND, from all its
+//! operations, in [`crate::v4::reach`].
 
 use rpc::{CacheClass, CallContext, ProcError, Program, Service};
 use xdr::{Decoder, Encoder};

@@ -8,7 +8,7 @@ mod common;
 
 use bytes::Bytes;
 use client::{auth_sys, RpcConnection};
-use common::v4::{call, channel, name, Setup, PROGRAM, V4};
+use common::v4::{call, channel, name, open_create, Setup, PROGRAM, V4};
 use common::{HostDirs, Server};
 use nfs4::attr::{num, Fattr};
 use nfs4::ops::*;
@@ -60,26 +60,6 @@ fn read(offset: u64, count: u32) -> ArgOp {
 
 fn mask(bits: &[u32]) -> Bitmap4 {
     Bitmap4::from_bits(bits)
-}
-
-fn open_create(owner: &str, file: &str, access: u32, deny: u32) -> ArgOp {
-    ArgOp::Open(OpenArgs {
-        seqid: 0,
-        share_access: access,
-        share_deny: deny,
-        owner: StateOwner4 {
-            clientid: 0,
-            owner: Opaque4(Bytes::from(owner.to_string())),
-        },
-        openhow: Openflag4::Create(Createhow4::Unchecked(
-            Fattr {
-                mode: Some(0o644),
-                ..Fattr::default()
-            }
-            .to_fattr4(),
-        )),
-        claim: OpenClaim4::Null(name(file)),
-    })
 }
 
 fn attrs(r: &ResOp) -> Fattr {
@@ -172,6 +152,40 @@ async fn mount_create_write_read_list_rename_remove() {
         panic!()
     };
     assert_eq!((read.data.clone(), read.eof), (data.clone(), true));
+
+    // CLOSE and OPEN_DOWNGRADE act on the current file: a stateid of another file is
+    // NFS4ERR_BAD_STATEID, no filehandle NFS4ERR_NOFILEHANDLE, and the open stays.
+    let close = ArgOp::Close(CloseArgs {
+        seqid: 0,
+        open_stateid: sid,
+    });
+    let downgrade = ArgOp::OpenDowngrade(OpenDowngradeArgs {
+        open_stateid: sid,
+        seqid: 0,
+        share_access: share::ACCESS_READ,
+        share_deny: share::DENY_NONE,
+    });
+    for op in [close.clone(), downgrade] {
+        let (status, _) = c.run(vec![ArgOp::Putrootfh, op.clone()]).await;
+        assert_eq!(status, Nfsstat4::BadStateid, "{op:?} from the root");
+        let (status, _) = c.run(vec![op.clone()]).await;
+        assert_eq!(
+            status,
+            Nfsstat4::Nofilehandle,
+            "{op:?} without a filehandle"
+        );
+    }
+    let (status, _) = c
+        .run(vec![
+            ArgOp::Putfh(fh.clone()),
+            ArgOp::Read(ReadArgs {
+                stateid: sid,
+                offset: 0,
+                count: 1,
+            }),
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "the open stayed");
 
     // CLOSE answers the invalid stateid; the closed one is then refused.
     let (_, r) = c

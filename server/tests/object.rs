@@ -824,3 +824,211 @@ fn a_guarded_setattr_compares_the_ctime_each_head_answers() {
         assert_eq!(at(ca.getattr_ok(&fh).await.unwrap().ctime), at(c4.ctime));
     });
 }
+
+/// A server with a mem export beside an object export (`/mem`, `/obj`): an NFSv4
+/// COMPOUND that cannot reach the object export runs on the network worker, as on a
+/// server without one (GETATTR, the Linux client's READ COMPOUND, a lease renewal,
+/// OPEN, WRITE and CLOSE of a mem file, LOOKUP from the pseudo root into the mem
+/// export: no call on the blocking pool); one that may reach it goes to the pool whole
+/// before anything runs (LOOKUP from the pseudo root into it, a READDIR of the pseudo
+/// root that lists it, LOOKUPP out of the mem export, I/O on its files: one pool call
+/// each), and both are answered right (`nfsd/src/v4/reach.rs`).
+#[test]
+fn v4_compounds_that_cannot_reach_the_object_export_stay_on_the_worker() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let fs = env.fresh("srv-v4pool");
+    let dir = scratch("srv-v4pool");
+    let config = dir.join("mixed.toml");
+    let text = format!(
+        "handle_key = {:?}\n[[export]]\npath = \"/mem\"\nbackend = \"mem\"\nsquash = \"none\"\n{}squash = \"none\"\n",
+        dir.join("handle.key"),
+        common::object::export_table("/obj", &fs)
+    );
+    std::fs::write(&config, text).unwrap();
+    let port = common::metrics::free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let server = Server::start(&["--config", config.to_str().unwrap(), "--metrics", &metrics]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(mixed_exports_v4(&server, port));
+}
+
+/// [`v4_compounds_that_cannot_reach_the_object_export_stay_on_the_worker`]'s client.
+async fn mixed_exports_v4(server: &Server, port: u16) {
+    use common::v4::{name, V4};
+    use nfs4::ops::{ArgOp, CloseArgs, ReaddirArgs};
+    use nfs4::results::Res4;
+    use nfs4::{Nfsstat4, ResOp, Stateid4};
+    let mut c = V4::connect(server, "mixed").await;
+    c.cachethis = false;
+    let metric = |name: &str| common::metrics::sample(&common::metrics::scrape(port), name);
+    let pool = || metric("granary_blocking_pool_calls_total");
+    let mem_data = pattern(4096);
+    let before = pool();
+    let (mem_root, f, f_sid) = v4_create(&mut c, ArgOp::Lookup(name("mem")), &mem_data).await;
+    assert_eq!(
+        pool() - before,
+        0.0,
+        "PUTROOTFH, LOOKUP mem, OPEN, WRITE ran on the loop"
+    );
+
+    // What the Linux client sends most: GETATTR, READ, SEQUENCE alone (lease renewal).
+    let worker_reads = |outcome: &str| {
+        metric(&format!(
+            r#"granary_nfs4_worker_reads_total{{outcome="{outcome}"}}"#
+        ))
+    };
+    let (before, reads) = (pool(), worker_reads("answered"));
+    let rounds = 20;
+    for _ in 0..rounds {
+        let (status, r) = c.run(vec![ArgOp::Putfh(f.clone()), getattr_size()]).await;
+        assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+        assert_eq!(v4_size(&r[1]), 4096);
+        let got = v4_read(&mut c, &f, Stateid4::ANONYMOUS).await;
+        assert!(got == mem_data, "the mem file's bytes");
+        assert_eq!(c.run(vec![]).await.0, Nfsstat4::Ok);
+    }
+    assert_eq!(
+        pool() - before,
+        0.0,
+        "GETATTR, READ and SEQUENCE of a mem file went to the blocking pool"
+    );
+    assert_eq!(worker_reads("answered") - reads, f64::from(rounds));
+    assert_eq!(worker_reads("deferred"), 0.0);
+
+    // The object export, named from the pseudo root: each COMPOUND on the pool, once.
+    let obj_data = pattern(10_000);
+    let before = pool();
+    let (obj_root, g, g_sid) = v4_create(&mut c, ArgOp::Lookup(name("obj")), &obj_data).await;
+    assert!(
+        v4_read(&mut c, &g, g_sid).await == obj_data,
+        "the object file's bytes"
+    );
+    assert_eq!(pool() - before, 2.0, "LOOKUP obj + OPEN + WRITE, then READ");
+
+    // A stateid of the object file under the mem file's handle: refused on the loop.
+    let before = pool();
+    let close = |sid| {
+        ArgOp::Close(CloseArgs {
+            seqid: 0,
+            open_stateid: sid,
+        })
+    };
+    let (status, _) = c.run(vec![ArgOp::Putfh(f.clone()), close(g_sid)]).await;
+    assert_eq!(status, Nfsstat4::BadStateid);
+    let (status, _) = c.run(vec![ArgOp::Putfh(f.clone()), close(f_sid)]).await;
+    assert_eq!(status, Nfsstat4::Ok);
+    assert_eq!(pool() - before, 0.0, "CLOSEs under a mem file's handle");
+    let (status, _) = c.run(vec![ArgOp::Putfh(g.clone()), close(g_sid)]).await;
+    assert_eq!(status, Nfsstat4::Ok);
+    assert_eq!(pool() - before, 1.0, "the object file's CLOSE");
+
+    // Ways into the object export without its handle: on the pool, and right.
+    let before = pool();
+    let readdir = ArgOp::Readdir(ReaddirArgs {
+        cookie: 0,
+        cookieverf: [0; 8],
+        dircount: 8192,
+        maxcount: 32768,
+        attr_request: nfs4::types::Bitmap4::from_bits(&[nfs4::attr::num::TYPE]),
+    });
+    let (status, r) = c.run(vec![ArgOp::Putrootfh, readdir]).await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Readdir(Res4::Ok(list)) = &r[1] else {
+        panic!("READDIR: {r:?}")
+    };
+    let names: Vec<&[u8]> = list.entries.iter().map(|e| e.name.as_bytes()).collect();
+    assert_eq!(names, [&b"mem"[..], b"obj"]);
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putfh(mem_root.clone()),
+            ArgOp::Lookupp,
+            ArgOp::Lookup(name("obj")),
+            ArgOp::Getfh,
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    assert_eq!(r[3], ResOp::Getfh(Res4::Ok(obj_root)));
+    assert_eq!(
+        pool() - before,
+        2.0,
+        "READDIR of the pseudo root, LOOKUPP out of mem"
+    );
+}
+
+/// PUTROOTFH, `into` (a LOOKUP of an export), GETFH, OPEN(CREATE) of `f`, an UNSTABLE
+/// WRITE of `data`, GETFH: the export's root, the file and its open stateid.
+async fn v4_create(
+    c: &mut common::v4::V4,
+    into: nfs4::ops::ArgOp,
+    data: &[u8],
+) -> (nfs4::types::NfsFh4, nfs4::types::NfsFh4, nfs4::Stateid4) {
+    use nfs4::ops::{share, ArgOp, StableHow4, WriteArgs};
+    use nfs4::results::Res4;
+    use nfs4::{Nfsstat4, ResOp, Stateid4};
+    let open = common::v4::open_create("owner", "f", share::ACCESS_BOTH, share::DENY_NONE);
+    let write = ArgOp::Write(WriteArgs {
+        stateid: Stateid4::CURRENT,
+        offset: 0,
+        stable: StableHow4::Unstable,
+        data: bytes::Bytes::copy_from_slice(data),
+    });
+    let (status, r) = c
+        .run(vec![
+            ArgOp::Putrootfh,
+            into,
+            ArgOp::Getfh,
+            open,
+            write,
+            ArgOp::Getfh,
+        ])
+        .await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let (ResOp::Getfh(Res4::Ok(root)), ResOp::Open(Res4::Ok(o)), ResOp::Getfh(Res4::Ok(f))) =
+        (&r[2], &r[3], &r[5])
+    else {
+        panic!("{r:?}")
+    };
+    (root.clone(), f.clone(), o.stateid)
+}
+
+/// SEQUENCE, PUTFH, READ of up to 64 KiB: the bytes.
+async fn v4_read(
+    c: &mut common::v4::V4,
+    f: &nfs4::types::NfsFh4,
+    sid: nfs4::Stateid4,
+) -> bytes::Bytes {
+    use nfs4::ops::{ArgOp, ReadArgs};
+    use nfs4::results::Res4;
+    use nfs4::{Nfsstat4, ResOp};
+    let read = ArgOp::Read(ReadArgs {
+        stateid: sid,
+        offset: 0,
+        count: 64 << 10,
+    });
+    let (status, r) = c.run(vec![ArgOp::Putfh(f.clone()), read]).await;
+    assert_eq!(status, Nfsstat4::Ok, "{r:?}");
+    let ResOp::Read(Res4::Ok(got)) = &r[1] else {
+        panic!("READ: {r:?}")
+    };
+    got.data.clone()
+}
+
+fn getattr_size() -> nfs4::ops::ArgOp {
+    nfs4::ops::ArgOp::Getattr(nfs4::types::Bitmap4::from_bits(&[nfs4::attr::num::SIZE]))
+}
+
+fn v4_size(r: &nfs4::ResOp) -> u64 {
+    let nfs4::ResOp::Getattr(nfs4::results::Res4::Ok(f)) = r else {
+        panic!("GETATTR: {r:?}")
+    };
+    nfs4::attr::Fattr::from_fattr4(f)
+        .expect("attributes")
+        .size
+        .expect("size")
+}

@@ -8,6 +8,12 @@
 //! byte, and runs nothing. A reply is kept when the client asked (`sa_cachethis`) and it
 //! fits the session's `ca_maxresponsesize_cached`; otherwise a retransmission gets
 //! `NFS4ERR_RETRY_UNCACHED_REP` (granary never runs a request twice).
+//!
+//! Where it runs: on the network worker, unless before any operation ran it is sent
+//! whole to the worker's blocking pool: when it holds a call that may sleep on a host or
+//! erofs export (`may_block`; the Linux client's READ and syncing WRITE COMPOUNDs are
+//! tried on the worker first, `worker_try`), when it may reach a remote export
+//! ([`super::reach`]), or when CREATE_SESSION writes a client record.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -329,11 +335,15 @@ pub fn run(
     // tried where it is: its read takes only what the page cache holds, as NFSv3's READ
     // does, and its sync runs only where it never waits on a disk (a memory-backed host
     // export); the backend answers `WouldBlock` otherwise, before anything changed.
-    let tried = (s.may_block && !s.remote && !sync::blocking::allowed())
+    // On a server with a remote export, only a COMPOUND that may reach one (or the
+    // state its heads share) goes to the pool for that ([`super::reach`]); the others
+    // run as on a server without one.
+    let remote = s.remote && super::reach::reaches_remote(s, &args);
+    let tried = (s.may_block && !remote && !sync::blocking::allowed())
         .then(|| worker_try(&args))
         .flatten();
     let try_here = tried.is_some();
-    let defer = s.remote || (!try_here && args.ops.iter().any(may_block));
+    let defer = remote || (!try_here && args.ops.iter().any(may_block));
     // CREATE_SESSION writes and syncs a client record in the state directory.
     let record = s.records.is_some()
         && args
@@ -346,14 +356,15 @@ pub fn run(
         return Err(ProcError::WouldBlock);
     }
     let start = e.len();
+    let local = s.remote && !remote;
     let outcome = if try_here {
-        execute(s, ctx, args, request_bytes, e, true)
+        execute(s, ctx, args, request_bytes, e, true, local)
     } else {
         // A COMPOUND cannot give up half way (its first operations may have changed
         // state), so its calls run where it runs: a rare call that blocks and is not in
         // `may_block` (an OPEN that truncates) blocks the event loop, as every call did
         // before the pool.
-        sync::blocking::permitted(|| execute(s, ctx, args, request_bytes, e, false))
+        sync::blocking::permitted(|| execute(s, ctx, args, request_bytes, e, false, local))
     };
     if let Some(kind) = tried {
         s.ops
@@ -535,6 +546,7 @@ fn execute(
     request_bytes: usize,
     e: &mut Encoder,
     tried_here: bool,
+    judged_local: bool,
 ) -> Outcome {
     let mut w = Writer::new(e, &s.ops, &args.tag, tried_here);
     if !(1..=2).contains(&args.minorversion) {
@@ -625,6 +637,11 @@ fn execute(
             // A WRITE's attributes serve the one operation after it, no later one.
             cx.written = None;
         }
+        debug_assert!(
+            !judged_local || !(holds_remote(cx.cur.as_ref()) || holds_remote(cx.saved.as_ref())),
+            "a COMPOUND judged not to reach a remote export reached one at {}",
+            op.opnum()
+        );
         if cx.blocked && tried_here {
             // The tried WRITE or COMMIT would sleep: it changed nothing, nor did the
             // operations before it (`worker_try`).
@@ -663,6 +680,12 @@ fn execute(
         }
     }
     w.finish(status, ticket)
+}
+
+/// Whether `fh` is a file of a remote export (for [`execute`]'s check of
+/// [`super::reach`]'s judgement).
+fn holds_remote(fh: Option<&Fh>) -> bool {
+    matches!(fh, Some(Fh::File { export, .. }) if export.backend().remote())
 }
 
 /// The error result of `op`, of the right result type for it.

@@ -9,6 +9,8 @@
 //!   space and copy operations);
 //! - [`convert`]: the one `FsError` → `nfsstat4` mapping and the attribute set of a file;
 //! - [`pseudo`]: the pseudo file system that joins the exports' paths;
+//! - [`reach`]: on a server with a remote (object) export, which COMPOUNDs may reach it
+//!   and so run on the blocking pool, judged from their operations before any runs;
 //! - [`recovery`]: client records in the state directory, for reclaims after a restart;
 //! - [`callback`]: the back channel — CB_NULL probes, CB_SEQUENCE-led CB_COMPOUNDs on the
 //!   client's connection, and the truth SEQUENCE's status flags tell about it.
@@ -28,6 +30,7 @@ pub mod ops_lock;
 mod ops_session;
 mod ops_v42;
 pub mod pseudo;
+pub mod reach;
 pub mod recovery;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,8 +66,9 @@ pub struct Nfs4State {
     /// Every session's back channel: what later parts call clients back with.
     pub callbacks: Arc<callback::Callbacks>,
     /// Some export's backend is remote (object): every call on it waits on the network,
-    /// so every COMPOUND of such a server runs on the blocking pool (whichever export it
-    /// touches: a COMPOUND's handles are known only as it runs).
+    /// so a COMPOUND of such a server that may reach it (judged from its operations
+    /// before any runs, [`reach`]) runs on the blocking pool; the others run as on a
+    /// server without a remote export.
     pub remote: bool,
     /// Client records in the state directory (none without one): who may reclaim after
     /// a restart.

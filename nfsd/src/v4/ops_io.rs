@@ -1,5 +1,6 @@
 //! Opens and I/O (RFC 8881 sections 18.2, 18.3, 18.16, 18.18, 18.22, 18.32): OPEN,
-//! CLOSE, OPEN_DOWNGRADE, READ, WRITE and COMMIT, with the stateid checks of `state4`.
+//! CLOSE, OPEN_DOWNGRADE, READ, WRITE and COMMIT, with the stateid checks of `state4`
+//! (CLOSE and OPEN_DOWNGRADE only of an open of the current file).
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use nfs4::ops::{
 use nfs4::results::{why_no_delegation, OpenDelegation4, OpenOk, ReadOk, WriteOk};
 use nfs4::types::{Bitmap4, ChangeInfo4, Verifier4};
 use nfs4::{Nfsstat4, Stateid4};
-use state4::{IoStateid, LockKey, OpenRequest};
+use state4::{ClientId, IoStateid, LockKey, OpenRequest};
 use vfs::{AccessMask, Attr, CreateMode, Cred, Export, FileId, FileType, SetAttr, Stability};
 
 use super::compound::{Cx, Fh};
@@ -19,6 +20,7 @@ use super::convert::{change_of, status_of};
 use super::ops_attr::setattr_of;
 use super::ops_dir::cinfo;
 use super::ops_fh::check_name;
+use super::FileKey;
 use crate::heads::ShareAcross;
 
 /// What an OPEN resolved to before its state is taken.
@@ -283,10 +285,26 @@ fn create_mode(idmap: &crate::idmap::Idmap, how: &Createhow4) -> Result<Created4
 /// times), and the owner to set on a file an UNCHECKED4/GUARDED4 create made.
 type Created4 = (CreateMode, Bitmap4, Option<SetAttr>, Option<SetAttr>);
 
+/// The file of open stateid `sid`, which must be the current filehandle's: CLOSE and
+/// OPEN_DOWNGRADE act on the current file (RFC 8881 sections 18.2.3 and 18.18.3; knfsd
+/// answers `NFS4ERR_BAD_STATEID` for a stateid of another file). So the file whose share
+/// state they change is the one the COMPOUND named, as `super::reach` assumes.
+fn current_open(cx: &Cx<'_>, client: ClientId, sid: &Stateid4) -> Result<FileKey, Nfsstat4> {
+    let cur = match cx.cur()? {
+        Fh::File { export, id, .. } => Some(Cx::key(export, *id)),
+        Fh::Pseudo(_) => None,
+    };
+    let file = cx.s.state.open_file(client, sid)?;
+    if cur != Some(file) {
+        return Err(Nfsstat4::BadStateid);
+    }
+    Ok(file)
+}
+
 pub fn close(cx: &mut Cx<'_>, a: &CloseArgs) -> Result<Stateid4, Nfsstat4> {
     let client = cx.client()?;
     let sid = cx.stateid(&a.open_stateid)?;
-    let file = cx.s.state.open_file(client, &sid)?;
+    let file = current_open(cx, client, &sid)?;
     let closed = crate::heads::unshare(&cx.s.core.exports, file.lock_key(), || {
         cx.s.state.close(client, &sid)
     })?;
@@ -299,7 +317,7 @@ pub fn close(cx: &mut Cx<'_>, a: &CloseArgs) -> Result<Stateid4, Nfsstat4> {
 pub fn open_downgrade(cx: &mut Cx<'_>, a: &OpenDowngradeArgs) -> Result<Stateid4, Nfsstat4> {
     let client = cx.client()?;
     let sid = cx.stateid(&a.open_stateid)?;
-    let file = cx.s.state.open_file(client, &sid)?;
+    let file = current_open(cx, client, &sid)?;
     let new = crate::heads::unshare(&cx.s.core.exports, file.lock_key(), || {
         cx.s.state.open_downgrade(
             client,

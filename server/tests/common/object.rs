@@ -27,6 +27,14 @@ pub fn head_config_with(
     key: &Path,
     extra: &str,
 ) -> PathBuf {
+    let text = format!("handle_key = {key:?}\n{}{extra}", export_table("/", fs));
+    let path = dir.join(format!("{head}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The `[[export]]` table of an object export of `fs` at `path`.
+pub fn export_table(path: &str, fs: &ObjectConfig) -> String {
     let s = &fs.store;
     let store = format!(
         "s3://{}?endpoint={}&prefix={}",
@@ -34,13 +42,10 @@ pub fn head_config_with(
         s.endpoint.as_deref().unwrap_or_default(),
         s.prefix
     );
-    let text = format!(
-        "handle_key = {key:?}\n[[export]]\npath = \"/\"\nbackend = \"object\"\npostgres = {:?}\nstore = {store:?}\n{extra}",
+    format!(
+        "[[export]]\npath = {path:?}\nbackend = \"object\"\npostgres = {:?}\nstore = {store:?}\n",
         fs.postgres
-    );
-    let path = dir.join(format!("{head}.toml"));
-    std::fs::write(&path, text).unwrap();
-    path
+    )
 }
 
 /// Runs `scripts/object-env.sh WHAT DIR` on the engines the tests use.

@@ -323,3 +323,22 @@ pub fn owner(s: &str) -> StateOwner4 {
         owner: Opaque4(Bytes::from(s.to_string())),
     }
 }
+
+/// OPEN4_CREATE (UNCHECKED, mode 0644) of `file` in the current directory as open-owner
+/// `owner`, asking `access` and denying `deny`.
+pub fn open_create(owner: &str, file: &str, access: u32, deny: u32) -> ArgOp {
+    ArgOp::Open(OpenArgs {
+        seqid: 0,
+        share_access: access,
+        share_deny: deny,
+        owner: self::owner(owner),
+        openhow: Openflag4::Create(Createhow4::Unchecked(
+            nfs4::attr::Fattr {
+                mode: Some(0o644),
+                ..nfs4::attr::Fattr::default()
+            }
+            .to_fattr4(),
+        )),
+        claim: OpenClaim4::Null(name(file)),
+    })
+}

@@ -10,10 +10,12 @@
 //! `NFS4ERR_RETRY_UNCACHED_REP` (granary never runs a request twice).
 //!
 //! Where it runs: on the network worker, unless before any operation ran it is sent
-//! whole to the worker's blocking pool: when it holds a call that may sleep on a host or
-//! erofs export (`may_block`; the Linux client's READ and syncing WRITE COMPOUNDs are
-//! tried on the worker first, `worker_try`), when it may reach a remote export
-//! ([`super::reach`]), or when CREATE_SESSION writes a client record.
+//! whole to the worker's blocking pool: on a server with a host or erofs export, when it
+//! holds a call that may sleep on a disk (`may_block`; the Linux client's READ and
+//! syncing WRITE COMPOUNDs are tried on the worker first, `worker_try`); when it may
+//! reach a remote export ([`super::reach`]); when CREATE_SESSION writes a client record.
+//! So a server of mem and object exports runs a COMPOUND that reaches no object export as
+//! a server of mem exports only would.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -343,14 +345,14 @@ pub fn run(
         .then(|| worker_try(&args))
         .flatten();
     let try_here = tried.is_some();
-    let defer = remote || (!try_here && args.ops.iter().any(may_block));
+    let blocks = s.may_block && !try_here && args.ops.iter().any(may_block);
     // CREATE_SESSION writes and syncs a client record in the state directory.
     let record = s.records.is_some()
         && args
             .ops
             .iter()
             .any(|op| matches!(op, ArgOp::CreateSession(_)));
-    if !sync::blocking::allowed() && ((s.may_block && defer) || record) {
+    if !sync::blocking::allowed() && (remote || blocks || record) {
         // Before any operation ran (SEQUENCE's slot included): the whole COMPOUND runs
         // again on the worker's blocking pool.
         return Err(ProcError::WouldBlock);

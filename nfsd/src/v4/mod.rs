@@ -60,8 +60,10 @@ pub struct Nfs4State {
     /// `eir_server_owner.so_major_id` and `eir_server_scope`: one server, one scope.
     pub server_owner: Bytes,
     pub pseudo: pseudo::Pseudo,
-    /// Some export's backend may block (host, erofs). A server of mem exports only never
-    /// sends a COMPOUND to the blocking pool: its calls do not sleep.
+    /// Some export's backend may block on a disk (host, erofs). A server without one
+    /// (mem exports, and remote ones, whose COMPOUNDs are judged apart: `remote`) never
+    /// sends a COMPOUND that reaches no remote export to the blocking pool: its calls do
+    /// not sleep.
     pub may_block: bool,
     /// Every session's back channel: what later parts call clients back with.
     pub callbacks: Arc<callback::Callbacks>,
@@ -202,7 +204,10 @@ impl Nfs4State {
         let pseudo = pseudo::Pseudo::new(&core.exports);
         let now = clock.monotonic();
         let server_owner = Bytes::from(format!("granary-{:08x}", config.epoch));
-        let may_block = core.exports.iter().any(|e| e.backend().kind() != "mem");
+        let may_block = core
+            .exports
+            .iter()
+            .any(|e| e.backend().kind() != "mem" && !e.backend().remote());
         let remote = core.exports.iter().any(|e| e.backend().remote());
         let state = State::new(config, now);
         if let Some(ends) = state.grace_deadline() {

@@ -6,12 +6,13 @@
 //! call may wait on the network, so this wrapper answers `WouldBlock` before the procedure
 //! runs when the call's first argument, its file handle, names such an export: the
 //! connection then runs the whole call on its worker's blocking pool (`rpc::offload`),
-//! and nothing was done on the event loop. A server without a remote export never peeks
+//! and nothing was done on the event loop; MOUNT's MNT likewise when its path is in such
+//! an export. A server without a remote export never peeks
 //! (the flag is read once at registration). NFSv4 decides per COMPOUND, from all its
 //! operations, in [`crate::v4::reach`].
 
 use rpc::{CacheClass, CallContext, ProcError, Program, Service};
-use xdr::{Decoder, Encoder};
+use xdr::{Decode, Decoder, Encoder};
 
 use crate::state::NfsState;
 
@@ -20,7 +21,8 @@ use crate::state::NfsState;
 pub(crate) enum Defer {
     /// NFSv3: any procedure but NULL whose file handle names a remote export.
     ByHandle,
-    /// MOUNT: MNT (it reads the export's root), when some export is remote.
+    /// MOUNT: MNT (it reads the root of the export its path names, and walks below
+    /// it) of a path in a remote export.
     Mount,
 }
 
@@ -39,7 +41,17 @@ impl Deferring {
     fn must_defer(&self, procedure: u32, d: &Decoder) -> bool {
         let s = &self.service.state;
         match self.defer {
-            Defer::Mount => procedure == 1,
+            Defer::Mount if procedure != 1 => false,
+            Defer::Mount => {
+                // A path no export holds fails before MNT reads anything.
+                let mut peek = d.clone();
+                let Ok(path) = nfs3::mount::DirPath::decode(&mut peek) else {
+                    return false;
+                };
+                s.exports
+                    .by_mount_path(path.as_bytes())
+                    .is_ok_and(|(e, _)| e.backend().remote())
+            }
             Defer::ByHandle if procedure == 0 => false,
             Defer::ByHandle => {
                 let mut peek = d.clone();

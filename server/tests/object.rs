@@ -968,12 +968,24 @@ async fn mixed_exports_v4(server: &Server, port: u16) {
         ])
         .await;
     assert_eq!(status, Nfsstat4::Ok, "{r:?}");
-    assert_eq!(r[3], ResOp::Getfh(Res4::Ok(obj_root)));
+    assert_eq!(r[3], ResOp::Getfh(Res4::Ok(obj_root.clone())));
     assert_eq!(
         pool() - before,
         2.0,
         "READDIR of the pseudo root, LOOKUPP out of mem"
     );
+
+    // NFSv3's MOUNT: MNT of a path in the mem export on the loop, in the object one on
+    // the pool; a path in no export is refused on the loop.
+    let v3 = connect(server).await;
+    let before = pool();
+    let mem = v3.mount("/mem").await.expect("MNT /mem");
+    assert_eq!(nfs4::types::NfsFh4(mem.0.clone()), mem_root);
+    assert!(v3.mount("/nowhere").await.is_err());
+    assert_eq!(pool() - before, 0.0, "MNT of /mem and of /nowhere");
+    let obj = v3.mount("/obj").await.expect("MNT /obj");
+    assert_eq!(nfs4::types::NfsFh4(obj.0.clone()), obj_root);
+    assert_eq!(pool() - before, 1.0, "MNT of /obj");
 }
 
 /// PUTROOTFH, `into` (a LOOKUP of an export), GETFH, OPEN(CREATE) of `f`, an UNSTABLE

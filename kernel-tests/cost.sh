@@ -10,6 +10,7 @@
 #     kernel-tests/cost.sh                        # the build against another, paired
 #   KT_COST_SECS=5 KT_COST_SERVERS="granary-v4 host-v4 knfsd-v4" \
 #     KT_COST_JOBS="randread:1 randwrite:1 randread:16" KT_COST_STRACE=1 kernel-tests/cost.sh
+#   KT_COST_PLACEMENT=split kernel-tests/cost.sh  # fio on vCPU 0, the servers on vCPU 1
 #
 # Not part of scripts/test-all.sh. 10-20 minutes under TCG at load 8-11 (five servers,
 # four jobs, two passes and the strace pass); KT_TIMEOUT bounds the guest (default 2400 s).

@@ -73,6 +73,25 @@ granary_start() {
     echo "granary on port $port did not start:"; cat "$log"; return 1
 }
 
+# place_split: every server's threads on vCPU 1, for a run whose client (fio) runs on
+# vCPU 0 (`taskset -c 0`), as a client and a server on two machines would be: granary's
+# and ganesha's processes with all their threads, and knfsd's nfsd kernel threads. The
+# client's own kernel work runs where the scheduler puts it. Used by perf.sh and cost.sh
+# (PERF_PLACEMENT / KT_COST_PLACEMENT=split).
+place_split() {
+    local p n=0
+    [ "$(nproc)" -ge 2 ] || { echo "placement split needs 2 vCPUs"; return 1; }
+    for p in $(pgrep -x granary) $(pgrep -x granary-base) $(pgrep -x ganesha.nfsd); do
+        taskset -a -p -c 1 "$p" >/dev/null || { echo "cannot move process $p to vCPU 1"; return 1; }
+        n=$((n + 1))
+    done
+    for p in $(pgrep -x nfsd); do
+        taskset -p -c 1 "$p" >/dev/null || { echo "cannot move nfsd thread $p to vCPU 1"; return 1; }
+        n=$((n + 1))
+    done
+    echo "placement split: the client on vCPU 0, $n server processes and nfsd threads on vCPU 1"
+}
+
 # knfsd_start_both: guest-lib's knfsd_start for /export (no_root_squash), plus a second
 # tmpfs /export-sq exported with root_squash, root directory 0777 like granary's.
 knfsd_start_both() {

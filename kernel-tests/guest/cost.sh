@@ -13,7 +13,8 @@
 #      threads unpinned after it started; base-v4 and base-host-v4 are granary-v4 and
 #      host-v4 of the binary kernel-tests/cost.sh stages from KT_COST_BASE_BIN), KT_COST_JOBS (default "randread:1 randwrite:1
 #      randread:16"), KT_COST_PASSES (default 2), KT_COST_STRACE (default 1: the strace
-#      pass for granary's servers).
+#      pass for granary's servers), KT_COST_PLACEMENT (shared, the default; split: fio on
+#      vCPU 0, every server's threads on vCPU 1, as perf.sh's PERF_PLACEMENT=split).
 set -u
 KT_STAGE=${KT_STAGE:?KT_STAGE must name the staging directory}
 # shellcheck source=common.sh
@@ -28,6 +29,9 @@ BG_PORT=20514   # base-v4: granary-v4 of the base binary (kernel-tests/cost.sh K
 BH_PORT=20515   # base-host-v4: host-v4 of the base binary
 GRANARY_BASE=/usr/local/bin/granary-base
 SIZE=64m
+PLACEMENT=${KT_COST_PLACEMENT:-shared}
+PIN=()
+[ "$PLACEMENT" = split ] && PIN=(taskset -c 0)
 
 fail() { echo "cost: FAIL: $*"; exit 1; }
 
@@ -111,7 +115,7 @@ file_of() { [ "$1" = knfsd-v4 ] && echo /mnt/knfsd-v4/cost.dat || echo "/mnt/$1/
 fio_job() { # SERVER RW QD SECS
     local eng=libaio
     [ "$3" = 1 ] && eng=psync
-    fio --name=cost --filename="$(file_of "$1")" --size=$SIZE --rw="$2" --bs=4k --iodepth="$3" \
+    "${PIN[@]}" fio --name=cost --filename="$(file_of "$1")" --size=$SIZE --rw="$2" --bs=4k --iodepth="$3" \
         --ioengine=$eng --direct=1 --time_based --runtime="$4" --randrepeat=0 \
         --output-format=terse --terse-version=3 2>/dev/null |
         awk -F';' -v rw="$2" '{ print (rw == "randread" ? $8 : $49) }'
@@ -150,7 +154,7 @@ strace_pass() { # SERVER RW QD
 }
 
 main() {
-    echo "cost: guest $(uname -r), $(nproc) vCPUs, clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource), $SECS s per job"
+    echo "cost: guest $(uname -r), $(nproc) vCPUs, clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource), placement $PLACEMENT, $SECS s per job"
     install_granary || fail "install"
     if [ -x "$KT_STAGE/granary-base" ]; then
         install -m 755 "$KT_STAGE/granary-base" "$GRANARY_BASE" || fail "install the base binary"
@@ -158,6 +162,7 @@ main() {
     sysctl -qw kernel.sched_schedstats=1 || echo "cost: no schedstats (wakeup counts will read 0)"
     local s j rw qd
     for s in "${SERVERS[@]}"; do mkdir -p "/mnt/$s"; start_one "$s"; done
+    [ "$PLACEMENT" = split ] && { place_split || fail "cannot place the servers on vCPU 1"; }
     for s in "${SERVERS[@]}"; do
         fio --name=layout --filename="$(file_of "$s")" --size=$SIZE --bs=1m --rw=write --direct=1 \
             --ioengine=psync --output-format=terse >/dev/null || fail "layout $s"

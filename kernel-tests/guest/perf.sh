@@ -104,25 +104,8 @@ start_all() {
     mkdir -p "$RAW"
     local s
     for s in "${SERVERS[@]}"; do mkdir -p "/mnt/$s"; start_one "$s"; done
-    [ "$PLACEMENT" = split ] && place_split
+    [ "$PLACEMENT" = split ] && { place_split || fail "cannot place the servers on vCPU 1"; }
     grep -E ' /mnt/(granary|host|knfsd|ganesha)(-v4)? ' /proc/mounts | sed 's/^/    /'
-}
-
-# place_split: every server's threads on vCPU 1 (fio runs on vCPU 0, see run_job):
-# granary's and ganesha's processes with all their threads, and knfsd's nfsd kernel
-# threads. The client's own kernel work runs where the scheduler puts it.
-place_split() {
-    local p n=0
-    [ "$(nproc)" -ge 2 ] || fail "PERF_PLACEMENT=split needs 2 vCPUs"
-    for p in $(pgrep -x granary) $(pgrep -x ganesha.nfsd); do
-        taskset -a -p -c 1 "$p" >/dev/null || fail "cannot move process $p to vCPU 1"
-        n=$((n + 1))
-    done
-    for p in $(pgrep -x nfsd); do
-        taskset -p -c 1 "$p" >/dev/null || fail "cannot move nfsd thread $p to vCPU 1"
-        n=$((n + 1))
-    done
-    echo "perf: placement split: fio on vCPU 0, $n server processes and nfsd threads on vCPU 1"
 }
 
 # The test file of SERVER (knfsd-v4 shares knfsd's export: a directory of its own).

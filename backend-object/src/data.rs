@@ -300,25 +300,31 @@ async fn publish_one(inner: &Inner, file: i64, group: Group) -> Result<Option<In
             // Everything it took was truncated away: nothing changes.
             return Ok(locked.of(file)?.clone());
         };
+        // At least the stamp this head's clients were told; 1 ns more if the row changed
+        // since the head last laid the stamp over it (a change by another head that a
+        // GETATTR racing this commit may be moving the stamp past: `Pending::observe`).
+        let (stamp, seen) = inner.pending.publish_stamp(file, snap);
         let sql = format!(
             "WITH s AS (INSERT INTO slices (file, seq, offset_bytes, length_bytes, object, \
              object_offset, data) SELECT $1::bigint, nextval('granary_slice_seq'), x.o, x.l, $4::bigint, x.oo, x.d \
              FROM unnest($5::bigint[], $6::bigint[], $7::bigint[], $8::bytea[]) \
              WITH ORDINALITY AS x(o, l, oo, d, n) ORDER BY x.n) \
              UPDATE inodes SET size_bytes = GREATEST(size_bytes, $2), \
-             mtime_ns = GREATEST($3, ctime_ns + 1), ctime_ns = GREATEST($3, ctime_ns + 1), \
+             mtime_ns = GREATEST($3, ctime_ns + 1) + (ctime_ns > $9)::int, \
+             ctime_ns = GREATEST($3, ctime_ns + 1) + (ctime_ns > $9)::int, \
              version = version + 1 WHERE id = $1 RETURNING {}",
             meta::COLS
         );
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
             &file,
             &end,
-            &snap.stamp_ns,
+            &stamp,
             &object,
             &offsets,
             &lengths,
             &object_offsets,
             &inline_data,
+            &seen,
         ];
         let rows = c.query_and_commit(&sql, &params).await?;
         let row = rows.first().ok_or(Fail::Fs(FsError::Stale))?;
@@ -326,7 +332,9 @@ async fn publish_one(inner: &Inner, file: i64, group: Group) -> Result<Option<In
     });
     match done {
         Ok(after) => {
-            inner.pending.release(file, snap.upto);
+            inner
+                .pending
+                .release(file, snap.upto, meta::ns(after.attr.ctime));
             Ok(Some(after))
         }
         Err(Fail::Fs(FsError::Stale)) => {

@@ -165,20 +165,35 @@ impl Inner {
         self.floor_ns.fetch_max(clock, Ordering::AcqRel).max(clock)
     }
 
-    /// `attr` as this head's clients see it: the published size and times, moved by the
-    /// writes this head still holds.
-    fn overlay(&self, mut attr: Attr) -> Attr {
-        if let Some((end, stamp)) = self.pending.overlay(to_db(attr.fileid)) {
-            attr.size_bytes = attr.size_bytes.max(end);
-            attr.used_bytes = attr.size_bytes;
-            let stamp = meta::ts(stamp);
-            if stamp > attr.ctime {
-                attr.ctime = stamp;
-                attr.mtime = stamp;
-            }
-        }
-        attr
+    /// `attr`, a row as the database holds it, as this head's clients see it: the
+    /// published size and times, moved by the writes this head still holds (whose stamp
+    /// a change committed by another head moves: [`pending::Pending::observe`]).
+    fn overlay(&self, attr: Attr) -> Attr {
+        let file = to_db(attr.fileid);
+        let held = self.pending.observe(file, meta::ns(attr.ctime));
+        lay(attr, held)
     }
+
+    /// `attr`, already as this head's clients saw it (its ctime may be a stamp), with the
+    /// writes this head holds now.
+    fn lay_over(&self, attr: Attr) -> Attr {
+        let held = self.pending.overlay(to_db(attr.fileid));
+        lay(attr, held)
+    }
+}
+
+/// `attr` with the end and the stamp of a file's buffered writes, if it has any.
+fn lay(mut attr: Attr, held: Option<(u64, i64)>) -> Attr {
+    if let Some((end, stamp)) = held {
+        attr.size_bytes = attr.size_bytes.max(end);
+        attr.used_bytes = attr.size_bytes;
+        let stamp = meta::ts(stamp);
+        if stamp > attr.ctime {
+            attr.ctime = stamp;
+            attr.mtime = stamp;
+        }
+    }
+    attr
 }
 
 /// An object file system served by this head.
@@ -699,7 +714,12 @@ impl vfs::Backend for ObjectFs {
             let stamp = now.max(meta::ns(before.ctime).saturating_add(1));
             let mono = inner.clock.monotonic();
             let mut tries = 0;
-            while let Err(full) = inner.pending.add(file, offset_bytes, data, mono, stamp) {
+            // The row's ctime as the checks read it (for a file with no buffered writes yet).
+            let row = meta::ns(before.ctime);
+            while let Err(full) = inner
+                .pending
+                .add(file, offset_bytes, data, mono, stamp, row)
+            {
                 tries += 1;
                 if full == Full::Head || tries > limits::WRITE_PUBLISH_TRIES {
                     // Other files fill the head's buffer (the publisher drains it), or
@@ -712,7 +732,7 @@ impl vfs::Backend for ObjectFs {
                 data::make_room(inner, file, data.len()).await?;
             }
             if stable == Stability::Unstable {
-                let after = inner.overlay(before.clone());
+                let after = inner.lay_over(before.clone());
                 return Ok(Written {
                     count: u32::try_from(data.len()).unwrap_or(u32::MAX),
                     committed: Stability::Unstable,

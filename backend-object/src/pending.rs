@@ -26,6 +26,14 @@
 //!
 //! A write's bytes are held as the request brought them, shared pieces (see `rope`):
 //! merging, sealing and uploading copy none of them.
+//!
+//! The ctime a head tells its clients for a file it holds writes of (the stamp) moves on
+//! every change to the file, whichever head made it and whatever the heads' clocks say:
+//! the head notes the row's ctime it laid the stamp over ([`Pending::observe`]); a row
+//! whose ctime moved since, but stays at or below the stamp (another head, its clock
+//! behind this one's, committed a change), moves the stamp on by 1 ns, and the publish
+//! commits at least that, 1 ns more if the row moved since the head last looked
+//! ([`Pending::publish_stamp`]), so the ctime never goes back.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,6 +79,12 @@ struct FileBuf {
     since: Duration,
     /// The ctime the clients were told for the last write (ns), kept by the publish.
     stamp_ns: i64,
+    /// The row's ctime (ns) `stamp_ns` was last laid over: a row that moved past it
+    /// changed by a commit.
+    seen_ns: i64,
+    /// The least ctime (ns) a publish commits: the stamp as a change committed by
+    /// another head moved it (0: none did).
+    moved_ns: i64,
     /// Publishes tried since the last one that committed, and the time before which no
     /// other is tried ([`Pending::may_publish`]).
     tries: u32,
@@ -245,6 +259,7 @@ impl Pending {
         data: &Bytes,
         now: Duration,
         stamp_ns: i64,
+        row_ns: i64,
     ) -> Result<(), Full> {
         let mut s = self.state();
         let (held, open) = s
@@ -260,7 +275,10 @@ impl Pending {
         let State {
             files, next_seq, ..
         } = &mut *s;
-        let f = files.entry(file).or_default();
+        let f = files.entry(file).or_insert_with(|| FileBuf {
+            seen_ns: row_ns,
+            ..FileBuf::default()
+        });
         if f.extents.is_empty() {
             f.since = now;
         }
@@ -289,6 +307,38 @@ impl Pending {
         let after = f.bytes;
         s.total = s.total + after - before;
         Ok(())
+    }
+
+    /// Lays the stamp of `file` over its row's ctime `row_ns` (ns), read from the
+    /// database: if the row moved since the stamp was last laid over it and stays at or
+    /// below the stamp, a change committed meanwhile (by another head, whose clock is
+    /// behind this one's) would not move the ctime this head's clients see, so the stamp
+    /// moves on by 1 ns (and the publish commits at least that). Then as [`Self::overlay`].
+    pub(crate) fn observe(&self, file: i64, row_ns: i64) -> Option<(u64, i64)> {
+        let mut s = self.state();
+        let f = s.files.get_mut(&file)?;
+        if row_ns > f.seen_ns {
+            if row_ns <= f.stamp_ns {
+                f.stamp_ns += 1;
+                f.moved_ns = f.stamp_ns;
+            }
+            f.seen_ns = row_ns;
+        }
+        let end = f.extents.iter().map(Extent::end).max()?;
+        Some((end, f.stamp_ns))
+    }
+
+    /// What the publish of `snap`, a group of `file`, commits: at least its stamp, or the
+    /// file's stamp as changes committed by other heads moved it; and the row's ctime the
+    /// stamp was last laid over (a row past it at the commit changed since, and the
+    /// commit adds the 1 ns [`Self::observe`] would move the stamp by).
+    pub(crate) fn publish_stamp(&self, file: i64, snap: &Snapshot) -> (i64, i64) {
+        let s = self.state();
+        let (moved, seen) = s
+            .files
+            .get(&file)
+            .map_or((0, i64::MAX), |f| (f.moved_ns, f.seen_ns));
+        (snap.stamp_ns.max(moved), seen)
     }
 
     /// The end of `file`'s buffered data and the ctime its clients were told, if any.
@@ -497,12 +547,14 @@ impl Pending {
         }
     }
 
-    /// Releases what a publish committed.
-    pub(crate) fn release(&self, file: i64, upto: u64) {
+    /// Releases what a publish committed; `row_ns` is the row's ctime the commit left
+    /// (this head's own change, which moves nothing more).
+    pub(crate) fn release(&self, file: i64, upto: u64, row_ns: i64) {
         let mut s = self.state();
         let Some(f) = s.files.get_mut(&file) else {
             return;
         };
+        f.seen_ns = f.seen_ns.max(row_ns);
         f.tries = 0;
         f.rest_until = Duration::ZERO;
         f.failing = false;
@@ -590,8 +642,59 @@ mod tests {
             now: Duration,
             stamp_ns: i64,
         ) -> Result<(), Full> {
-            self.add(file, offset, &Bytes::copy_from_slice(data), now, stamp_ns)
+            self.add(
+                file,
+                offset,
+                &Bytes::copy_from_slice(data),
+                now,
+                stamp_ns,
+                0,
+            )
         }
+    }
+
+    /// A row whose ctime moved since the stamp was laid over it, but not past the stamp
+    /// (another head committed a change, its clock behind), moves the stamp by 1 ns, once
+    /// per change; the publish commits at least the moved stamp; a row past the stamp or
+    /// this head's own publish moves nothing.
+    #[test]
+    fn a_change_committed_below_the_stamp_moves_it() {
+        let p = Pending::default();
+        p.add(7, 0, &Bytes::from_static(b"abc"), Duration::ZERO, 100, 50)
+            .unwrap();
+        assert_eq!(
+            p.observe(7, 50),
+            Some((3, 100)),
+            "the row as the write saw it"
+        );
+        assert_eq!(p.observe(7, 80), Some((3, 101)), "a change committed at 80");
+        assert_eq!(p.observe(7, 80), Some((3, 101)), "the same row again");
+        assert_eq!(p.observe(7, 90), Some((3, 102)), "another change, at 90");
+        assert_eq!(p.observe(9, 90), None, "a file with no buffered writes");
+        p.add(7, 3, &Bytes::from_static(b"d"), Duration::ZERO, 103, 90)
+            .unwrap();
+        assert_eq!(p.observe(7, 90), Some((4, 103)), "the write's own stamp");
+        // A row past the stamp: the head's clients see the row's ctime; nothing moves.
+        assert_eq!(p.observe(7, 500), Some((4, 103)));
+        assert_eq!(p.observe(7, 500), Some((4, 103)));
+        let g = Snapshot {
+            extents: Vec::new(),
+            upto: 0,
+            stamp_ns: 100,
+        };
+        assert_eq!(
+            p.publish_stamp(7, &g),
+            (102, 500),
+            "the stamp as the changes moved it"
+        );
+        assert_eq!(
+            p.publish_stamp(9, &g),
+            (100, i64::MAX),
+            "a file no change moved"
+        );
+        // This head's own publish left the row at 600: not a change of another head.
+        p.release(7, 0, 600);
+        assert_eq!(p.observe(7, 600), Some((4, 103)));
     }
 
     #[test]
@@ -604,7 +707,7 @@ mod tests {
         assert_eq!(snap.extents.len(), 1);
         assert_eq!(snap.extents[0].data.to_vec(), b"abcdef");
         p.add_copy(1, 6, b"g", t, 7).unwrap();
-        p.release(1, snap.upto);
+        p.release(1, snap.upto, 0);
         let mut buf = [0u8; 7];
         p.read_over(1, 0, &mut buf);
         assert_eq!(&buf, b"\0\0\0\0\0\0g");
@@ -638,14 +741,14 @@ mod tests {
         assert_eq!(again.extents[0].offset, 0);
         let taken: usize = again.extents.iter().map(|e| e.data.len()).sum();
         assert_eq!(taken, OBJECT_MAX_BYTES);
-        p.release(1, again.upto);
+        p.release(1, again.upto, 0);
         assert_eq!(p.total_bytes(), PENDING_FILE_MAX_BYTES);
         // The rest is the second object, newest last; still full of open data.
         assert_eq!(p.add_copy(1, at(2 * objects), &mib, t, 0), Err(Full::File));
         let second = p.oldest(1).unwrap().snap;
         assert_eq!(second.extents[0].offset, at(objects));
         assert_eq!(p.newest(1), Some(second.upto));
-        p.release(1, second.upto);
+        p.release(1, second.upto, 0);
         assert_eq!(p.total_bytes(), 0);
         assert_eq!(p.newest(1), None);
     }
@@ -681,13 +784,13 @@ mod tests {
             again.upto, taken.upto,
             "a failed publish takes the same group"
         );
-        p.release(1, again.upto);
+        p.release(1, again.upto, 0);
         assert_eq!(p.total_bytes(), 16);
         let newer = p.oldest(1).unwrap().snap;
         assert!(newer.upto > taken.upto);
         assert_eq!(newer.extents.len(), 1);
         assert_eq!(newer.extents[0].data.to_vec(), b"eeeeeeeeeeeeeeee");
-        p.release(1, newer.upto);
+        p.release(1, newer.upto, 0);
         assert_eq!(p.total_bytes(), 0);
     }
 
@@ -728,7 +831,7 @@ mod tests {
         assert!(oldest.upload.is_some());
         // Committed: room for another group.
         p.add_copy(1, 0, b"new", t, 0).unwrap_err();
-        p.release(1, oldest.snap.upto);
+        p.release(1, oldest.snap.upto, 0);
         p.upload_over();
         p.add_copy(1, 0, b"new", t, 0).unwrap_err();
         let up = p.seal_for_upload(1, Some(3), t, started);
@@ -759,7 +862,7 @@ mod tests {
             .seal_for_upload(3, None, t + PUBLISH_RETRY_MAX, started)
             .is_none());
         let failed = p.oldest(3).unwrap().snap;
-        p.release(3, failed.upto);
+        p.release(3, failed.upto, 0);
         p.add_copy(3, 0, &mib, t, 0).unwrap();
         p.oldest(3).unwrap();
         p.add_copy(3, 1 << 20, &mib, t, 0).unwrap();
@@ -784,7 +887,7 @@ mod tests {
         }
         assert!(!p.may_publish(1, t + PUBLISH_RETRY_MAX));
         let snap = p.oldest(1).unwrap().snap;
-        p.release(1, snap.upto);
+        p.release(1, snap.upto, 0);
         p.add_copy(1, 0, b"y", t, 0).unwrap();
         assert!(p.may_publish(1, t), "a commit ends the rest");
     }
@@ -809,7 +912,7 @@ mod tests {
         assert_eq!(&buf, b"ab\x09\x09\x09\x09");
         p.add_copy(1, 2, b"cd", t, 0).unwrap();
         // Sealed after the truncation: its bytes were written after it.
-        p.release(1, snap.upto);
+        p.release(1, snap.upto, 0);
         let next = p.oldest(1).unwrap().snap;
         assert_eq!(p.cut(1, next.upto), None);
         assert_eq!(next.extents[0].data.to_vec(), b"cd");
@@ -836,7 +939,7 @@ mod tests {
         p.add_copy(1, 16384, &[3u8; 100], t, 0).unwrap();
         p.truncate(1, 12288);
         assert_eq!(p.cut(1, first.upto), Some(12288));
-        p.release(1, first.upto);
+        p.release(1, first.upto, 0);
         let g = p.oldest(1).unwrap();
         assert!(g.upload.is_some(), "the object stays; its rows are clipped");
         assert_eq!(p.cut(1, g.snap.upto), Some(12288));
@@ -844,7 +947,7 @@ mod tests {
         let mut buf = [9u8; 2];
         p.read_over(1, 12287, &mut buf);
         assert_eq!(buf, [2, 9]);
-        p.release(1, g.snap.upto);
+        p.release(1, g.snap.upto, 0);
         assert!(p.oldest(1).is_none());
         assert_eq!(p.total_bytes(), 0);
     }

@@ -932,3 +932,64 @@ fn an_upload_older_than_upload_fresh_is_done_again_before_its_rows_commit() {
         "the rows name the object uploaded again, not the old one"
     );
 }
+
+/// Heads whose clocks differ: head A (its clock an hour ahead) holds buffered writes of a
+/// file, and head B (on the system clock) commits a change to it, stamped below A's
+/// stamp. A's clients must still see the ctime (their change attribute) move, once,
+/// and the publish must commit at least what they saw, so it never goes back.
+#[test]
+fn a_change_from_a_head_whose_clock_is_behind_moves_the_ctime_of_buffered_writes() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let config = env.fresh("skew");
+    // B first: a head reads the heads' ctime floor when it starts, and A writes its own
+    // (an hour ahead) back there.
+    let b = head(&config);
+    let clock = Arc::new(gtime::ManualClock::new(gtime::Clock::now(
+        &gtime::SystemClock::new(),
+    )));
+    clock.advance(Duration::from_secs(3600));
+    let a =
+        ObjectFs::open(&config, Arc::clone(&clock) as Arc<dyn gtime::Clock>).expect("head A opens");
+    let file = create(&b, b.root(), "f");
+    a.write(file, 0, b"buffered", Stability::Unstable, &ROOT)
+        .expect("an UNSTABLE write on A");
+    let told = a.getattr(file).expect("GETATTR on A").ctime;
+    let mode = SetAttr {
+        mode: Some(0o600),
+        ..SetAttr::default()
+    };
+    b.setattr(file, &mode, None, &ROOT).expect("a chmod on B");
+    let on_b = b.getattr(file).expect("GETATTR on B");
+    assert!(
+        on_b.ctime < told,
+        "no skew to test: B stamped {:?}, A's clients were told {:?}",
+        on_b.ctime,
+        told
+    );
+    let seen = a.getattr(file).expect("GETATTR on A");
+    assert_eq!(seen.mode & 0o7777, 0o600, "A reads B's change");
+    assert!(
+        seen.ctime > told,
+        "B's change did not move the ctime A tells its clients ({:?})",
+        seen.ctime
+    );
+    assert_eq!(
+        a.getattr(file).expect("GETATTR on A").ctime,
+        seen.ctime,
+        "with no other change the ctime stays"
+    );
+    commit_until_ok(&a, file);
+    for (name, fs) in [("A", &a), ("B", &b)] {
+        let after = fs.getattr(file).expect("GETATTR");
+        assert!(
+            after.ctime >= seen.ctime,
+            "{name}: the published ctime {:?} is below what A's clients saw {:?}",
+            after.ctime,
+            seen.ctime
+        );
+        assert_eq!(after.size_bytes, 8, "{name}: the published size");
+    }
+}

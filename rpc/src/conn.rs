@@ -99,6 +99,20 @@ pub(crate) struct Held {
     state: Arc<ConnState>,
 }
 
+impl Held {
+    pub(crate) fn new(
+        slot: OwnedSemaphorePermit,
+        bytes: Reservation,
+        state: Arc<ConnState>,
+    ) -> Self {
+        Self {
+            _slot: slot,
+            bytes,
+            state,
+        }
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         self.state.activity.request_done();
@@ -254,11 +268,7 @@ impl Conn {
         replies: &mut ReplyBuf,
     ) {
         self.state.activity.request_started();
-        let held = Held {
-            _slot: slot,
-            bytes,
-            state: Arc::clone(&self.state),
-        };
+        let held = Held::new(slot, bytes, Arc::clone(&self.state));
         let peer = self.state.peer;
         let back = Some(&self.back);
         let answered = match &self.offload {

@@ -113,32 +113,15 @@ impl Outbound {
         let Some(mut pieces) = reply.memory_pieces() else {
             return Now::Busy(reply, held);
         };
-        let mut busy = lock(&self.busy);
-        if *busy {
+        let Some(mut busy) = self.idle() else {
             return Now::Busy(reply, held);
-        }
-        let written = match sock.try_write_vectored(&io_slices(&pieces)) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
-            Err(e) => {
-                tracing::debug!(error = %e, "reply write failed");
-                return Now::Done;
-            }
+        };
+        let Some(written) = try_put(sock, &pieces) else {
+            return Now::Done;
         };
         consume(&mut pieces, written);
-        if pieces.is_empty() {
-            return Now::Done;
-        }
-        *busy = true;
-        // Queued in order, the last holding the request's budget until it is written.
-        let last = pieces.len() - 1;
-        let mut held = Some(held);
-        for (i, piece) in pieces.into_iter().enumerate() {
-            let hold = if i == last { held.take() } else { None };
-            if self.queue.send((Reply::from(piece), hold)).is_err() {
-                tracing::debug!("reply dropped: the connection's writer is gone");
-                break;
-            }
+        if !pieces.is_empty() {
+            self.queue_rest(&mut busy, pieces, held);
         }
         Now::Done
     }
@@ -146,27 +129,61 @@ impl Outbound {
     /// [`Outbound::write_now`] for a reply that is all head (every small reply): one
     /// `write` of it, with no list of pieces to build.
     fn write_head_now(&self, sock: &TcpStream, head: Bytes, held: Held) -> Now {
-        let mut busy = lock(&self.busy);
-        if *busy {
+        let Some(mut busy) = self.idle() else {
             return Now::Busy(Reply::from(head), held);
-        }
-        let written = match sock.try_write(&head) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
-            Err(e) => {
-                tracing::debug!(error = %e, "reply write failed");
-                return Now::Done;
-            }
         };
-        if written == head.len() {
+        let Some(written) = try_put(sock, std::slice::from_ref(&head)) else {
             return Now::Done;
-        }
-        *busy = true;
-        let rest = Reply::from(head.slice(written..));
-        if self.queue.send((rest, Some(held))).is_err() {
-            tracing::debug!("reply dropped: the connection's writer is gone");
+        };
+        if written < head.len() {
+            self.queue_rest(&mut busy, [head.slice(written..)], held);
         }
         Now::Done
+    }
+
+    /// The lock, if nothing waits to be written (a record may go into the socket while
+    /// it is held).
+    fn idle(&self) -> Option<MutexGuard<'_, bool>> {
+        let busy = lock(&self.busy);
+        (!*busy).then_some(busy)
+    }
+
+    /// Queues what the socket did not take of a record written at once, in order, under
+    /// the lock that found the writer idle (so it goes out before anything queued
+    /// later); the last piece holds the request's budget until it is written.
+    fn queue_rest(&self, busy: &mut bool, pieces: impl IntoIterator<Item = Bytes>, held: Held) {
+        *busy = true;
+        let mut held = Some(held);
+        let mut pieces = pieces.into_iter().peekable();
+        while let Some(piece) = pieces.next() {
+            let hold = if pieces.peek().is_none() {
+                held.take()
+            } else {
+                None
+            };
+            if self.queue.send((Reply::from(piece), hold)).is_err() {
+                tracing::debug!("reply dropped: the connection's writer is gone");
+                return;
+            }
+        }
+    }
+}
+
+/// One write of `pieces` into `sock` without waiting (`write` for one piece, `writev`
+/// for more): how many bytes it took (none when the socket is full), or `None` when the
+/// socket is broken (the reader and the writer find out on their next call).
+fn try_put(sock: &TcpStream, pieces: &[Bytes]) -> Option<usize> {
+    let done = match pieces {
+        [one] => sock.try_write(one),
+        _ => sock.try_write_vectored(&io_slices(pieces)),
+    };
+    match done {
+        Ok(n) => Some(n),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Some(0),
+        Err(e) => {
+            tracing::debug!(error = %e, "reply write failed");
+            None
+        }
     }
 }
 
@@ -185,8 +202,94 @@ impl Drain {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Read;
+
     use super::*;
     use crate::reply::Body;
+
+    /// A request's hold, as a connection's reader makes one.
+    fn held() -> Held {
+        let clock = Arc::new(gtime::ManualClock::new(gtime::Timestamp::default()));
+        let table = crate::table::ConnTable::new(crate::table::AdmitLimits::default(), clock);
+        let ticket = table.admit(([127, 0, 0, 1], 1).into()).unwrap();
+        let server = crate::budget::ServerBudget::new(1 << 20);
+        let budget = crate::budget::ConnBudget::new(1 << 20, server);
+        let slot = Arc::new(tokio::sync::Semaphore::new(1))
+            .try_acquire_owned()
+            .unwrap();
+        Held::new(slot, budget.reservation(), Arc::clone(ticket.state()))
+    }
+
+    /// What becomes of `reply` written at once into a socket its peer does not read
+    /// (loopback TCP takes a few MiB at most): the record as the peer gets it, the
+    /// socket's part followed by the writer's queue, and which queued records hold the
+    /// request.
+    async fn written_at_once(reply: Reply) -> (Vec<u8>, Vec<bool>, Outbound) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let sock = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let mut peer = listener.accept().unwrap().0;
+        // A close lost fails the read below instead of hanging it.
+        peer.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let (out, mut drain) = outbound();
+        let len = reply.clone().into_bytes().unwrap().len();
+        assert!(matches!(out.write_now(&sock, reply, held()), Now::Done));
+        let mut queued = Vec::new();
+        let mut holds = Vec::new();
+        while let Ok((r, h)) = drain.queue.try_recv() {
+            queued.extend_from_slice(&r.into_bytes().unwrap());
+            holds.push(h.is_some());
+        }
+        // Closed: the peer reads what the socket took, and then its end.
+        drop(sock);
+        let mut got = Vec::with_capacity(len);
+        peer.read_to_end(&mut got).unwrap();
+        got.extend(queued);
+        (got, holds, out)
+    }
+
+    #[tokio::test]
+    async fn what_the_socket_does_not_take_is_queued_in_order_the_last_holding() {
+        let small = Reply::from(Bytes::from_static(b"a small reply"));
+        let (got, holds, out) = written_at_once(small).await;
+        assert_eq!(got, b"a small reply");
+        assert!(holds.is_empty());
+        assert!(
+            out.idle().is_some(),
+            "nothing queued: the next reply may go at once"
+        );
+
+        let head: Bytes = (0..16 << 20)
+            .map(|i: u32| u8::try_from(i % 251).unwrap())
+            .collect();
+        let (got, holds, out) = written_at_once(Reply::from(head.clone())).await;
+        assert_eq!(got, head);
+        assert_eq!(holds, [true]);
+        assert!(
+            out.idle().is_none(),
+            "queued: the next reply waits its turn"
+        );
+
+        let mut parts = pieces(&[80 << 10; 200]);
+        parts.push(Bytes::from_static(b"odd"));
+        let memory = Reply {
+            head: Bytes::from_static(b"head"),
+            body: Some(Body::Memory(parts)),
+        };
+        let whole = memory.clone().into_bytes().unwrap();
+        let (got, holds, out) = written_at_once(memory).await;
+        assert_eq!(got, whole);
+        assert!(
+            holds.len() > 1,
+            "the socket took all but {} pieces",
+            holds.len()
+        );
+        assert_eq!(holds.iter().filter(|h| **h).count(), 1);
+        assert_eq!(holds.last(), Some(&true));
+        assert!(out.idle().is_none());
+    }
 
     fn pieces(lens: &[usize]) -> Vec<Bytes> {
         lens.iter()

@@ -6,7 +6,9 @@
 //! (`sync::blocking::allowed` false) a call answers [`FsError::WouldBlock`] before it
 //! does anything, and the server runs it again on the worker's blocking pool (the
 //! deferral the host backend's syncs use; the NFS front ends send every call on an
-//! object export there at once, see `nfsd`). On the pool thread the call drives its
+//! object export there at once, see `nfsd`; a debug build asserts that no call comes
+//! from where a front end judged none would, `sync::blocking::remote_allowed`). On the
+//! pool thread the call drives its
 //! future on a small multi-thread runtime the
 //! backend owns ([`limits::DRIVER_THREADS`] threads drive the sockets), bounded by
 //! [`limits::OPERATION_TIMEOUT`]. The blocking pool's bound is the back-pressure; the
@@ -553,6 +555,11 @@ impl Engines {
         if !sync::blocking::allowed() {
             return Err(FsError::WouldBlock);
         }
+        debug_assert!(
+            sync::blocking::remote_allowed(),
+            "the object backend was called where its caller judged it would not be \
+             (nfsd::v4::reach)"
+        );
         let bounded = async {
             match tokio::time::timeout(timeout, fut).await {
                 Ok(done) => done,

@@ -836,11 +836,22 @@ fn a_guarded_setattr_compares_the_ctime_each_head_answers() {
 #[test]
 fn v4_compounds_that_cannot_reach_the_object_export_stay_on_the_worker() {
     let _serial = one_at_a_time();
-    let Some(env) = TestEngines::from_env() else {
+    let Some((server, port)) = mem_beside_object("srv-v4pool") else {
         return;
     };
-    let fs = env.fresh("srv-v4pool");
-    let dir = scratch("srv-v4pool");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(mixed_exports_v4(&server, port));
+}
+
+/// A server (a debug build) with `/mem` (mem) and `/obj` (object, a fresh file system),
+/// and the port of its metrics; `None` without the engines.
+fn mem_beside_object(tag: &str) -> Option<(Server, u16)> {
+    let env = TestEngines::from_env()?;
+    let fs = env.fresh(tag);
+    let dir = scratch(tag);
     let config = dir.join("mixed.toml");
     let text = format!(
         "handle_key = {:?}\n[[export]]\npath = \"/mem\"\nbackend = \"mem\"\nsquash = \"none\"\n{}squash = \"none\"\n",
@@ -851,11 +862,166 @@ fn v4_compounds_that_cannot_reach_the_object_export_stay_on_the_worker() {
     let port = common::metrics::free_port();
     let metrics = format!("127.0.0.1:{port}");
     let server = Server::start(&["--config", config.to_str().unwrap(), "--metrics", &metrics]);
+    Some((server, port))
+}
+
+/// Random COMPOUNDs (a printed seed; `GRANARY_SWEEP_SEED` replays one) over both exports
+/// of a mem-beside-object server and its pseudo root: PUTFH of every kind of handle,
+/// PUTROOTFH, LOOKUP and LOOKUPP across the pseudo tree, SAVEFH/RESTOREFH, GETATTR (with
+/// and without the file system's figures), ACCESS, READDIR, SECINFO_NO_NAME, READ, LOCKT,
+/// OPEN, CLOSE, SETATTR, TEST_STATEID. The server is a debug build, where a COMPOUND
+/// judged not to reach the object export asserts that it never calls its engines nor
+/// holds one of its files (`nfsd/src/v4/reach.rs`): a wrong judgement panics the handler,
+/// the call gets no reply and the test fails. Both judgements must occur.
+#[test]
+fn random_v4_compounds_judged_local_never_reach_the_object_engines() {
+    let _serial = one_at_a_time();
+    let Some((server, port)) = mem_beside_object("srv-v4sweep") else {
+        return;
+    };
+    let seed = std::env::var("GRANARY_SWEEP_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    eprintln!("GRANARY_SWEEP_SEED={seed}");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(mixed_exports_v4(&server, port));
+    rt.block_on(sweep_v4(&server, port, seed));
+}
+
+async fn sweep_v4(server: &Server, port: u16, seed: u64) {
+    use common::v4::{name, V4};
+    use nfs4::ops::{
+        share, ArgOp, CloseArgs, LocktArgs, NfsLockType4, OpenArgs, OpenClaim4, Openflag4,
+        ReadArgs, ReaddirArgs, SecinfoStyle4, SetattrArgs, TestStateidArgs,
+    };
+    use nfs4::results::Res4;
+    use nfs4::types::{Bitmap4, NfsFh4};
+    use nfs4::{ResOp, Stateid4};
+    let mut c = V4::connect(server, "sweep").await;
+    c.cachethis = false;
+    let pool = || {
+        common::metrics::sample(
+            &common::metrics::scrape(port),
+            "granary_blocking_pool_calls_total",
+        )
+    };
+    let (mem_root, f, f_sid) = v4_create(&mut c, ArgOp::Lookup(name("mem")), b"mem").await;
+    let (obj_root, g, g_sid) = v4_create(&mut c, ArgOp::Lookup(name("obj")), b"obj").await;
+    let (_, r) = c.run(vec![ArgOp::Putrootfh, ArgOp::Getfh]).await;
+    let ResOp::Getfh(Res4::Ok(pseudo)) = &r[1] else {
+        panic!("GETFH: {r:?}")
+    };
+    let handles = [
+        pseudo.clone(),
+        mem_root,
+        f,
+        obj_root,
+        g,
+        NfsFh4(bytes::Bytes::from_static(b"not a handle")),
+    ];
+    let sids = [f_sid, g_sid];
+    let names = ["mem", "obj", "f", "nope"];
+    let mut rng = seed | 1;
+    let mut next = move |n: usize| {
+        // xorshift64: reproducible from the seed.
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n as u64) as usize
+    };
+    let attrs = |bits: &[u32]| Bitmap4::from_bits(bits);
+    let (compounds, before) = (300, pool());
+    for i in 0..compounds {
+        let ops: Vec<ArgOp> = (0..1 + next(6))
+            .map(|_| match next(17) {
+                0 | 1 => ArgOp::Putfh(handles[next(handles.len())].clone()),
+                2 => ArgOp::Putrootfh,
+                3 | 4 => ArgOp::Lookup(name(names[next(names.len())])),
+                5 => ArgOp::Lookupp,
+                6 => ArgOp::Savefh,
+                7 => ArgOp::Restorefh,
+                8 => ArgOp::Getattr(if next(2) == 0 {
+                    attrs(&[nfs4::attr::num::TYPE, nfs4::attr::num::SIZE])
+                } else {
+                    attrs(&[nfs4::attr::num::SPACE_FREE])
+                }),
+                9 => ArgOp::Access(0x3f),
+                10 => ArgOp::Readdir(ReaddirArgs {
+                    cookie: 0,
+                    cookieverf: [0; 8],
+                    dircount: 4096,
+                    maxcount: 8192,
+                    attr_request: attrs(&[nfs4::attr::num::TYPE]),
+                }),
+                11 => ArgOp::SecinfoNoName(SecinfoStyle4::CurrentFh),
+                12 => ArgOp::Read(ReadArgs {
+                    stateid: Stateid4::ANONYMOUS,
+                    offset: 0,
+                    count: 100,
+                }),
+                13 => ArgOp::Lockt(LocktArgs {
+                    locktype: NfsLockType4::Write,
+                    offset: 0,
+                    length: 10,
+                    owner: common::v4::owner("sweeper"),
+                }),
+                14 => ArgOp::Close(CloseArgs {
+                    seqid: 0,
+                    open_stateid: sids[next(2)],
+                }),
+                15 => ArgOp::Open(OpenArgs {
+                    seqid: 0,
+                    share_access: share::ACCESS_READ,
+                    share_deny: share::DENY_NONE,
+                    owner: common::v4::owner("sweeper"),
+                    openhow: Openflag4::NoCreate,
+                    claim: OpenClaim4::Null(name("f")),
+                }),
+                _ => {
+                    if next(2) == 0 {
+                        ArgOp::Setattr(SetattrArgs {
+                            stateid: Stateid4::ANONYMOUS,
+                            obj_attributes: nfs4::attr::Fattr {
+                                mode: Some(0o644),
+                                ..nfs4::attr::Fattr::default()
+                            }
+                            .to_fattr4(),
+                        })
+                    } else {
+                        ArgOp::TestStateid(TestStateidArgs {
+                            ts_stateids: sids.to_vec(),
+                        })
+                    }
+                }
+            })
+            .collect();
+        let sent = ops.len();
+        let (status, r) = c.run(ops).await;
+        // Every result up to the first failure, which ends the COMPOUND.
+        let failed = r.iter().position(|r| !r.status().is_ok());
+        assert_eq!(
+            failed.map_or(sent, |at| at + 1),
+            r.len(),
+            "COMPOUND {i}: {r:?}"
+        );
+        assert_eq!(
+            failed.map(|at| r[at].status()),
+            Some(status).filter(|s| !s.is_ok())
+        );
+    }
+    let deferred = pool() - before;
+    eprintln!("{compounds} random COMPOUNDs: {deferred} on the blocking pool");
+    assert!(
+        deferred > 0.0 && deferred < f64::from(compounds),
+        "both judgements occur: {deferred} of {compounds} deferred"
+    );
 }
 
 /// [`v4_compounds_that_cannot_reach_the_object_export_stay_on_the_worker`]'s client.

@@ -1,5 +1,6 @@
 //! Whether the calling thread may block: the one flag that tells a backend it is running
-//! on a network worker's event loop.
+//! on a network worker's event loop (and a second one, [`remote_allowed`], that a caller
+//! which judged its work reaches no remote backend sets for those backends to check).
 //!
 //! A network worker serves many connections on one thread; a system call that sleeps on
 //! the disk there (`fdatasync`, a `pread` that misses the page cache, a wait for a decode
@@ -16,6 +17,7 @@ use std::cell::Cell;
 
 thread_local! {
     static FORBIDDEN: Cell<bool> = const { Cell::new(false) };
+    static REMOTE_FORBIDDEN: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Whether the calling thread may make a system call that can sleep for long.
@@ -51,6 +53,30 @@ pub fn permitted<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether the calling thread may call a remote backend (one whose calls wait on a
+/// database or an S3 store, `vfs::Backend::remote`). A caller that judged that its work
+/// reaches no remote backend, and runs it where only local disks may block it (NFSv4's
+/// COMPOUND on a network worker, `nfsd::v4::reach`), runs it inside
+/// [`remote_forbidden`]; a remote backend asserts this in debug builds, so a wrong
+/// judgement fails the tests instead of stalling an event loop on the network.
+#[must_use]
+pub fn remote_allowed() -> bool {
+    !REMOTE_FORBIDDEN.with(Cell::get)
+}
+
+/// Runs `f` with remote backends forbidden on this thread (restored afterwards, also if
+/// `f` panics); see [`remote_allowed`].
+pub fn remote_forbidden<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            REMOTE_FORBIDDEN.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(REMOTE_FORBIDDEN.with(|c| c.replace(true)));
+    f()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +99,20 @@ mod tests {
         });
         let _ = std::panic::catch_unwind(|| forbidden(|| panic!("unwinds")));
         assert!(allowed(), "restored after a panic");
+    }
+
+    #[test]
+    fn remote_forbidden_is_scoped_and_apart_from_blocking() {
+        assert!(remote_allowed());
+        remote_forbidden(|| {
+            assert!(!remote_allowed());
+            permitted(|| assert!(!remote_allowed(), "permitting blocking permits no remote"));
+            std::thread::spawn(|| assert!(remote_allowed(), "another thread may"))
+                .join()
+                .unwrap();
+        });
+        assert!(remote_allowed());
+        let _ = std::panic::catch_unwind(|| remote_forbidden(|| panic!("unwinds")));
+        assert!(remote_allowed(), "restored after a panic");
     }
 }

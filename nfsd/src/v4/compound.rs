@@ -359,14 +359,22 @@ pub fn run(
     }
     let start = e.len();
     let local = s.remote && !remote;
-    let outcome = if try_here {
-        execute(s, ctx, args, request_bytes, e, true, local)
+    let run_here = |e: &mut Encoder| {
+        if try_here {
+            execute(s, ctx, args, request_bytes, e, true, local)
+        } else {
+            // A COMPOUND cannot give up half way (its first operations may have changed
+            // state), so its calls run where it runs: a rare call that blocks and is not
+            // in `may_block` (an OPEN that truncates) blocks the event loop, as every call
+            // did before the pool.
+            sync::blocking::permitted(|| execute(s, ctx, args, request_bytes, e, false, local))
+        }
+    };
+    let outcome = if local {
+        // Judged not to reach a remote export: a remote backend asserts it was not called.
+        sync::blocking::remote_forbidden(|| run_here(e))
     } else {
-        // A COMPOUND cannot give up half way (its first operations may have changed
-        // state), so its calls run where it runs: a rare call that blocks and is not in
-        // `may_block` (an OPEN that truncates) blocks the event loop, as every call did
-        // before the pool.
-        sync::blocking::permitted(|| execute(s, ctx, args, request_bytes, e, false, local))
+        run_here(e)
     };
     if let Some(kind) = tried {
         s.ops

@@ -43,8 +43,10 @@
 //!   memory: a head's own lease in the database is its keeper's heartbeat, not a
 //!   client's.
 //!
-//! `compound::execute` asserts the pair in debug builds: a COMPOUND judged local never
-//! holds a remote export's file as its current or saved filehandle.
+//! Two checks pair with the judgement in debug builds: a COMPOUND judged local never
+//! holds a remote export's file as its current or saved filehandle (`compound::execute`),
+//! and runs inside `sync::blocking::remote_forbidden`, so a remote backend called from it
+//! anyway, by whatever path, asserts (`backend-object`'s engine).
 
 use nfs4::ops::ArgOp;
 use nfs4::types::NfsFh4;

@@ -146,26 +146,49 @@ pub(crate) async fn publish(inner: &Arc<Inner>, file: i64) -> Result<Option<Inod
     let lock = inner.pending.publish_lock(file);
     let _one_at_a_time = lock.lock().await;
     while start_upload(inner, file, None) {}
-    publish_locked(inner, file, true).await
+    publish_locked(inner, file, Commit::All).await
 }
 
 /// Makes room for a write of `len` bytes to `file`, whose open data was full: seals the
 /// open data and starts its upload if the file and the head have room for one more
-/// (the writer goes on at once); else waits for the publish in progress and, if the file
-/// is still full, commits its oldest sealed object (waiting for its upload:
-/// back-pressure). (Every writer that found it full comes here; sealing or publishing
-/// whatever the others wrote meanwhile would make objects smaller than one object's
-/// worth, so each checks again.)
+/// (the writer goes on at once); else, holding the file's publish lock, waits for the
+/// first of the file's uploads in flight to end (back-pressure), commits the groups
+/// stored by then in order, and starts the next upload; if that still leaves no room
+/// (no upload of the file in flight: the head's uploads are other files', or its
+/// groups wait for an older one), commits its oldest sealed object, waiting for its
+/// upload. (Every writer that found it full comes here; sealing or publishing whatever
+/// the others wrote meanwhile would make objects smaller than one object's worth, so
+/// each checks again.)
 pub(crate) async fn make_room(inner: &Arc<Inner>, file: i64, len: usize) -> Result<(), Fail> {
     if start_upload(inner, file, Some(len)) {
         return Ok(());
     }
     let lock = inner.pending.publish_lock(file);
     let _one_at_a_time = lock.lock().await;
-    if !inner.pending.fits(file, len) && !start_upload(inner, file, Some(len)) {
-        publish_locked(inner, file, false).await?;
+    if inner.pending.fits(file, len) || start_upload(inner, file, Some(len)) {
+        return Ok(());
     }
+    let flying = inner.pending.uploads_in_flight(file);
+    if !flying.is_empty() {
+        futures::future::select_all(flying).await;
+        publish_locked(inner, file, Commit::Stored).await?;
+        if inner.pending.fits(file, len) || start_upload(inner, file, Some(len)) {
+            return Ok(());
+        }
+    }
+    publish_locked(inner, file, Commit::Oldest).await?;
     Ok(())
+}
+
+/// Which of a file's sealed groups [`publish_locked`] commits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Commit {
+    /// Everything buffered when it began (COMMIT, FILE_SYNC, the timer).
+    All,
+    /// The oldest group, waiting for its upload (a writer that needs the room).
+    Oldest,
+    /// The oldest groups whose uploads have stored their objects, none that would wait.
+    Stored,
 }
 
 /// Seals `file`'s oldest open object's worth and starts its upload in the background (see
@@ -175,13 +198,12 @@ pub(crate) async fn make_room(inner: &Arc<Inner>, file: i64, len: usize) -> Resu
 ///
 /// [`Pending::seal_for_upload`]: crate::pending::Pending::seal_for_upload
 fn start_upload(inner: &Arc<Inner>, file: i64, full: Option<usize>) -> bool {
-    let now = inner.clock.monotonic();
     let task = Arc::clone(inner);
-    let started = inner.pending.seal_for_upload(file, full, now, move |snap| {
+    let started = inner.pending.seal_for_upload(file, full, move |snap| {
         async move {
             let body = payload(&snap.extents);
             let done = tokio::time::timeout(OPERATION_TIMEOUT, upload(&task, body)).await;
-            task.pending.upload_over();
+            task.pending.upload_over(file);
             match done.unwrap_or(Err(Fail::Timeout)) {
                 Ok(id) => Some((id, task.clock.monotonic())),
                 Err(e) => {
@@ -206,17 +228,24 @@ fn start_upload(inner: &Arc<Inner>, file: i64, full: Option<usize>) -> bool {
 
 /// Commits `file`'s sealed groups in order (sealing its open data one object at a time
 /// once they are done), each after its object is stored: all that was buffered when it
-/// began, or with `all` false only the oldest. Holds the file's publish lock. A file
+/// began, only the oldest, or those stored already (see [`Commit`]). Holds the file's
+/// publish lock. A file
 /// whose last publish failed a moment ago is not tried again before its rest is over
 /// ([`Pending::may_publish`]): `Fail::Resting`, which the client hears as `Jukebox`.
 ///
 /// [`Pending::may_publish`]: crate::pending::Pending::may_publish
-async fn publish_locked(inner: &Inner, file: i64, all: bool) -> Result<Option<Inode>, Fail> {
+async fn publish_locked(inner: &Inner, file: i64, which: Commit) -> Result<Option<Inode>, Fail> {
     let Some(newest) = inner.pending.newest(file) else {
         return Ok(None);
     };
     let mut after = None;
-    while let Some(group) = inner.pending.oldest(file) {
+    loop {
+        if which == Commit::Stored && !inner.pending.oldest_stored(file) {
+            break;
+        }
+        let Some(group) = inner.pending.oldest(file) else {
+            break;
+        };
         if !inner.pending.may_publish(file, inner.clock.monotonic()) {
             return Err(Fail::Resting);
         }
@@ -228,7 +257,7 @@ async fn publish_locked(inner: &Inner, file: i64, all: bool) -> Result<Option<In
                 return Err(e);
             }
         };
-        if after.is_none() || upto >= newest || !all {
+        if after.is_none() || upto >= newest || which == Commit::Oldest {
             break;
         }
     }

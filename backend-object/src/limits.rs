@@ -16,18 +16,30 @@ pub const OBJECT_MAX_BYTES: usize = 4 << 20;
 
 /// UNSTABLE data one file may hold open (not yet sealed for a publish) in a head. One
 /// object's worth: a file whose open data fills it seals it as one object and starts
-/// its upload at once ([`UPLOADS_PER_FILE`]); past that, a write publishes the oldest
-/// sealed object first (the writer waits for its upload: back-pressure). So a file holds
-/// at most this plus [`UPLOADS_PER_FILE`] objects.
+/// its upload at once ([`UPLOADS_PER_FILE`]); past that, a write waits for one of the
+/// file's uploads to end, or publishes the oldest sealed object first (the writer waits
+/// for its upload: back-pressure). So a file holds at most this plus [`SEALED_PER_FILE`]
+/// objects.
 pub const PENDING_FILE_MAX_BYTES: usize = OBJECT_MAX_BYTES;
 
-/// Objects of one file sealed and uploading (or uploaded, their rows not yet committed)
-/// at once before its publish. Three: with the object being filled that is 16 MiB per
-/// file, the window of 1 MiB WRITEs a sequential writer keeps in flight (the bench's 16;
-/// the Linux client's writeback sends about as much), so the writer never waits while
-/// the store takes its objects three at a time: a PUT of 4 MiB took ~44 ms here, and
-/// three at once keep the store's throughput while one file is written.
+/// Uploads of one file's objects in flight at once before its publish. Three: with the
+/// object being filled that is 16 MiB per file, the window of 1 MiB WRITEs a sequential
+/// writer keeps in flight (the bench's 16; the Linux client's writeback sends about as
+/// much), so the writer never waits while the store takes its objects three at a time: a
+/// PUT of 4 MiB took ~44 ms here, and three at once keep the store's throughput while one
+/// file is written (on a quiet machine the S3 server here took 4 MiB PUTs at 185 MiB/s
+/// three at once, 78 MiB/s one at a time).
 pub const UPLOADS_PER_FILE: usize = 3;
+
+/// Objects of one file sealed and not yet committed (uploading, or uploaded and waiting
+/// for an older one: their rows commit in the order sealed) at once before its publish.
+/// Twice [`UPLOADS_PER_FILE`]: uploads end out of order (4 MiB PUTs took 100-390 ms each,
+/// three at once, on a busy machine), and when this bound was the uploads' own, an
+/// upload that ended before an older one kept its slot until that one ended too, so one
+/// slow PUT left the store one or two PUTs of the file at a time. With room for three
+/// stored objects behind a slow one, the next upload starts as soon as any ends. A file
+/// then holds at most 28 MiB ([`PENDING_FILE_MAX_BYTES`] and six objects).
+pub const SEALED_PER_FILE: usize = 2 * UPLOADS_PER_FILE;
 
 /// Uploads started before their publish one head runs at once, over all files: two
 /// files' worth, 24 MiB in flight, well within [`PENDING_HEAD_MAX_BYTES`]; past it a
@@ -218,6 +230,9 @@ const _: () =
     assert!(UPLOAD_FRESH.as_secs() + OPERATION_TIMEOUT.as_secs() < GC_MIN_GRACE.as_secs());
 const _: () =
     assert!(PENDING_FILE_MAX_BYTES + UPLOADS_PER_HEAD * OBJECT_MAX_BYTES <= PENDING_HEAD_MAX_BYTES);
+const _: () =
+    assert!(PENDING_FILE_MAX_BYTES + SEALED_PER_FILE * OBJECT_MAX_BYTES <= PENDING_HEAD_MAX_BYTES);
+const _: () = assert!(SEALED_PER_FILE >= UPLOADS_PER_FILE);
 
 /// Files whose slice map (their `slices` rows at one `inodes.version`) a head keeps: a
 /// few KiB each, so a few MiB in all; enough for the files a busy client reads again.

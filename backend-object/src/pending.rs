@@ -45,7 +45,7 @@ use futures::future::{BoxFuture, Shared};
 
 use crate::limits::{
     OBJECT_MAX_BYTES, PENDING_FILE_MAX_BYTES, PENDING_HEAD_MAX_BYTES, PUBLISH_RETRY_MAX,
-    PUBLISH_RETRY_MIN, UPLOADS_PER_FILE, UPLOADS_PER_HEAD,
+    PUBLISH_RETRY_MIN, SEALED_PER_FILE, UPLOADS_PER_FILE, UPLOADS_PER_HEAD,
 };
 use crate::rope::Rope;
 
@@ -55,6 +55,8 @@ pub(crate) struct Extent {
     pub offset: u64,
     pub data: Rope,
     seq: u64,
+    /// When its oldest bytes arrived (the injected clock's monotonic time).
+    arrived: Duration,
 }
 
 impl Extent {
@@ -75,8 +77,16 @@ struct FileBuf {
     sealed_bytes: usize,
     /// Sealed groups not yet committed, oldest first: the order they commit in.
     groups: VecDeque<Group>,
-    /// When the oldest extent arrived (the injected clock's monotonic time).
+    /// When the oldest bytes not yet committed arrived (the injected clock's monotonic
+    /// time): what the publish timer goes by. A sequential writer whose objects commit
+    /// as it goes (a write that needs the room commits the oldest) never holds data that
+    /// old, so the timer leaves its stream alone (it used to publish such a file every
+    /// second once its first write was 3 s old, sealing part-filled objects and holding
+    /// the file's publish lock while it waited for the uploads).
     since: Duration,
+    /// Uploads of its groups in flight (started, not yet over): at most
+    /// [`UPLOADS_PER_FILE`].
+    uploads: usize,
     /// The ctime the clients were told for the last write (ns), kept by the publish.
     stamp_ns: i64,
     /// The row's ctime (ns) `stamp_ns` was last laid over: a row that moved past it
@@ -96,7 +106,8 @@ struct FileBuf {
 }
 
 impl FileBuf {
-    /// Counts `bytes` and `sealed_bytes` again after extents went or shrank.
+    /// Counts `bytes` and `sealed_bytes` again, and finds `since` again, after extents
+    /// came, went or shrank.
     fn recount(&mut self) {
         let sealed = self.sealed;
         let (all, taken) = self.extents.iter().fold((0, 0), |(all, taken), e| {
@@ -105,6 +116,9 @@ impl FileBuf {
         });
         self.bytes = all;
         self.sealed_bytes = taken;
+        if let Some(oldest) = self.extents.iter().map(|e| e.arrived).min() {
+            self.since = oldest;
+        }
     }
 
     /// Drops the bytes of `[from, to)` from every open extent (the caller adds newer ones
@@ -122,7 +136,7 @@ impl FileBuf {
             }
             if e.offset < from && e.end() > to {
                 let cut = usize::try_from(to - e.offset).unwrap_or(e.data.len());
-                backs.push((to, e.data.split_off(cut)));
+                backs.push((to, e.data.split_off(cut), e.arrived));
             }
             if e.offset < from {
                 e.data
@@ -137,12 +151,13 @@ impl FileBuf {
             }
             false
         });
-        for (offset, data) in backs {
+        for (offset, data, arrived) in backs {
             *next_seq += 1;
             self.extents.push(Extent {
                 offset,
                 data,
                 seq: *next_seq,
+                arrived,
             });
         }
     }
@@ -279,9 +294,6 @@ impl Pending {
             seen_ns: row_ns,
             ..FileBuf::default()
         });
-        if f.extents.is_empty() {
-            f.since = now;
-        }
         let before = f.bytes;
         f.stamp_ns = f.stamp_ns.max(stamp_ns);
         if !data.is_empty() {
@@ -301,6 +313,7 @@ impl Pending {
                 offset,
                 data: bytes,
                 seq,
+                arrived: now,
             }),
         }
         f.recount();
@@ -457,17 +470,19 @@ impl Pending {
     /// Seals `file`'s oldest open extents (one object's worth) as a group and starts its
     /// upload with `start`, which the caller then drives; `None` if nothing is sealed.
     /// With `full = Some(len)` (a write of `len` bytes found the file full) only if such a
-    /// write still does not fit and the file holds fewer than [`UPLOADS_PER_FILE`] groups;
-    /// with `None` (a publish is about to commit everything) whatever is open, if a group
-    /// is sealed already (else the publish uploads the first itself). Either way
-    /// never after a failed publish or upload of the file until a publish commits, nor
-    /// past [`UPLOADS_PER_HEAD`] uploads on this head, nor for data that would be inline
-    /// rows.
+    /// write still does not fit, fewer than [`UPLOADS_PER_FILE`] of the file's uploads
+    /// are in flight and it holds fewer than [`SEALED_PER_FILE`] groups (an upload that
+    /// ended early leaves its slot to the next one even while an older one still runs:
+    /// the groups commit in order, the uploads need not end in order); with `None` (a
+    /// publish is about to commit everything) whatever is open, if a group is sealed
+    /// already (else the publish uploads the first itself). Either way never after a
+    /// failed publish or upload of the file until a publish commits (a publish in
+    /// progress is no reason to wait), nor past [`UPLOADS_PER_HEAD`] uploads on this
+    /// head, nor for data that would be inline rows.
     pub(crate) fn seal_for_upload(
         &self,
         file: i64,
         full: Option<usize>,
-        now: Duration,
         start: impl FnOnce(Arc<Snapshot>) -> Upload,
     ) -> Option<Upload> {
         let mut s = self.state();
@@ -475,7 +490,10 @@ impl Pending {
         match full {
             Some(len) => {
                 let open = f.bytes - f.sealed_bytes;
-                if open + len <= PENDING_FILE_MAX_BYTES || f.groups.len() >= UPLOADS_PER_FILE {
+                if open + len <= PENDING_FILE_MAX_BYTES
+                    || f.uploads >= UPLOADS_PER_FILE
+                    || f.groups.len() >= SEALED_PER_FILE
+                {
                     return None;
                 }
             }
@@ -484,10 +502,7 @@ impl Pending {
             None if f.groups.is_empty() => return None,
             None => {}
         }
-        if f.failing
-            || now < f.rest_until
-            || self.uploading.load(Ordering::Acquire) >= UPLOADS_PER_HEAD
-        {
+        if f.failing || self.uploading.load(Ordering::Acquire) >= UPLOADS_PER_HEAD {
             return None;
         }
         let mut started = None;
@@ -500,12 +515,42 @@ impl Pending {
             started = Some(upload.clone());
             Some(upload)
         })?;
+        if started.is_some() {
+            f.uploads += 1;
+        }
         started
     }
 
-    /// An upload [`Pending::seal_for_upload`] started is over.
-    pub(crate) fn upload_over(&self) {
+    /// An upload of `file` that [`Pending::seal_for_upload`] started is over.
+    pub(crate) fn upload_over(&self, file: i64) {
         self.uploading.fetch_sub(1, Ordering::AcqRel);
+        if let Some(f) = self.state().files.get_mut(&file) {
+            f.uploads = f.uploads.saturating_sub(1);
+        }
+    }
+
+    /// The uploads of `file`'s groups still in flight, oldest first (a writer that
+    /// found the file full waits for the first of them to end).
+    pub(crate) fn uploads_in_flight(&self, file: i64) -> Vec<Upload> {
+        let s = self.state();
+        s.files.get(&file).map_or_else(Vec::new, |f| {
+            f.groups
+                .iter()
+                .filter_map(|g| g.upload.clone())
+                .filter(|u| u.peek().is_none())
+                .collect()
+        })
+    }
+
+    /// Whether `file`'s oldest sealed group's upload ended and stored its object (its
+    /// rows can commit without waiting).
+    pub(crate) fn oldest_stored(&self, file: i64) -> bool {
+        let s = self.state();
+        s.files
+            .get(&file)
+            .and_then(|f| f.groups.front())
+            .and_then(|g| g.upload.as_ref())
+            .is_some_and(|u| matches!(u.peek(), Some(Some(_))))
     }
 
     /// An upload started before its publish failed at `now`: the file rests as after a
@@ -631,6 +676,7 @@ fn backoff(tries: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::PUBLISH_AGE;
 
     impl Pending {
         /// [`Pending::add`] of a copy of `data`.
@@ -807,34 +853,65 @@ mod tests {
                 .boxed()
                 .shared()
         };
+        // An upload ends: its task calls `upload_over` and the shared future completes.
+        let end = |p: &Pending, up: &Upload| {
+            p.upload_over(1);
+            up.clone().now_or_never().unwrap();
+        };
         let mut at = 0u64;
-        for _ in 0..per_object {
-            p.add_copy(1, at, &mib, t, 0).unwrap();
-            at += mib.len() as u64;
-        }
+        let fill = |p: &Pending, at: &mut u64| {
+            for _ in 0..per_object {
+                p.add_copy(1, *at, &mib, t, 0).unwrap();
+                *at += mib.len() as u64;
+            }
+        };
+        fill(&p, &mut at);
         // Not full yet for a write that fits: nothing sealed.
-        assert!(p.seal_for_upload(1, Some(0), t, started).is_none());
+        assert!(p.seal_for_upload(1, Some(0), started).is_none());
+        let mut ups = Vec::new();
         for g in 0..UPLOADS_PER_FILE {
             assert_eq!(p.add_copy(1, at, &mib, t, 0), Err(Full::File));
-            let up = p.seal_for_upload(1, Some(mib.len()), t, started);
-            assert!(up.is_some(), "group {g} starts its upload");
-            for _ in 0..per_object {
-                p.add_copy(1, at, &mib, t, 0).unwrap();
-                at += mib.len() as u64;
-            }
+            let up = p.seal_for_upload(1, Some(mib.len()), started);
+            ups.push(up.expect("group {g} starts its upload"));
+            fill(&p, &mut at);
+            let _ = g;
         }
         assert_eq!(p.uploading.load(Ordering::Acquire), UPLOADS_PER_FILE);
-        // The file's groups are all uploading: the writer must publish the oldest.
-        assert!(p.seal_for_upload(1, Some(mib.len()), t, started).is_none());
+        assert_eq!(p.uploads_in_flight(1).len(), UPLOADS_PER_FILE);
+        // Every upload slot of the file is taken: the writer waits for one to end.
+        assert!(p.seal_for_upload(1, Some(mib.len()), started).is_none());
+        // The second ends before the oldest: the next upload starts at once, beside the
+        // oldest, and its group commits after the oldest's.
+        end(&p, &ups[1]);
+        assert_eq!(p.uploads_in_flight(1).len(), UPLOADS_PER_FILE - 1);
+        assert!(!p.oldest_stored(1), "the oldest still uploads");
+        let up = p.seal_for_upload(1, Some(mib.len()), started);
+        ups.push(up.expect("an ended upload leaves its slot"));
+        fill(&p, &mut at);
+        // Up to SEALED_PER_FILE groups wait behind the oldest; no more.
+        while ups.len() < SEALED_PER_FILE {
+            let n = ups.len();
+            end(&p, &ups[n - 1]);
+            let up = p.seal_for_upload(1, Some(mib.len()), started);
+            ups.push(up.expect("room for a sealed group"));
+            fill(&p, &mut at);
+        }
+        let n = ups.len();
+        end(&p, &ups[n - 1]);
+        assert!(
+            p.seal_for_upload(1, Some(mib.len()), started).is_none(),
+            "{SEALED_PER_FILE} groups sealed"
+        );
+        // The oldest ends and commits: room for another group.
+        end(&p, &ups[0]);
+        assert!(p.oldest_stored(1));
         let oldest = p.oldest(1).unwrap();
         assert_eq!(oldest.snap.extents[0].offset, 0);
         assert!(oldest.upload.is_some());
-        // Committed: room for another group.
         p.add_copy(1, 0, b"new", t, 0).unwrap_err();
         p.release(1, oldest.snap.upto, 0);
-        p.upload_over();
         p.add_copy(1, 0, b"new", t, 0).unwrap_err();
-        let up = p.seal_for_upload(1, Some(3), t, started);
+        let up = p.seal_for_upload(1, Some(3), started);
         assert!(up.is_some(), "room for another group");
         // A write over a sealed range: the group keeps its bytes, reads see the new ones.
         let sealed_at = OBJECT_MAX_BYTES as u64;
@@ -846,27 +923,55 @@ mod tests {
         assert_eq!(second.extents[0].offset, sealed_at);
         assert_eq!(second.extents[0].data.to_vec()[..3], [7, 7, 7]);
         // Inline data is never uploaded; a resting file starts no upload.
+        let flying = p.uploading.load(Ordering::Acquire);
         p.add_copy(2, 0, b"small", t, 0).unwrap();
         p.oldest(2).unwrap();
         p.add_copy(2, 5, b"more", t, 0).unwrap();
-        assert!(p.seal_for_upload(2, None, t, started).is_none());
-        assert_eq!(p.uploading.load(Ordering::Acquire), UPLOADS_PER_FILE);
+        assert!(p.seal_for_upload(2, None, started).is_none());
+        assert_eq!(p.uploading.load(Ordering::Acquire), flying);
         p.add_copy(3, 0, &mib, t, 0).unwrap();
         p.oldest(3).unwrap();
         p.add_copy(3, 1 << 20, &mib, t, 0).unwrap();
         p.upload_failed(3, t);
-        assert!(p.seal_for_upload(3, None, t, started).is_none());
+        assert!(p.seal_for_upload(3, None, started).is_none());
         // Nor after the rest, until a publish commits: a client resending meanwhile
         // must not seal a copy per try.
-        assert!(p
-            .seal_for_upload(3, None, t + PUBLISH_RETRY_MAX, started)
-            .is_none());
+        assert!(p.may_publish(3, t + PUBLISH_RETRY_MAX));
+        assert!(p.seal_for_upload(3, None, started).is_none());
         let failed = p.oldest(3).unwrap().snap;
         p.release(3, failed.upto, 0);
         p.add_copy(3, 0, &mib, t, 0).unwrap();
         p.oldest(3).unwrap();
         p.add_copy(3, 1 << 20, &mib, t, 0).unwrap();
-        assert!(p.seal_for_upload(3, None, t, started).is_some());
+        // A publish in progress (tried, not yet over) is no reason to wait.
+        assert!(p.may_publish(3, t));
+        assert!(p.seal_for_upload(3, None, started).is_some());
+    }
+
+    #[test]
+    fn the_timer_goes_by_the_oldest_bytes_not_yet_committed() {
+        let p = Pending::default();
+        let s = Duration::from_secs;
+        // A sequential writer: its first object arrived at 0 s and is committed at 2 s,
+        // the rest arrived from 1 s on.
+        p.add_copy(1, 0, &[1u8; 8192], s(0), 0).unwrap();
+        let first = p.oldest(1).unwrap().snap;
+        p.add_copy(1, 8192, &[2u8; 8192], s(1), 0).unwrap();
+        p.add_copy(1, 16384, &[3u8; 8192], s(2), 0).unwrap();
+        assert_eq!(p.older_than(s(3), PUBLISH_AGE), vec![1]);
+        p.release(1, first.upto, 0);
+        assert!(
+            p.older_than(s(3), PUBLISH_AGE).is_empty(),
+            "what is left arrived at 1 s"
+        );
+        assert_eq!(p.older_than(s(4), PUBLISH_AGE), vec![1]);
+        // A write at 9 s into the middle of it: the bytes around it keep their age.
+        p.add_copy(1, 12288, &[4u8; 100], s(9), 0).unwrap();
+        assert_eq!(p.older_than(s(4), PUBLISH_AGE), vec![1]);
+        let next = p.oldest(1).unwrap().snap;
+        assert_eq!(next.extents.len(), 3);
+        p.release(1, next.upto, 0);
+        assert!(p.older_than(s(60), Duration::ZERO).is_empty());
     }
 
     #[test]
@@ -930,12 +1035,12 @@ mod tests {
         };
         p.add_copy(1, 0, &[1u8; 8192], t, 0).unwrap();
         assert!(
-            p.seal_for_upload(1, None, t, stored).is_none(),
+            p.seal_for_upload(1, None, stored).is_none(),
             "a publish uploads its first group itself"
         );
         let first = p.oldest(1).unwrap().snap;
         p.add_copy(1, 8192, &[2u8; 8192], t, 0).unwrap();
-        assert!(p.seal_for_upload(1, None, t, stored).is_some());
+        assert!(p.seal_for_upload(1, None, stored).is_some());
         p.add_copy(1, 16384, &[3u8; 100], t, 0).unwrap();
         p.truncate(1, 12288);
         assert_eq!(p.cut(1, first.upto), Some(12288));

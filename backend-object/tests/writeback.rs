@@ -226,6 +226,9 @@ struct Cut {
     hold: Arc<AtomicBool>,
     /// Pieces of requests the hold kept back so far.
     held: Arc<AtomicU64>,
+    /// With [`Cut::hold_first`]: the hold keeps back only the first connection that
+    /// sends while it is on, and lets the others through.
+    first_only: Arc<AtomicBool>,
 }
 
 impl Cut {
@@ -236,9 +239,14 @@ impl Cut {
         let open = Arc::new(Mutex::new(Vec::new()));
         let hold = Arc::new(AtomicBool::new(false));
         let held = Arc::new(AtomicU64::new(0));
+        let first_only = Arc::new(AtomicBool::new(false));
+        // The number of the connection the hold keeps back with `first_only` (0: none yet).
+        let holder = Arc::new(AtomicU64::new(0));
         let (up2, open2) = (Arc::clone(&up), Arc::clone(&open));
         let (hold2, held2) = (Arc::clone(&hold), Arc::clone(&held));
+        let (first2, holder2) = (Arc::clone(&first_only), holder);
         std::thread::spawn(move || {
+            let mut conns = 0u64;
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
                 if !up2.load(Ordering::SeqCst) {
@@ -248,6 +256,8 @@ impl Cut {
                 let Ok(server) = TcpStream::connect(&to) else {
                     continue;
                 };
+                conns += 1;
+                let id = conns;
                 let mut kept = open2.lock().unwrap();
                 kept.push(conn.try_clone().unwrap());
                 kept.push(server.try_clone().unwrap());
@@ -256,10 +266,17 @@ impl Cut {
                     (server, conn, false),
                 ] {
                     let (hold, held) = (Arc::clone(&hold2), Arc::clone(&held2));
+                    let (first, holder) = (Arc::clone(&first2), Arc::clone(&holder2));
+                    let mine = move || {
+                        !first.load(Ordering::SeqCst)
+                            || holder
+                                .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst)
+                                .map_or_else(|h| h == id, |_| true)
+                    };
                     std::thread::spawn(move || {
                         let mut buf = vec![0u8; 64 << 10];
                         while let Ok(n) = from.read(&mut buf) {
-                            if upstream && hold.load(Ordering::SeqCst) {
+                            if upstream && hold.load(Ordering::SeqCst) && mine() {
                                 held.fetch_add(1, Ordering::SeqCst);
                                 while hold.load(Ordering::SeqCst) {
                                     std::thread::sleep(Duration::from_millis(5));
@@ -280,6 +297,7 @@ impl Cut {
             open,
             hold,
             held,
+            first_only,
         }
     }
 
@@ -308,6 +326,13 @@ impl Cut {
     /// Holds what the head sends from now on, until [`Cut::release`].
     fn hold(&self) {
         self.hold.store(true, Ordering::SeqCst);
+    }
+
+    /// Holds what the head sends from now on on one connection only, the first that
+    /// sends (one upload stays in flight), until [`Cut::release`]; others go through.
+    fn hold_first(&self) {
+        self.first_only.store(true, Ordering::SeqCst);
+        self.hold();
     }
 
     /// Waits until the hold keeps a request back (an upload is in flight).
@@ -810,6 +835,73 @@ fn a_background_upload_the_store_cut_is_never_acknowledged_and_is_redone_when_it
     );
     let unnamed = unnamed_objects(&other);
     assert!(unnamed.len() <= 1, "objects no row names: {unnamed:?}");
+}
+
+/// A sequential writer while its oldest upload hangs in the store (held in the proxy)
+/// and the two after it were stored: the file's next objects seal and upload at once,
+/// beside the hung one, instead of the writer waiting for it (an upload that ended early
+/// leaves its slot to the next; `SEALED_PER_FILE`); nothing commits before the oldest
+/// (another head sees an empty file); once it lands, a COMMIT commits them all in order
+/// and both heads read every byte. (When the three slots counted sealed objects, the
+/// 17th WRITE waited for the hung upload: its timeout, 10 s.)
+#[test]
+fn uploads_that_end_before_an_older_one_leave_their_slots_to_the_next() {
+    let _serial = one_at_a_time();
+    let Some(env) = TestEngines::from_env() else {
+        return;
+    };
+    let (cut, config) = Cut::in_front_of(&env, "bg-order");
+    let fs = head(&config);
+    let mut direct = config.clone();
+    direct.store.endpoint = env.config.store.endpoint.clone();
+    let other = head(&direct);
+    let file = create(&fs, fs.root(), "f");
+    let mib = 1usize << 20;
+    let data = bytes(20 * mib, 9);
+    write_mibs(&fs, file, 0, &data[..4 * mib]);
+    let before = engine_counters();
+    cut.hold_first();
+    // The fifth WRITE seals the first object; its upload hangs.
+    write_mibs(&fs, file, 4 * mib as u64, &data[4 * mib..5 * mib]);
+    cut.wait_held();
+    // The 9th and 13th seal the second and third, which the store takes.
+    write_mibs(&fs, file, 5 * mib as u64, &data[5 * mib..16 * mib]);
+    let start = Instant::now();
+    while unnamed_objects(&other).len() < 2 {
+        assert!(
+            start.elapsed() < patience(),
+            "the 2nd and 3rd uploads never landed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(engine_counters().s3_puts - before.s3_puts, 3);
+    // The 17th finds the file full with one upload in flight: it seals the fourth and
+    // goes on, as do the rest.
+    let start = Instant::now();
+    write_mibs(&fs, file, 16 * mib as u64, &data[16 * mib..]);
+    let took = start.elapsed();
+    assert!(
+        took < limits::OPERATION_TIMEOUT / 2,
+        "the WRITEs waited {took:?} for the hung upload"
+    );
+    assert_eq!(
+        engine_counters().s3_puts - before.s3_puts,
+        4,
+        "a fourth upload started beside the hung one"
+    );
+    assert_eq!(
+        size_of(&other, file),
+        0,
+        "a row committed before the oldest"
+    );
+    cut.release();
+    commit_until_ok(&fs, file);
+    assert!(
+        whole(&other, file) == data,
+        "the other head reads other bytes"
+    );
+    assert!(whole(&fs, file) == data, "this head reads other bytes");
+    assert!(unnamed_objects(&other).is_empty(), "an object no row names");
 }
 
 /// Uploads that went stale before their rows committed, each held in the proxy while the

@@ -39,16 +39,17 @@
 //!   asks again for every watched file every [`limits::HEAD_WAIT_POLL`], and once more
 //!   when it listens again: nothing waits on a notice that was lost.
 //!
-//! What this head recorded per file is kept in memory ([`Recorded`]), so a change that
-//! leaves the record as it was costs no statement.
+//! What this head recorded per file is kept in memory (a [`Book`] of its spans), so a
+//! change that leaves the record as it was costs no statement.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use futures::StreamExt;
 use vfs::{FileId, FsError, FsResult, HeadLock, LockFreed, LockSource, LockSpan};
 
+use crate::book::Book;
 use crate::engine::{Fail, Sql, Tx, COUNTERS};
 use crate::meta::to_db;
 use crate::{limits, Inner};
@@ -63,7 +64,9 @@ pub(crate) struct Heads {
     registering: Mutex<()>,
     /// What the head's lock manager holds on a file (set by the server at start).
     source: OnceLock<LockSource>,
-    files: Mutex<Files>,
+    /// What this head wrote of each file's spans; the files a LOCK or an unlock of this
+    /// head runs on.
+    files: Mutex<Book<Vec<LockSpan>>>,
     /// Wakes the keeper: a file to record (locks, or shares: `shares.rs`).
     pub(crate) wake: tokio::sync::Notify,
     /// Where this head's server is told that ranges of a watched file may have freed.
@@ -76,27 +79,6 @@ pub(crate) struct Heads {
     watch_wake: tokio::sync::Notify,
 }
 
-#[derive(Default)]
-struct Files {
-    /// What this head wrote for each file with rows (a file without an entry has none).
-    recorded: HashMap<i64, Recorded>,
-    /// Files whose record may be behind the lock manager.
-    dirty: HashSet<i64>,
-    /// Every file of `recorded` may be behind (a release of a whole client).
-    all_dirty: bool,
-    /// Files a LOCK or an unlock of this head is running on (how many), which writes
-    /// their rows itself: a change reported meanwhile is looked at when it ends instead.
-    locking: HashMap<i64, usize>,
-}
-
-/// This head's rows of one file, as it last wrote them.
-struct Recorded {
-    spans: Vec<LockSpan>,
-    /// False after a write whose outcome is not known (its COMMIT failed): the rows
-    /// must be written again, whatever they hold.
-    known: bool,
-}
-
 impl Heads {
     pub(crate) fn new(lease: std::time::Duration) -> Self {
         Self {
@@ -104,7 +86,7 @@ impl Heads {
             id: OnceLock::new(),
             registering: Mutex::new(()),
             source: OnceLock::new(),
-            files: Mutex::new(Files::default()),
+            files: Mutex::new(Book::default()),
             wake: tokio::sync::Notify::new(),
             freed: OnceLock::new(),
             watched: Mutex::new(HashSet::new()),
@@ -182,18 +164,17 @@ impl Heads {
     /// now (a byte, or a byte's exclusivity), which the other heads must hear of.
     fn frees(&self, file: i64, new: &[LockSpan]) -> bool {
         let f = self.files();
-        let Some(old) = f.recorded.get(&file) else {
-            return false;
+        let old = match f.row(file) {
+            None => return false,
+            Some(None) => return true,
+            Some(Some(old)) => old,
         };
-        if !old.known {
-            return true;
-        }
         let mut sorted = new.to_vec();
         sorted.sort_by_key(|s| s.first);
-        old.spans.iter().any(|o| !covered(o, &sorted))
+        old.iter().any(|o| !covered(o, &sorted))
     }
 
-    fn files(&self) -> std::sync::MutexGuard<'_, Files> {
+    fn files(&self) -> std::sync::MutexGuard<'_, Book<Vec<LockSpan>>> {
         self.files.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -221,41 +202,21 @@ impl Heads {
         bounded(source(FileId(u64::try_from(file).unwrap_or(0))))
     }
 
-    /// Whether `spans` are what the database holds for `file` (no write needed).
-    fn is_recorded(&self, file: i64, spans: &[LockSpan]) -> bool {
-        match self.files().recorded.get(&file) {
-            Some(r) => r.known && r.spans == spans,
-            None => spans.is_empty(),
-        }
-    }
-
     /// Notes what is about to be committed for `file` (under its per-inode lock).
     fn set_recorded(&self, file: i64, spans: Vec<LockSpan>) {
-        let mut f = self.files();
-        if spans.is_empty() {
-            f.recorded.remove(&file);
-        } else {
-            f.recorded.insert(file, Recorded { spans, known: true });
-        }
+        let row = !spans.is_empty();
+        self.files().set(file, spans, row);
     }
 
     /// A write of `file` failed: its rows are unknown until written again.
     fn failed(&self, file: i64) {
-        let mut f = self.files();
-        f.recorded
-            .entry(file)
-            .or_insert(Recorded {
-                spans: Vec::new(),
-                known: false,
-            })
-            .known = false;
-        f.dirty.insert(file);
+        self.files().failed(file);
     }
 
     /// Whether a LOCK of `file` may make it one more file with rows.
     fn room_for(&self, file: i64) -> bool {
         let f = self.files();
-        f.recorded.contains_key(&file) || f.recorded.len() < limits::HEAD_LOCK_FILES_MAX
+        f.has_row(file) || f.rows() < limits::HEAD_LOCK_FILES_MAX
     }
 
     pub(crate) fn changed(&self, file: Option<FileId>) {
@@ -263,52 +224,25 @@ impl Heads {
             // No LOCK went through this head yet: it has no rows to bring in step.
             return;
         }
-        {
-            let mut f = self.files();
-            match file {
-                Some(id) if f.locking.contains_key(&to_db(id)) => return,
-                Some(id) => {
-                    f.dirty.insert(to_db(id));
-                }
-                None => f.all_dirty = true,
-            }
+        if self.files().changed(file.map(to_db)) {
+            self.wake.notify_one();
         }
-        self.wake.notify_one();
     }
 
     /// A LOCK on `file` begins: the changes its grant reports are its own to write.
     fn begin_lock(&self, file: i64) {
-        *self.files().locking.entry(file).or_default() += 1;
+        self.files().begin(file);
     }
 
     /// The LOCK on `file` ended: anything else that changed meanwhile is recorded by
     /// the keeper.
     fn end_lock(&self, file: i64) {
-        {
-            let mut f = self.files();
-            if let Some(n) = f.locking.get_mut(&file) {
-                *n -= 1;
-                if *n == 0 {
-                    f.locking.remove(&file);
-                }
-            }
-        }
-        if !self.is_recorded(file, &self.spans(file)) {
-            self.files().dirty.insert(file);
+        self.files().end(file);
+        // Read after the end: a change from now on marks the file itself.
+        let spans = self.spans(file);
+        if self.files().behind(file, &spans, true) {
             self.wake.notify_one();
         }
-    }
-
-    /// The files to record now (the dirty ones; all with rows after a bulk release).
-    fn take_dirty(&self) -> Vec<i64> {
-        let mut f = self.files();
-        let mut out: Vec<i64> = f.dirty.drain().collect();
-        if std::mem::take(&mut f.all_dirty) {
-            out.extend(f.recorded.keys().copied());
-            out.sort_unstable();
-            out.dedup();
-        }
-        out
     }
 }
 
@@ -518,7 +452,7 @@ fn lock_in(
     }
     grant();
     let spans = inner.heads.spans(inode);
-    if inner.heads.is_recorded(inode, &spans) {
+    if inner.heads.files().is_recorded(inode, &spans) {
         // Refused here, or asked again for what it holds: the rows stand (the dropped
         // transaction rolls back and lets go of the file's lock).
         return Ok(None);
@@ -577,21 +511,29 @@ pub(crate) fn settle(inner: &Arc<Inner>, id: FileId, release: &mut dyn FnMut()) 
     done
 }
 
+/// A transaction that holds the per-inode lock of `inode`, which every head takes to
+/// write its rows of the file (locks and shares alike).
+pub(crate) async fn file_taken(inner: &Inner, inode: i64) -> Result<Tx, Fail> {
+    let tx = Tx::new(inner.engines.pool.get().await?);
+    COUNTERS.transactions(1);
+    tx.execute("SELECT granary_lock_take($1)", &[&inode])
+        .await?;
+    Ok(tx)
+}
+
 /// Brings this head's rows of `inode` in step with its lock manager, under the file's
 /// per-inode lock. A failure leaves the file to the next heartbeat.
 async fn record(inner: &Inner, head: i64, inode: i64) -> Result<(), Fail> {
     let h = &inner.heads;
-    if h.is_recorded(inode, &h.spans(inode)) {
+    let spans = h.spans(inode);
+    if h.files().is_recorded(inode, &spans) {
         return Ok(());
     }
     let done = async {
-        let tx = Tx::new(inner.engines.pool.get().await?);
-        COUNTERS.transactions(1);
-        tx.execute("SELECT granary_lock_take($1)", &[&inode])
-            .await?;
+        let tx = file_taken(inner, inode).await?;
         // Read under the lock: a change after this read records itself after us.
         let spans = h.spans(inode);
-        if h.is_recorded(inode, &spans) {
+        if h.files().is_recorded(inode, &spans) {
             return Ok(());
         }
         let frees = h.frees(inode, &spans);
@@ -673,11 +615,7 @@ async fn keeper(inner: Arc<Inner>, head: i64) {
                 Ok(beat) => {
                     if beat.fresh {
                         tracing::warn!(head, "object backend: this head's lock lease had ended and its rows were swept; recording its locks and shares again");
-                        let mut f = inner.heads.files();
-                        for r in f.recorded.values_mut() {
-                            r.known = false;
-                        }
-                        f.all_dirty = true;
+                        inner.heads.files().all_unknown();
                     }
                     let shares = crate::shares::beat(&inner, head, &beat, sent).await;
                     if let Err(e) = shares {
@@ -690,7 +628,8 @@ async fn keeper(inner: Arc<Inner>, head: i64) {
             }
         }
         crate::shares::keep(&inner, head).await;
-        for inode in inner.heads.take_dirty() {
+        let dirty = inner.heads.files().take_dirty();
+        for inode in dirty {
             let r = tokio::time::timeout(limits::OPERATION_TIMEOUT, record(&inner, head, inode))
                 .await
                 .unwrap_or_else(|_| {

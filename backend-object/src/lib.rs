@@ -34,6 +34,7 @@
 //! or the publish timer).
 #![forbid(unsafe_code)]
 
+mod book;
 mod cache;
 pub mod config;
 mod data;

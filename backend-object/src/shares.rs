@@ -31,11 +31,12 @@
 //! its number at its first OPEN, LOCK or SHARE and renews it every heartbeat; the rows
 //! of a head whose lease ended are ignored, and its acks are not waited for.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 
 use vfs::{FileId, FsError, FsResult, HeadShare, ShareMode, ShareSource};
 
+use crate::book::Book;
 use crate::engine::{Fail, Sql, Tx, COUNTERS};
 use crate::meta::to_db;
 use crate::{heads, limits, Inner};
@@ -71,14 +72,9 @@ struct Watch {
 
 #[derive(Default)]
 struct Files {
-    /// What this head wrote for each file with a row (`None`: a write whose outcome is
-    /// not known; written again whatever it holds).
-    recorded: HashMap<i64, Option<ShareMode>>,
-    /// Files whose row may be behind the share table.
-    dirty: HashSet<i64>,
-    all_dirty: bool,
-    /// Files an OPEN or release of this head is running on, which writes their rows.
-    busy: HashMap<i64, usize>,
+    /// What this head wrote of each file's modes; the files an OPEN or a release of this
+    /// head runs on.
+    book: Book<ShareMode>,
     /// The largest watch id up to which this head recorded every watched file.
     acked: i64,
 }
@@ -164,78 +160,42 @@ impl Shares {
     }
 
     fn is_recorded(&self, inode: i64, mode: ShareMode) -> bool {
-        match self.files().recorded.get(&inode) {
-            Some(r) => *r == Some(mode),
-            None => mode == ShareMode::default(),
-        }
+        self.files().book.is_recorded(inode, &mode)
     }
 
-    fn set_recorded(&self, inode: i64, mode: Option<ShareMode>, written: bool) {
-        let mut f = self.files();
-        if written || mode.is_none() {
-            f.recorded.insert(inode, mode);
-        } else {
-            f.recorded.remove(&inode);
-        }
+    fn has_row(&self, inode: i64) -> bool {
+        self.files().book.has_row(inode)
     }
 
     fn failed(&self, inode: i64) {
-        let mut f = self.files();
-        f.recorded.insert(inode, None);
-        f.dirty.insert(inode);
+        self.files().book.failed(inode);
     }
 
     pub(crate) fn changed(&self, inner: &Inner, file: Option<FileId>) {
+        let inode = file.map(to_db);
         {
             let mut f = self.files();
-            match file {
-                Some(id) => {
-                    let inode = to_db(id);
-                    if f.busy.contains_key(&inode) || !f.recorded.contains_key(&inode) {
-                        // Its own call records it, or this head has no row there.
-                        return;
-                    }
-                    f.dirty.insert(inode);
-                }
-                None => f.all_dirty = true,
+            // This head has no row there: nothing to bring in step.
+            if inode.is_some_and(|i| !f.book.has_row(i)) || !f.book.changed(inode) {
+                return;
             }
         }
         inner.heads.wake.notify_one();
     }
 
     fn begin(&self, inode: i64) {
-        *self.files().busy.entry(inode).or_default() += 1;
+        self.files().book.begin(inode);
     }
 
     fn end(&self, inner: &Inner, inode: i64) {
-        {
-            let mut f = self.files();
-            if let Some(n) = f.busy.get_mut(&inode) {
-                *n -= 1;
-                if *n == 0 {
-                    f.busy.remove(&inode);
-                }
-            }
-        }
+        self.files().book.end(inode);
         let mode = self.mode(inode);
         // The files mutex is never held while the gate is taken (the keeper takes the
         // gate, then the files).
-        let has_row = self.files().recorded.contains_key(&inode);
-        if !self.is_recorded(inode, mode) && (has_row || self.watched(inode)) {
-            self.files().dirty.insert(inode);
+        let watched = self.watched(inode);
+        if self.files().book.behind(inode, &mode, watched) {
             inner.heads.wake.notify_one();
         }
-    }
-
-    fn take_dirty(&self) -> Vec<i64> {
-        let mut f = self.files();
-        let mut out: Vec<i64> = f.dirty.drain().collect();
-        if std::mem::take(&mut f.all_dirty) {
-            out.extend(f.recorded.keys().copied());
-            out.sort_unstable();
-            out.dedup();
-        }
-        out
     }
 }
 
@@ -375,7 +335,7 @@ fn share_in(
         }
         return match inner.engines.run(put(tx, inode, head, mode)) {
             Ok(written) => {
-                s.set_recorded(inode, Some(mode), written);
+                s.files().book.set(inode, mode, written);
                 Ok(None)
             }
             Err(e) => {
@@ -396,8 +356,7 @@ pub(crate) fn settle(inner: &Arc<Inner>, id: FileId, release: &mut dyn FnMut()) 
     let s = &inner.shares;
     s.begin(inode);
     release();
-    let has_row = s.files().recorded.contains_key(&inode);
-    let needed = has_row || s.watched(inode);
+    let needed = s.has_row(inode) || s.watched(inode);
     let done = if !needed {
         Ok(())
     } else if sync::blocking::allowed() {
@@ -417,17 +376,14 @@ async fn record(inner: &Inner, head: i64, inode: i64, force: bool) -> Result<(),
         return Ok(());
     }
     let done = async {
-        let tx = Tx::new(inner.engines.pool.get().await?);
-        COUNTERS.transactions(1);
-        tx.execute("SELECT granary_lock_take($1)", &[&inode])
-            .await?;
+        let tx = heads::file_taken(inner, inode).await?;
         // Read under the lock: a change after this read records itself after us.
         let mode = s.mode(inode);
         if !force && s.is_recorded(inode, mode) {
             return Ok(());
         }
         let written = put(tx, inode, head, mode).await?;
-        s.set_recorded(inode, Some(mode), written);
+        s.files().book.set(inode, mode, written);
         Ok(())
     }
     .await;
@@ -461,11 +417,7 @@ pub(crate) async fn beat(
             // Its rows were swept: every file it had one for is written again (a deny on
             // a file whose watch went since watches it again).
             let mut f = s.files();
-            let had: Vec<i64> = f.recorded.keys().copied().collect();
-            for inode in had {
-                f.recorded.insert(inode, None);
-                f.dirty.insert(inode);
-            }
+            f.book.all_unknown();
             f.acked = 0;
         }
         let mut next: HashMap<i64, Watch> = HashMap::with_capacity(watches.len());
@@ -492,7 +444,7 @@ pub(crate) async fn beat(
             // Their watch went with every head's rows of them.
             let mut f = s.files();
             for i in &dropped {
-                f.recorded.remove(i);
+                f.book.forget(*i);
             }
         }
         g.watched = next;
@@ -526,7 +478,8 @@ pub(crate) async fn beat(
 
 /// The keeper's part: records the files whose rows fell behind.
 pub(crate) async fn keep(inner: &Inner, head: i64) {
-    for inode in inner.shares.take_dirty() {
+    let dirty = inner.shares.files().book.take_dirty();
+    for inode in dirty {
         let r = tokio::time::timeout(limits::OPERATION_TIMEOUT, record(inner, head, inode, false))
             .await
             .unwrap_or_else(|_| {

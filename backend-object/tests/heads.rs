@@ -9,30 +9,26 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{create, head, query_i64};
+use common::{create, fresh_with_lease, head, query_i64, stand_in, Held};
 use granary_backend_object::{ObjectConfig, ObjectFs, TestEngines};
 use vfs::{Backend, FileId, HeadLock, HeadLocks, LockSpan};
 
 /// One head and what its "lock manager" holds per file.
 struct Head {
     fs: ObjectFs,
-    held: Arc<Mutex<HashMap<FileId, Vec<LockSpan>>>>,
+    held: Held<Vec<LockSpan>>,
 }
 
 impl Head {
     fn open(config: &ObjectConfig) -> Self {
         let fs = head(config);
-        let held: Arc<Mutex<HashMap<FileId, Vec<LockSpan>>>> = Arc::default();
-        let h = Arc::clone(&held);
+        let (held, source) = stand_in();
         fs.head_locks()
             .expect("the object backend keeps locks across heads")
-            .attach(Arc::new(move |id| {
-                h.lock().unwrap().get(&id).cloned().unwrap_or_default()
-            }));
+            .attach(source);
         Self { fs, held }
     }
 
@@ -70,16 +66,10 @@ fn engines() -> Option<TestEngines> {
     TestEngines::from_env()
 }
 
-fn config(env: &TestEngines, tag: &str, lease_secs: u64) -> ObjectConfig {
-    let mut c = env.fresh(tag);
-    c.lock_lease = Duration::from_secs(lease_secs);
-    c
-}
-
 #[test]
 fn a_write_lock_on_one_head_keeps_the_other_off_its_bytes_until_it_is_released() {
     let Some(env) = engines() else { return };
-    let config = config(&env, "heads-basic", 20);
+    let config = fresh_with_lease(&env, "heads-basic", 20);
     let (a, b) = (Head::open(&config), Head::open(&config));
     let f = create(&a.fs, a.fs.root(), "f");
     let g = create(&a.fs, a.fs.root(), "g");
@@ -137,7 +127,7 @@ fn a_write_lock_on_one_head_keeps_the_other_off_its_bytes_until_it_is_released()
 #[test]
 fn a_release_in_the_background_reaches_the_other_head() {
     let Some(env) = engines() else { return };
-    let config = config(&env, "heads-bg", 20);
+    let config = fresh_with_lease(&env, "heads-bg", 20);
     let (a, b) = (Head::open(&config), Head::open(&config));
     let f = create(&a.fs, a.fs.root(), "f");
     assert_eq!(a.lock(f, span(true, 0, u64::MAX)), None);
@@ -163,7 +153,7 @@ fn a_release_in_the_background_reaches_the_other_head() {
 fn a_head_that_stops_frees_its_ranges_after_its_lease() {
     let Some(env) = engines() else { return };
     let lease = 3;
-    let config = config(&env, "heads-lease", lease);
+    let config = fresh_with_lease(&env, "heads-lease", lease);
     let (a, b) = (Head::open(&config), Head::open(&config));
     let f = create(&a.fs, a.fs.root(), "f");
     assert_eq!(a.lock(f, span(true, 0, 99)), None);
@@ -222,7 +212,7 @@ fn settle_calls(rx: &std::sync::mpsc::Receiver<(FileId, Instant)>, quiet: Durati
 #[test]
 fn a_head_that_watches_a_file_hears_the_other_heads_release_at_once() {
     let Some(env) = engines() else { return };
-    let config = config(&env, "heads-notify", 20);
+    let config = fresh_with_lease(&env, "heads-notify", 20);
     let (a, b) = (Head::open(&config), Head::open(&config));
     let f = create(&a.fs, a.fs.root(), "f");
     let calls = freed_calls(&b);
@@ -255,7 +245,7 @@ fn a_head_that_watches_a_file_hears_the_other_heads_release_at_once() {
 fn a_head_that_watches_a_file_hears_of_the_other_heads_lease_running_out() {
     let Some(env) = engines() else { return };
     let lease = 3;
-    let config = config(&env, "heads-notify-lease", lease);
+    let config = fresh_with_lease(&env, "heads-notify-lease", lease);
     let (a, b) = (Head::open(&config), Head::open(&config));
     let f = create(&a.fs, a.fs.root(), "f");
     let calls = freed_calls(&b);
@@ -281,7 +271,7 @@ fn a_head_that_watches_a_file_hears_of_the_other_heads_lease_running_out() {
 #[test]
 fn many_ranges_on_one_file_are_recorded_as_bounded_hulls() {
     let Some(env) = engines() else { return };
-    let config = config(&env, "heads-bound", 20);
+    let config = fresh_with_lease(&env, "heads-bound", 20);
     let (a, b) = (Head::open(&config), Head::open(&config));
     let f = create(&a.fs, a.fs.root(), "f");
     let n = granary_backend_object::limits::HEAD_LOCK_SPANS_PER_FILE as u64 + 10;

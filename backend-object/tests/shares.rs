@@ -10,11 +10,10 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{create, head, query_i64};
+use common::{create, fresh_with_lease, head, query_i64, stand_in, Held};
 use granary_backend_object::{engine_counters, ObjectConfig, ObjectFs, TestEngines};
 use vfs::{Backend, FileId, HeadShare, HeadShares, ShareMode};
 
@@ -24,19 +23,16 @@ const WRITE: u32 = 2;
 /// One head and what its "share table" holds per file.
 struct Head {
     fs: ObjectFs,
-    held: Arc<Mutex<HashMap<FileId, ShareMode>>>,
+    held: Held<ShareMode>,
 }
 
 impl Head {
     fn open(config: &ObjectConfig) -> Self {
         let fs = head(config);
-        let held: Arc<Mutex<HashMap<FileId, ShareMode>>> = Arc::default();
-        let h = Arc::clone(&held);
+        let (held, source) = stand_in();
         fs.head_shares()
             .expect("the object backend keeps share reservations across heads")
-            .attach(Arc::new(move |id| {
-                h.lock().unwrap().get(&id).copied().unwrap_or_default()
-            }));
+            .attach(source);
         Self { fs, held }
     }
 
@@ -69,19 +65,13 @@ impl Head {
     }
 }
 
-fn config(env: &TestEngines, tag: &str, lease_secs: u64) -> ObjectConfig {
-    let mut c = env.fresh(tag);
-    c.lock_lease = Duration::from_secs(lease_secs);
-    c
-}
-
 #[test]
 fn deny_modes_hold_across_heads_and_an_open_that_denies_nothing_costs_no_transaction() {
     let Some(env) = TestEngines::from_env() else {
         return;
     };
     let lease = 3;
-    let config = config(&env, "shares-basic", lease);
+    let config = fresh_with_lease(&env, "shares-basic", lease);
     let (a, b) = (Head::open(&config), Head::open(&config));
     let f = create(&a.fs, a.fs.root(), "f");
     let g = create(&a.fs, a.fs.root(), "g");

@@ -2,10 +2,12 @@
 //! engines the environment names (`TestEngines`), and the calls every test makes.
 #![allow(dead_code)]
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::BytesMut;
-use granary_backend_object::{ObjectConfig, ObjectFs};
+use granary_backend_object::{ObjectConfig, ObjectFs, TestEngines};
 use gtime::SystemClock;
 use vfs::{Backend, CreateMode, FileId, FsResult, Name, SetAttr, Trusted};
 
@@ -18,6 +20,26 @@ pub fn name(s: &str) -> Name {
 /// A head of the file system `config` names, on the system clock.
 pub fn head(config: &ObjectConfig) -> ObjectFs {
     ObjectFs::open(config, Arc::new(SystemClock::new())).expect("the head opens")
+}
+
+/// A fresh file system `tag` on `env`'s engines, its heads' lock lease `lease_secs`.
+pub fn fresh_with_lease(env: &TestEngines, tag: &str, lease_secs: u64) -> ObjectConfig {
+    let mut c = env.fresh(tag);
+    c.lock_lease = Duration::from_secs(lease_secs);
+    c
+}
+
+/// What a head's stand-in for its lock manager or share table holds per file.
+pub type Held<T> = Arc<Mutex<HashMap<FileId, T>>>;
+
+/// A stand-in holding nothing yet, and the source a head reads it through (what it holds
+/// on a file; nothing where it holds none), to attach to the head's seam.
+pub fn stand_in<T: Clone + Default + Send + 'static>(
+) -> (Held<T>, Arc<dyn Fn(FileId) -> T + Send + Sync>) {
+    let held: Held<T> = Arc::default();
+    let h = Arc::clone(&held);
+    let source = Arc::new(move |id| h.lock().unwrap().get(&id).cloned().unwrap_or_default());
+    (held, source)
 }
 
 /// A new file `n` in `dir` (GUARDED: the name must be new).

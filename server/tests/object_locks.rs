@@ -34,6 +34,10 @@ const NLM: u32 = 100_021;
 /// within it.
 const LEASE_SECS: u64 = 3;
 
+/// The lock lease of the test that stops the database while a waiter waits: longer than
+/// the outage.
+const OUTAGE_LEASE_SECS: u64 = 15;
+
 /// Two heads of one fresh file system with a short lock lease.
 fn two_heads(tag: &str) -> Option<(Server, Server)> {
     two_heads_with(tag, &[], &[])
@@ -484,8 +488,15 @@ fn a_waiter_across_heads_outlives_a_database_restart() {
     let rt = rt();
     let mut host = rt.block_on(Host::start());
     let port = host.port.to_string();
-    let Some((a, b)) = two_heads_with("xlock-wait-pg", &[], &["--callback-portmap-port", &port])
-    else {
+    // A lease longer than the outage (a 2 s pause plus the engine's stop and start, over
+    // 3 s at load 7-9): with the short one, head A's lease could lapse in the outage and
+    // B be granted before A's unlock, which is the other test's case, not this one's.
+    let Some((a, b)) = object::two_heads_with(
+        "xlock-wait-pg",
+        OUTAGE_LEASE_SECS,
+        &[],
+        &["--callback-portmap-port", &port],
+    ) else {
         return;
     };
     rt.block_on(async {

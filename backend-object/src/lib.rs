@@ -712,11 +712,12 @@ impl vfs::Backend for ObjectFs {
         let now = inner.now_ns();
         self.run(async move {
             let before = check_write(inner, file, checks, now).await?;
-            let stamp = now.max(meta::ns(before.ctime).saturating_add(1));
+            // The ctime as the checks read it (the row's, for a file with no buffered
+            // writes yet): the write's stamp comes after it.
+            let row = meta::ns(before.ctime);
+            let stamp = now.max(row.saturating_add(1));
             let mono = inner.clock.monotonic();
             let mut tries = 0;
-            // The row's ctime as the checks read it (for a file with no buffered writes yet).
-            let row = meta::ns(before.ctime);
             while let Err(full) = inner
                 .pending
                 .add(file, offset_bytes, data, mono, stamp, row)

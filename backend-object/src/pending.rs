@@ -106,6 +106,12 @@ struct FileBuf {
 }
 
 impl FileBuf {
+    /// The end of its buffered data and the ctime its clients were told, if it holds any.
+    fn held(&self) -> Option<(u64, i64)> {
+        let end = self.extents.iter().map(Extent::end).max()?;
+        Some((end, self.stamp_ns))
+    }
+
     /// Counts `bytes` and `sealed_bytes` again, and finds `since` again, after extents
     /// came, went or shrank.
     fn recount(&mut self) {
@@ -337,8 +343,7 @@ impl Pending {
             }
             f.seen_ns = row_ns;
         }
-        let end = f.extents.iter().map(Extent::end).max()?;
-        Some((end, f.stamp_ns))
+        f.held()
     }
 
     /// What the publish of `snap`, a group of `file`, commits: at least its stamp, or the
@@ -356,10 +361,7 @@ impl Pending {
 
     /// The end of `file`'s buffered data and the ctime its clients were told, if any.
     pub(crate) fn overlay(&self, file: i64) -> Option<(u64, i64)> {
-        let s = self.state();
-        let f = s.files.get(&file)?;
-        let end = f.extents.iter().map(Extent::end).max()?;
-        Some((end, f.stamp_ns))
+        self.state().files.get(&file)?.held()
     }
 
     /// `bytes`, which hold `file` from `offset`, with its buffered bytes over them: the

@@ -14,6 +14,7 @@
 //! call, and it has to reach every backend method without widening the `Backend` seam.
 
 use std::cell::Cell;
+use std::thread::LocalKey;
 
 thread_local! {
     static FORBIDDEN: Cell<bool> = const { Cell::new(false) };
@@ -29,28 +30,14 @@ pub fn allowed() -> bool {
 /// Runs `f` with blocking forbidden on this thread (restored afterwards, also if `f`
 /// panics).
 pub fn forbidden<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            FORBIDDEN.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(FORBIDDEN.with(|c| c.replace(true)));
-    f()
+    scoped(&FORBIDDEN, true, f)
 }
 
 /// Runs `f` with blocking allowed on this thread (restored afterwards), for a caller that
 /// cannot give up half way: its calls block where they are, as every call did before the
 /// blocking pool existed.
 pub fn permitted<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            FORBIDDEN.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(FORBIDDEN.with(|c| c.replace(false)));
-    f()
+    scoped(&FORBIDDEN, false, f)
 }
 
 /// Whether the calling thread may call a remote backend (one whose calls wait on a
@@ -67,13 +54,19 @@ pub fn remote_allowed() -> bool {
 /// Runs `f` with remote backends forbidden on this thread (restored afterwards, also if
 /// `f` panics); see [`remote_allowed`].
 pub fn remote_forbidden<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
+    scoped(&REMOTE_FORBIDDEN, true, f)
+}
+
+/// Runs `f` with `flag` set to `value` on this thread, restored afterwards, also if `f`
+/// panics.
+fn scoped<R>(flag: &'static LocalKey<Cell<bool>>, value: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(&'static LocalKey<Cell<bool>>, bool);
     impl Drop for Restore {
         fn drop(&mut self) {
-            REMOTE_FORBIDDEN.with(|c| c.set(self.0));
+            self.0.with(|c| c.set(self.1));
         }
     }
-    let _restore = Restore(REMOTE_FORBIDDEN.with(|c| c.replace(true)));
+    let _restore = Restore(flag, flag.with(|c| c.replace(value)));
     f()
 }
 
